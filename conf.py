@@ -1,0 +1,93 @@
+"""Sphinx configuration: one executable textbook, built and verified by `make html`.
+
+Gallery sources live in gallery/<chapter>/plot_NN_topic.py; sphinx-gallery executes them and
+writes generated/<chapter>/ (ignored by git), which the chapter pages in chapters/ link to.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parent.resolve()
+sys.path.insert(0, str(ROOT / "_ext"))
+
+project = "Transformer Building Blocks, Verified"
+author = "The authors"
+copyright = "2026, the authors"
+
+extensions = [
+    "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # serves MathJax 3 from _static/mathjax: no CDN
+    "sphinx_gallery.gen_gallery",
+    "myst_nb",
+    "sphinx_copybutton",
+]
+
+root_doc = "index"
+exclude_patterns = [
+    "_build",
+    ".venv",
+    "README.md",
+    "gallery",
+    "tests",
+    "jupyter_execute",
+    ".pytest_cache",
+    # sphinx-gallery writes a notebook beside every generated page; myst-nb would read it as a
+    # second source for the same page. The notebooks are downloads, not sources.
+    "generated/**/*.ipynb",
+    # sphinx-gallery's own thumbnail index: the chapter pages in chapters/ take its place.
+    "generated/*/index.rst",
+]
+
+# Warnings are errors (-W in the Makefile); nitpicky (-n) flags every unresolved reference.
+nitpicky = True
+
+# ---------------------------------------------------------------------------------------------
+# sphinx-gallery: one gallery folder per chapter.
+CHAPTERS = sorted(p.name for p in (ROOT / "gallery").iterdir() if p.is_dir())
+
+sphinx_gallery_conf = {
+    "examples_dirs": [f"gallery/{c}" for c in CHAPTERS],
+    "gallery_dirs": [f"generated/{c}" for c in CHAPTERS],
+    # `make html PAGE=batchnorm` executes only matching pages (unchanged pages are cached anyway).
+    "filename_pattern": os.environ.get("PAGE") or r"/plot_",
+    "within_subsection_order": "FileNameSortKey",
+    # Reseed torch and restore the house figure style before every page (see _ext/book.py).
+    "reset_modules": ("matplotlib", "book.reset_page"),
+    "remove_config_comments": True,
+    "min_reported_time": 0,
+    "download_all_examples": False,
+    "show_memory": False,
+    "capture_repr": (),
+    # A failing claim fails the build, after every page has been tried.
+    "abort_on_example_error": False,
+    "only_warn_on_example_error": False,
+    "first_notebook_cell": None,
+}
+
+# ---------------------------------------------------------------------------------------------
+# myst-nb: executed MyST notebook pages (*.md). Never the gallery's .ipynb files (excluded above).
+source_suffix = {".rst": "restructuredtext", ".md": "myst-nb"}
+nb_execution_mode = "cache"
+nb_execution_cache_path = str(ROOT / "_build" / ".jupyter_cache")
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+nb_execution_timeout = 120
+myst_enable_extensions = ["dollarmath", "colon_fence"]
+
+# ---------------------------------------------------------------------------------------------
+# HTML
+html_theme = "furo"
+html_title = project
+html_static_path = ["_static"]
+html_css_files = ["book.css"]
+html_show_sourcelink = False
+html_theme_options = {
+    "source_repository": "",
+    "navigation_with_keys": True,
+}
+pygments_style = "friendly"
+pygments_dark_style = "monokai"
+
+# Copy only the code, never the prompt or the printed output.
+copybutton_exclude = ".linenos, .gp, .go"
