@@ -21,6 +21,7 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "myst_nb",
     "sphinx_copybutton",
+    "book",  # _ext/book.py: the environment page is re-read and re-run on every build
 ]
 
 root_doc = "index"
@@ -63,6 +64,9 @@ sphinx_gallery_conf = {
     "abort_on_example_error": False,
     "only_warn_on_example_error": False,
     "first_notebook_cell": None,
+    # Its sg_execution_times pages load jQuery and DataTables from CDNs; the environment page
+    # (chapters/environment.md) shows the same timings from the per-page .cost.json records.
+    "write_computation_times": False,
 }
 
 # ---------------------------------------------------------------------------------------------

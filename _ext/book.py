@@ -23,3 +23,17 @@ def reset_page(gallery_conf, fname):
             "savefig.facecolor": "white",
         }
     )
+
+
+# Documents that describe the build itself: re-read (and so re-executed) on every build, so they
+# never show another machine's versions or last week's timings.
+ALWAYS_REBUILD = ["chapters/environment"]
+
+
+def _always_outdated(app, env, added, changed, removed):
+    return [doc for doc in ALWAYS_REBUILD if doc in env.found_docs]
+
+
+def setup(app):
+    app.connect("env-get-outdated", _always_outdated)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

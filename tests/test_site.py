@@ -1,0 +1,99 @@
+"""The whole site builds from scratch with -W, and every page is there, executed, with figures."""
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+from conftest import GALLERY_PAGES, ROOT, page_id, save_artifact, sphinx_build
+
+CHAPTER_SOURCES = sorted(p for p in (ROOT / "chapters").iterdir() if p.suffix in {".rst", ".md"})
+
+
+def html_of(out, page):
+    return out / "generated" / page.parent.name / f"{page.stem}.html"
+
+
+def test_every_chapter_page_is_built(site):
+    _, out, _ = site
+    assert (out / "index.html").is_file()
+    for chapter in CHAPTER_SOURCES:
+        assert (out / "chapters" / f"{chapter.stem}.html").is_file(), chapter.name
+
+
+def test_every_chapter_lists_its_executed_pages(site):
+    """Each gallery folder has a chapter page whose table of contents names all its pages."""
+    _, out, _ = site
+    for folder in sorted(p for p in (ROOT / "gallery").iterdir() if p.is_dir()):
+        chapter_html = (out / "chapters" / f"{folder.name}.html").read_text()
+        for page in folder.glob("plot_*.py"):
+            assert f"generated/{folder.name}/{page.stem}.html" in chapter_html, page.name
+
+
+@pytest.mark.parametrize("page", GALLERY_PAGES, ids=page_id)
+def test_gallery_page_was_executed(site, page):
+    """Executed pages show their printed output; every page prints its device first."""
+    src, out, _ = site
+    html = html_of(out, page).read_text()
+    assert "sphx-glr-script-out" in html, "no printed output: the page was not executed"
+    assert re.search(r"device: (cpu|cuda)", html), "the page does not print its device"
+    # sphinx-gallery writes the md5 only after a page ran without error.
+    assert (src / "generated" / page.parent.name / f"{page.name}.md5").is_file()
+
+
+@pytest.mark.parametrize("page", GALLERY_PAGES, ids=page_id)
+def test_every_figure_is_rendered(site, page):
+    """One image per plt.show() in the source, each a non-empty file the HTML points at."""
+    src, out, _ = site
+    n_figures = page.read_text().count("plt.show()")
+    images = sorted((src / "generated" / page.parent.name / "images").glob(f"sphx_glr_{page.stem}_*.png"))
+    assert len(images) == n_figures
+    html_file = html_of(out, page)
+    for img in re.findall(r'<img [^>]*src="([^"]+)"', html_file.read_text()):
+        target = (html_file.parent / img).resolve()
+        assert target.is_file() and target.stat().st_size > 0, img
+
+
+@pytest.mark.parametrize("page", GALLERY_PAGES, ids=page_id)
+def test_downloads_as_script_and_notebook(site, page):
+    _, out, _ = site
+    html = html_of(out, page).read_text()
+    for suffix in (".py", ".ipynb"):
+        links = re.findall(rf'href="([^"]*{re.escape(page.stem + suffix)})"', html)
+        assert links, f"no {suffix} download link"
+        assert (html_of(out, page).parent / links[0]).resolve().is_file()
+
+
+def test_site_needs_no_network(site):
+    """No script, stylesheet, font or image is loaded from another host; math is local."""
+    _, out, _ = site
+    remote = re.compile(r'<(?:script|link|img)\b[^>]*(?:src|href)="(?:https?:)?//', re.I)
+    for html_file in out.rglob("*.html"):
+        text = html_file.read_text()
+        assert not remote.search(text), f"{html_file.relative_to(out)} loads a remote resource"
+    assert (out / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    assert list((out / "_static" / "mathjax" / "output" / "chtml" / "fonts").rglob("*.woff"))
+    index = (out / "chapters" / "normalization.html").read_text()
+    assert "_static/mathjax/tex-chtml.js" in index
+
+
+def test_copy_button_and_theme(site):
+    _, out, _ = site
+    page = html_of(out, GALLERY_PAGES[0]).read_text()
+    assert "copybutton.js" in page
+    assert "furo" in page
+
+
+def test_noop_rebuild_executes_nothing(site):
+    """A second build over the same tree re-runs no page (sphinx-gallery's md5 cache)."""
+    src, out, _ = site
+    start = time.perf_counter()
+    rc, log = sphinx_build(src, out)
+    seconds = time.perf_counter() - start
+    save_artifact("noop_rebuild.log", log)
+    assert rc == 0, log[-3000:]
+    match = re.search(r"executed (\d+) out of (\d+) file", log)
+    assert match and match.group(1) == "0", log[-3000:]
+    skipped = re.search(r"excluding (\d+) files? that had previously been run", log)
+    assert skipped and int(skipped.group(1)) == len(GALLERY_PAGES), log[-3000:]
+    print(f"no-op rebuild: {seconds:.1f} s")
