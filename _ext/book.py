@@ -18,6 +18,7 @@ def reset_page(gallery_conf, fname):
             "axes.grid": True,
             "grid.alpha": 0.3,
             "axes.titlesize": "medium",
+            "figure.constrained_layout.use": True,  # no clipped axis labels
             # White figures stay readable on furo's dark background.
             "figure.facecolor": "white",
             "savefig.facecolor": "white",
