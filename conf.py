@@ -6,6 +6,7 @@ writes generated/<chapter>/ (ignored by git), which the chapter pages in chapter
 
 import os
 import sys
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).parent.resolve()
@@ -42,6 +43,10 @@ exclude_patterns = [
 
 # Warnings are errors (-W in the Makefile); nitpicky (-n) flags every unresolved reference.
 nitpicky = True
+
+# sphinx-gallery resolves names in the code (for links) by evaluating them after the page ran;
+# `x.T` then meets whatever 4-D tensor `x` last held and torch warns about it. Not the page's code.
+warnings.filterwarnings("ignore", message="The use of `x.T` on tensors", category=UserWarning)
 
 # ---------------------------------------------------------------------------------------------
 # sphinx-gallery: one gallery folder per chapter.
