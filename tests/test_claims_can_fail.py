@@ -18,6 +18,14 @@ MUTATIONS = [
      "unbiased=False",
      "unbiased=True",
      "train-mode BatchNorm normalizing with the unbiased variance"),
+    ("gallery/transformer/plot_01_self_attention.py",
+     "attn = logits.softmax(dim=-1)",
+     "attn = logits.softmax(dim=-2)",
+     "attention softmax over the queries instead of the keys"),
+    ("gallery/transformer/plot_03_causal_attention.py",
+     "device=device).tril()  # (L, L), True = attend",
+     "device=device).triu()  # (L, L), True = attend",
+     "causal mask that lets tokens see the future instead of the past"),
 ]
 
 

@@ -1,0 +1,221 @@
+"""
+Multi-head attention as PyTorch packs it
+========================================
+
+``torch.nn.MultiheadAttention`` holds the same four projections as a from-scratch layer, packed
+differently: the query, key and value weights are stacked into one ``in_proj_weight`` of shape
+``(3D, D)``. This page maps a from-scratch layer's weights onto it and proves the outputs and the
+returned attention weights equal, with ``batch_first`` either way, for cross-attention, and for
+keys and values of other widths (``kdim``, ``vdim``).
+"""
+
+# %%
+# Setup
+# -----
+# Every page picks its device at run time and prints it; each claim holds on CPU and GPU.
+import torch
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+print(f"device: {device}, torch {torch.__version__}")
+
+# %%
+# Multi-head attention from scratch
+# ---------------------------------
+# Three projections make ``q``, ``k``, ``v``; each is split into ``Nh`` heads of width
+# ``Dh = D // Nh``; every head attends on its own; the heads are concatenated and projected.
+# Queries come from ``x_q`` (``L`` tokens), keys and values from ``x_k``, ``x_v`` (``M`` tokens):
+# self-attention is the case where all three are the same tensor.
+import math
+
+import torch.nn.functional as F
+
+
+def multi_head_attention(x_q, x_k, x_v, W_q, W_k, W_v, b_q, b_k, b_v, W_o, b_o, Nh):
+    """x_q (B, L, D), x_k and x_v (B, M, *) -> output (B, L, D), weights (B, Nh, L, M)."""
+    B, L, D = x_q.shape
+    M, Dh = x_k.shape[1], D // Nh
+    q = F.linear(x_q, W_q, b_q).reshape(B, L, Nh, Dh).transpose(1, 2)  # (B, Nh, L, Dh)
+    k = F.linear(x_k, W_k, b_k).reshape(B, M, Nh, Dh).transpose(1, 2)  # (B, Nh, M, Dh)
+    v = F.linear(x_v, W_v, b_v).reshape(B, M, Nh, Dh).transpose(1, 2)  # (B, Nh, M, Dh)
+    logits = torch.einsum("bhld,bhmd->bhlm", q, k) / math.sqrt(Dh)  # (B, Nh, L, M)
+    weights = logits.softmax(dim=-1)  # (B, Nh, L, M)
+    heads = torch.einsum("bhlm,bhmd->bhld", weights, v)  # (B, Nh, L, Dh)
+    out = F.linear(heads.transpose(1, 2).reshape(B, L, D), W_o, b_o)  # (B, L, D)
+    return out, weights
+
+
+B, L, D, Nh = 2, 6, 32, 4
+Dh = D // Nh
+x = torch.randn(B, L, D, device=device)  # (B, L, D)
+W_q, W_k, W_v, W_o = (torch.randn(D, D, device=device) / math.sqrt(D) for _ in range(4))
+b_q, b_k, b_v, b_o = (0.1 * torch.randn(D, device=device) for _ in range(4))
+
+# %%
+# What ``nn.MultiheadAttention`` holds
+# ------------------------------------
+# Built with only the required arguments (plus ``batch_first=True`` for ``(B, L, D)`` inputs),
+# the module has one packed input projection and one output projection, no dropout, and its
+# biases start at zero. The default ``batch_first`` is ``False``: a later section uses that.
+mha = torch.nn.MultiheadAttention(D, Nh, batch_first=True).to(device)
+params = {name: tuple(p.shape) for name, p in mha.named_parameters()}
+print(params)
+print(f"dropout={mha.dropout}, head_dim={mha.head_dim}, "
+      f"in_proj_bias all zero: {bool((mha.in_proj_bias == 0).all())}")
+assert params == {"in_proj_weight": (3 * D, D), "in_proj_bias": (3 * D,),
+                  "out_proj.weight": (D, D), "out_proj.bias": (D,)}
+assert mha.dropout == 0.0 and mha.head_dim == Dh and mha.bias_k is None
+assert (mha.in_proj_bias == 0).all() and (mha.out_proj.bias == 0).all()
+assert torch.nn.MultiheadAttention(D, Nh).batch_first is False
+
+# %%
+# Mapping the weights
+# -------------------
+# ``in_proj_weight`` is ``cat(W_q, W_k, W_v)`` along the output features, ``in_proj_bias``
+# likewise; ``out_proj`` is an ordinary ``nn.Linear``. The biases here are nonzero so that the
+# mapping of every one of them is tested.
+with torch.no_grad():
+    mha.in_proj_weight.copy_(torch.cat([W_q, W_k, W_v]))  # (3D, D)
+    mha.in_proj_bias.copy_(torch.cat([b_q, b_k, b_v]))  # (3D,)
+    mha.out_proj.weight.copy_(W_o)
+    mha.out_proj.bias.copy_(b_o)
+
+    ours, ours_w = multi_head_attention(x, x, x, W_q, W_k, W_v, b_q, b_k, b_v, W_o, b_o, Nh)
+    ref, ref_w = mha(x, x, x)  # need_weights=True, average_attn_weights=True by default
+    _, ref_w_heads = mha(x, x, x, average_attn_weights=False)
+print(f"output {tuple(ref.shape)}: max|ours - torch| = {(ours - ref).abs().max().item():.2e}")
+print(f"averaged weights {tuple(ref_w.shape)}: "
+      f"max|ours.mean(heads) - torch| = {(ours_w.mean(dim=1) - ref_w).abs().max().item():.2e}")
+print(f"per-head weights {tuple(ref_w_heads.shape)}: "
+      f"max|ours - torch| = {(ours_w - ref_w_heads).abs().max().item():.2e}")
+torch.testing.assert_close(ours, ref)
+torch.testing.assert_close(ours_w.mean(dim=1), ref_w)  # (B, L, L): the mean over the heads
+torch.testing.assert_close(ours_w, ref_w_heads)  # (B, Nh, L, L)
+
+# %%
+# ``need_weights=False`` returns ``None`` for the weights, which lets PyTorch use its fused
+# attention kernel (in eval mode); the output does not change.
+mha.eval()
+with torch.no_grad():
+    fast, none = mha(x, x, x, need_weights=False)
+print(f"need_weights=False: weights {none}, max|ours - torch| = {(ours - fast).abs().max():.2e}")
+assert none is None
+torch.testing.assert_close(ours, fast)
+
+# %%
+# A fused QKV projection loads as it is
+# -------------------------------------
+# A layer that projects with one ``nn.Linear(D, 3D)`` and splits it with
+# ``reshape(B, L, 3, Nh, Dh)`` (the previous page) takes ``q`` from output rows ``0 .. D-1``,
+# ``k`` from ``D .. 2D-1``, ``v`` from ``2D .. 3D-1``: the same packing. Its ``state_dict`` loads
+# into ``nn.MultiheadAttention`` with the keys renamed and nothing reordered.
+qkv_proj = torch.nn.Linear(D, 3 * D).to(device)
+out_proj = torch.nn.Linear(D, D).to(device)
+mha_fused = torch.nn.MultiheadAttention(D, Nh, batch_first=True).to(device)
+mha_fused.load_state_dict({"in_proj_weight": qkv_proj.weight, "in_proj_bias": qkv_proj.bias,
+                           "out_proj.weight": out_proj.weight, "out_proj.bias": out_proj.bias})
+with torch.no_grad():
+    qkv = qkv_proj(x).reshape(B, L, 3, Nh, Dh).permute(2, 0, 3, 1, 4)  # (3, B, Nh, L, Dh)
+    heads = F.scaled_dot_product_attention(*qkv.unbind(0))  # (B, Nh, L, Dh)
+    y_fused = out_proj(heads.transpose(1, 2).reshape(B, L, D))  # (B, L, D)
+    y_mha, _ = mha_fused(x, x, x)
+print(f"fused Linear(D, 3D) layer vs MultiheadAttention: "
+      f"max|diff| = {(y_fused - y_mha).abs().max().item():.2e}")
+torch.testing.assert_close(y_fused, y_mha)
+
+# %%
+# ``batch_first=False`` expects ``(L, B, D)``
+# -------------------------------------------
+# The default layout puts the tokens first. With the same weights, transposing the input and
+# the output gives the same numbers; the returned weights stay ``(B, L, L)`` in both layouts.
+mha_lbd = torch.nn.MultiheadAttention(D, Nh).to(device)  # batch_first=False
+mha_lbd.load_state_dict(mha.state_dict())
+with torch.no_grad():
+    y_lbd, w_lbd = mha_lbd(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1))  # (L, B, D)
+print(f"(L, B, D) in, {tuple(y_lbd.shape)} out, weights {tuple(w_lbd.shape)}: "
+      f"max|transposed - batch_first| = {(y_lbd.transpose(0, 1) - ref).abs().max().item():.2e}")
+torch.testing.assert_close(y_lbd.transpose(0, 1), ref)
+torch.testing.assert_close(w_lbd, ref_w)
+
+# %%
+# Handing a ``(B, L, D)`` tensor to the default layout raises nothing: the module reads ``B`` as
+# the number of tokens and ``L`` as the batch, attends across the batch, and returns a tensor
+# of the expected shape holding other numbers.
+with torch.no_grad():
+    y_wrong, _ = mha_lbd(x, x, x)  # (B, L, D) read as (L', B', D) with L' = B, B' = L
+gap = (y_wrong - ref).abs().max().item()
+print(f"(B, L, D) into batch_first=False: shape {tuple(y_wrong.shape)}, max|diff| = {gap:.2f}")
+assert y_wrong.shape == ref.shape and gap > 0.1
+
+# %%
+# Cross-attention
+# ---------------
+# Queries from one sequence of ``L`` tokens, keys and values from another of ``M`` tokens (an
+# encoder's output, say). The weights are ``(B, L, M)``: one row per query, one column per key.
+M = 9
+memory = torch.randn(B, M, D, device=device)  # (B, M, D)
+with torch.no_grad():
+    ours_x, ours_xw = multi_head_attention(x, memory, memory, W_q, W_k, W_v,
+                                           b_q, b_k, b_v, W_o, b_o, Nh)
+    ref_x, ref_xw = mha(x, memory, memory)
+print(f"cross-attention: output {tuple(ref_x.shape)}, weights {tuple(ref_xw.shape)}, "
+      f"max|ours - torch| = {(ours_x - ref_x).abs().max().item():.2e}")
+assert ref_xw.shape == (B, L, M)
+torch.testing.assert_close(ours_x, ref_x)
+torch.testing.assert_close(ours_xw.mean(dim=1), ref_xw)
+
+# %%
+# Keys and values of other widths
+# -------------------------------
+# With ``kdim`` or ``vdim`` different from ``D`` the three input projections no longer share a
+# shape, so the module stores them apart: ``q_proj_weight (D, D)``, ``k_proj_weight (D, kdim)``,
+# ``v_proj_weight (D, vdim)``, and ``in_proj_weight`` is ``None``. The bias stays packed.
+Dk, Dv = 12, 20
+mha_kv = torch.nn.MultiheadAttention(D, Nh, kdim=Dk, vdim=Dv, batch_first=True).to(device)
+params = {name: tuple(p.shape) for name, p in mha_kv.named_parameters()}
+print(params)
+assert mha_kv.in_proj_weight is None
+assert params == {"q_proj_weight": (D, D), "k_proj_weight": (D, Dk), "v_proj_weight": (D, Dv),
+                  "in_proj_bias": (3 * D,), "out_proj.weight": (D, D), "out_proj.bias": (D,)}
+
+keys = torch.randn(B, M, Dk, device=device)  # (B, M, kdim)
+values = torch.randn(B, M, Dv, device=device)  # (B, M, vdim)
+with torch.no_grad():
+    mha_kv.in_proj_bias.normal_(std=0.1)
+    bq, bk, bv = mha_kv.in_proj_bias.chunk(3)  # each (D,)
+    ours_kv, _ = multi_head_attention(x, keys, values, mha_kv.q_proj_weight,
+                                      mha_kv.k_proj_weight, mha_kv.v_proj_weight, bq, bk, bv,
+                                      mha_kv.out_proj.weight, mha_kv.out_proj.bias, Nh)
+    ref_kv, _ = mha_kv(x, keys, values)
+print(f"kdim={Dk}, vdim={Dv}: max|ours - torch| = {(ours_kv - ref_kv).abs().max().item():.2e}")
+torch.testing.assert_close(ours_kv, ref_kv)
+
+# %%
+# What ``average_attn_weights`` averages
+# --------------------------------------
+# Each head has its own distribution over the keys; the default return value is their plain
+# mean, which can look flatter than any single head. Here, one query's row in every head.
+import matplotlib.pyplot as plt
+
+row = ours_w[0, :, 0].cpu()  # (Nh, L): query 0 of batch element 0, every head
+peaks = ", ".join(f"{p:.2f}" for p in row.amax(dim=-1).tolist())
+print(f"query 0: largest weight per head {peaks}; in the average {ref_w[0, 0].amax().item():.2f}")
+torch.testing.assert_close(row.mean(dim=0), ref_w[0, 0].cpu())
+
+fig, ax = plt.subplots()
+for h in range(Nh):
+    ax.plot(row[h], "o-", alpha=0.6, label=f"head {h}")
+ax.plot(ref_w[0, 0].cpu(), "k-", lw=2.5, label="returned (mean of heads)")
+ax.set_xlabel("key position m")
+ax.set_ylabel("attention weight of query 0")
+ax.set_title("average_attn_weights=True (the default) returns the mean of the heads' rows")
+ax.set_ylim(-0.02, 1.2)  # headroom for the legend
+ax.legend(loc="upper center", ncol=3, fontsize="small")
+plt.show()
+
+# %%
+# References
+# ----------
+# ``torch.nn.MultiheadAttention`` (``in_proj_weight``, ``q_proj_weight``, ``batch_first``,
+# ``need_weights``, ``average_attn_weights``),
+# ``torch.nn.functional.scaled_dot_product_attention``, ``torch.nn.functional.linear``.

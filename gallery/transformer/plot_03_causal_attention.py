@@ -1,0 +1,399 @@
+"""
+Causal attention and padding masks
+==================================
+
+A decoder such as GPT-2 must not let token ``t`` see the tokens after it. The source notes'
+GPT-2 ``Attention`` registers a causal mask and never applies it. This page repairs the argument
+swap that keeps the notes' layer from running, shows that it then leaks the future, and proves
+four ways of writing the causal mask equal: GPT-2's ``w * b - 1e4 * (1 - b)``, a boolean mask,
+an additive ``-inf`` mask and ``is_causal=True``. It ends with padding masks, including
+``nn.MultiheadAttention``'s opposite boolean convention.
+"""
+
+# %%
+# Setup
+# -----
+# Every page picks its device at run time and prints it; each claim holds on CPU and GPU.
+import torch
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+print(f"device: {device}, torch {torch.__version__}")
+
+# %%
+# The notes' ``Conv1D`` and ``Attention``, verbatim
+# -------------------------------------------------
+# ``Conv1D`` is GPT-2's name for a linear layer whose weight is stored ``(nx, nf)``, input width
+# first. The notes' ``Conv1D`` snippet uses ``nn`` and ``Parameter`` without importing them.
+import math
+
+from torch import nn
+from torch.nn import Parameter
+
+
+class Conv1D(nn.Module):
+    def __init__(self, nf, nx):
+        super(Conv1D, self).__init__()
+        self.nf = nf
+        w = torch.empty(nx, nf)
+        nn.init.normal_(w, std=0.02)
+        self.weight = Parameter(w)
+        self.bias = Parameter(torch.zeros(nf))
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.nf,)
+        # x.size(-1) should be equal to nx
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        x = x.view(*size_out)
+        return x
+
+
+class Attention(nn.Module):
+
+    def __init__(
+        self,
+        d_model=768,
+        n_head=12,
+        n_ctx=1024,
+        d_head=64,
+        bias=True,
+        scale=False,
+    ):
+        super().__init__()
+        self.n_head = n_head
+        self.d_model = d_model
+        self.c_attn = Conv1D(d_model, d_model * 3)
+        self.scale = scale
+        self.softmax = nn.Softmax(dim=-1)
+        self.register_buffer(
+            "bias",
+            torch.tril(torch.ones(n_ctx, n_ctx)).view(1, 1, n_ctx, n_ctx))
+        self.dropout = nn.Dropout(0.1)
+        self.c_proj = Conv1D(d_model, d_model)
+
+    def split_heads(self, x):
+        "return shape [`batch`, `head`, `sequence`, `features`]"
+        new_shape = x.size()[:-1] + (self.n_head, x.size(-1) // self.n_head)
+        x = x.view(*new_shape)
+        return x.permute(0, 2, 1, 3)
+
+    def _attn(self, q, k, v, attn_mask=None):
+        scores = torch.matmul(q, k.transpose(-2, -1))
+        if self.scale:
+            scores = scores / math.sqrt(v.size(-1))
+        nd, ns = scores.size(-2), scores.size(-1)
+        if attn_mask is not None:
+            scores = scores + attn_mask
+        scores = self.softmax(scores)
+        scores = self.dropout(scores)
+        outputs = torch.matmul(scores, v)
+        return outputs
+
+    def merge_heads(self, x):
+        x = x.permute(0, 2, 1, 3).contiguous()
+        new_shape = x.size()[:-2] + (x.size(-2) * x.size(-1), )
+        return x.view(*new_shape)
+
+    def forward(self, x):
+        # original x shape: ..., n_batch, d_model
+        # x shape: ..., n_batch, 3 * d_model
+        x = self.c_attn(x)
+        # q, k, v shape: ..., n_batch, d_model
+        q, k, v = x.split(self.d_model, dim=-1)
+        # q, k, v shape: ..., n_head, n_batch, d_key
+        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)
+        # out shape: ..., n_head, n_batch, d_key
+        out = self._attn(q, k, v)
+        # out shape: ..., n_batch, d_model
+        out = self.merge_heads(out)
+        # out shape: ..., n_batch, d_model
+        out = self.c_proj(out)
+        return out
+
+
+# %%
+# The notes' layer does not run
+# -----------------------------
+# ``Conv1D(nf, nx)`` takes the *output* width first, but the notes build
+# ``Conv1D(d_model, d_model * 3)``: a weight that maps ``3 * 768`` features to ``768``, so the
+# first call fails. GPT-2 writes ``Conv1D(3 * D, D)``. (``c_proj = Conv1D(d_model, d_model)``
+# is square, so its argument order cannot go wrong.)
+try:
+    Attention().to(device)(torch.randn(1, 10, 768, device=device))  # (B, L, D) at GPT-2 size
+except RuntimeError as err:
+    print(f"notes' Attention: RuntimeError: {err}")
+else:
+    raise AssertionError("expected the notes' Attention to fail on its c_attn shapes")
+
+# %%
+# With ``c_attn`` rebuilt in GPT-2's order the layer runs. ``Conv1D`` initializes with
+# ``std=0.02``, GPT-2's choice for ``D = 768``; at this page's ``D = 32`` that makes every
+# attention row almost uniform, so the weights are redrawn with ``std = 1 / sqrt(nx)`` and
+# nonzero biases. ``n_ctx`` is larger than ``L``: the mask buffer is sliced to the sequence.
+B, L, D, Nh, n_ctx = 2, 8, 32, 4, 16
+Dh = D // Nh
+
+
+def notes_attention(**kwargs):
+    """The notes' Attention with c_attn fixed (Conv1D(3D, D)) and weights drawn for small D."""
+    attn = Attention(d_model=D, n_head=Nh, n_ctx=n_ctx, **kwargs)
+    attn.c_attn = Conv1D(3 * D, D)
+    with torch.no_grad():
+        for conv in (attn.c_attn, attn.c_proj):
+            conv.weight.normal_(std=conv.weight.shape[0] ** -0.5)  # weight is (nx, nf)
+            conv.bias.normal_(std=0.1)
+    return attn.to(device)
+
+
+notes = notes_attention()
+x = torch.randn(B, L, D, device=device)  # (B, L, D)
+print(f"c_attn.weight {tuple(notes.c_attn.weight.shape)}, "
+      f"output {tuple(notes(x).shape)}, scale={notes.scale}, dropout p={notes.dropout.p}")
+assert notes(x).shape == (B, L, D)
+
+# %%
+# Two smaller slips. The attention dropout ``p = 0.1`` is hard-wired, so the layer is random in
+# training mode (two calls differ) and deterministic only after ``.eval()``. And ``d_head`` and
+# ``bias`` are accepted but never used (the name ``bias`` is then taken by the mask buffer);
+# ``nd, ns`` are computed and never used, and the comments call the sequence axis ``n_batch``.
+with torch.no_grad():
+    train_gap = (notes(x) - notes(x)).abs().max().item()
+notes.eval()
+with torch.no_grad():
+    eval_gap = (notes(x) - notes(x)).abs().max().item()
+print(f"two calls differ by {train_gap:.2f} in train mode, by {eval_gap} in eval mode")
+assert train_gap > 0.01 and eval_gap == 0
+odd = Attention(d_model=D, n_head=Nh, n_ctx=n_ctx, d_head=1000, bias=False)
+shapes = {name: tuple(t.shape) for name, t in odd.state_dict().items()}
+print(f"d_head=1000, bias=False: {shapes}")
+assert shapes == {name: tuple(t.shape) for name, t in Attention(D, Nh, n_ctx).state_dict().items()}
+
+# %%
+# What the notes' layer computes
+# ------------------------------
+# Its ``_attn`` is called with ``attn_mask=None`` and ``scale=False`` is the default, so it is
+# attention with *no mask and no scale*: PyTorch's attention with ``scale=1`` and nothing else.
+# GPT-2's model builds this layer with ``scale=True``; the mask it applies is the next section.
+import torch.nn.functional as F
+
+
+def qkv_heads(attn, x):
+    """The layer's own projection and head split: q, k, v each (B, Nh, L, Dh)."""
+    q, k, v = attn.c_attn(x).split(D, dim=-1)  # each (B, L, D)
+    return attn.split_heads(q), attn.split_heads(k), attn.split_heads(v)
+
+
+with torch.no_grad():
+    q, k, v = qkv_heads(notes, x)  # each (B, Nh, L, Dh)
+    unscaled = F.scaled_dot_product_attention(q, k, v, scale=1.0)  # (B, Nh, L, Dh), no mask
+    named = notes.c_proj(notes.merge_heads(unscaled))  # (B, L, D)
+    masked = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, Nh, L, Dh)
+    causal = notes.c_proj(notes.merge_heads(masked))  # (B, L, D): what GPT-2 computes
+    y_notes = notes(x)  # (B, L, D)
+gap = (y_notes - causal).abs().max().item()
+print(f"max|notes - attention(scale=1, no mask)| = {(y_notes - named).abs().max().item():.2e}")
+print(f"max|notes - causal scaled attention|     = {gap:.2f}")
+torch.testing.assert_close(y_notes, named)
+assert gap > 0.1
+
+# %%
+# It sees the future
+# ------------------
+# The decisive test of causality: change every token after position ``t`` and check that the
+# outputs at positions ``0 .. t`` do not move. In the notes' layer they move for every ``t``.
+
+
+def future_leak(layer, x):
+    """Largest change of outputs at positions <= t when every token after t is redrawn."""
+    g = torch.Generator(device=device).manual_seed(1)
+    leak = 0.0
+    with torch.no_grad():
+        y = layer(x)  # (B, L, D)
+        for t in range(L - 1):
+            x_new = x.clone()
+            x_new[:, t + 1:] = torch.randn(B, L - t - 1, D, device=device, generator=g)
+            leak = max(leak, (layer(x_new)[:, : t + 1] - y[:, : t + 1]).abs().max().item())
+    return leak
+
+
+leak_notes = future_leak(notes, x)
+print(f"notes' layer: past outputs move by up to {leak_notes:.2f} when the future changes")
+assert leak_notes > 0.1
+
+# %%
+# GPT-2's fix
+# -----------
+# GPT-2's ``_attn`` scales the logits and uses the buffer it registered: ``b`` is 1 on and below
+# the diagonal, so ``w * b - 1e4 * (1 - b)`` keeps the visible logits and sets every future one
+# to ``-1e4``. (The slice ``ns - nd`` lines the mask up when cached past keys make ``ns > nd``.)
+# OpenAI's code and the notes' reference use ``1e10``; Hugging Face's port used ``1e4``.
+
+
+class GPT2Attention(Attention):
+    """The notes' layer with GPT-2's _attn: scaled logits, causal mask from the `bias` buffer."""
+
+    def _attn(self, q, k, v, attn_mask=None):
+        w = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(v.size(-1))  # (B, Nh, L, L)
+        nd, ns = w.size(-2), w.size(-1)
+        b = self.bias[:, :, ns - nd:ns, :ns]  # (1, 1, L, L): 1 where key <= query
+        w = w * b - 1e4 * (1 - b)
+        return torch.matmul(w.softmax(dim=-1), v)  # (B, Nh, L, Dh)
+
+
+gpt2 = GPT2Attention(d_model=D, n_head=Nh, n_ctx=n_ctx)
+gpt2.c_attn = Conv1D(3 * D, D)
+gpt2.load_state_dict(notes.state_dict())  # same parameters, same buffer
+gpt2 = gpt2.to(device).eval()
+leak_gpt2 = future_leak(gpt2, x)
+with torch.no_grad():
+    y_gpt2 = gpt2(x)
+print(f"GPT-2 layer: past outputs move by {leak_gpt2} when the future changes; "
+      f"max|GPT-2 layer - causal SDPA layer| = {(y_gpt2 - causal).abs().max().item():.2e}")
+assert leak_gpt2 == 0.0  # exactly: the future's weights are exactly zero
+torch.testing.assert_close(y_gpt2, causal)
+
+# %%
+# Four ways to write the same mask
+# --------------------------------
+# ``scaled_dot_product_attention`` takes a **boolean** ``attn_mask`` where ``True`` means
+# *may attend*, or a **float** mask that is *added* to the logits (``0`` to keep, ``-inf`` to
+# drop), or ``is_causal=True``, which builds the lower-triangular mask itself.
+with torch.no_grad():
+    q, k, v = qkv_heads(gpt2, x)  # each (B, Nh, L, Dh)
+    keep = torch.ones(L, L, dtype=torch.bool, device=device).tril()  # (L, L), True = attend
+    additive = torch.zeros(L, L, device=device).masked_fill(~keep, float("-inf"))  # (L, L)
+    versions = {
+        "GPT-2 w * b - 1e4 * (1 - b)": gpt2._attn(q, k, v),
+        "boolean attn_mask (True = attend)":
+            F.scaled_dot_product_attention(q, k, v, attn_mask=keep),
+        "additive attn_mask (0 / -inf)":
+            F.scaled_dot_product_attention(q, k, v, attn_mask=additive),
+    }
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, Nh, L, Dh)
+for name, out in versions.items():
+    print(f"{name:34s} max|diff to is_causal=True| = {(out - ref).abs().max().item():.2e}")
+    torch.testing.assert_close(out, ref)
+
+# %%
+# Why ``-1e4`` is enough here, and why it is not ``-inf``
+# -------------------------------------------------------
+# In float32 ``exp(-1e4 - max)`` underflows to exactly ``0``, so the future gets weight exactly
+# zero; but a finite constant works only while it lies far below every real logit (and fits the
+# dtype), which fails for logits of magnitude ``1e4`` and, for OpenAI's ``1e10``, in float16.
+with torch.no_grad():
+    logits = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(Dh)  # (B, Nh, L, L)
+    b = gpt2.bias[:, :, :L, :L]  # (1, 1, L, L)
+    weights = (logits * b - 1e4 * (1 - b)).softmax(dim=-1)  # (B, Nh, L, L)
+above = weights[..., ~keep]  # every weight above the diagonal
+print(f"float32: logits in [{logits.min():.1f}, {logits.max():.1f}], largest future weight "
+      f"{above.max().item()}")
+assert (above == 0).all()
+
+big = torch.full((L, L), -2e4, device=device)  # every logit -2e4: below the mask value
+leaky = (big * b[0, 0] - 1e4 * (1 - b[0, 0])).softmax(dim=-1)  # (L, L)
+exact = (big + additive).softmax(dim=-1)  # (L, L)
+print(f"logits at -2e4: weight on the future with -1e4 {leaky[0, 1:].sum().item():.2f} "
+      f"(query 0), with -inf {exact[0, 1:].sum().item():.2f}")
+assert leaky[0, 1:].sum() > 0.99 and (exact[~keep] == 0).all()
+
+mask_value16 = torch.tensor(1e10, dtype=torch.float16)  # float16's largest finite value is 65504
+print(f"float16(1e10) = {mask_value16.item()}, so (1 - b) * it has NaN where b = 1")
+assert mask_value16.isinf() and ((1 - b.half()) * mask_value16).isnan().any()
+
+# %%
+# The causal map, next to full attention
+# --------------------------------------
+# Head 0 of the first sequence: the notes' layer (scaled here, so only the mask differs) spreads
+# every query over all eight keys; the causal layer keeps the lower triangle, renormalized.
+import matplotlib.pyplot as plt
+
+with torch.no_grad():
+    full = logits.softmax(dim=-1)  # (B, Nh, L, L), no mask
+print(f"weight above the diagonal: full attention {full[0, 0][~keep].sum().item():.2f} "
+      f"(over all queries), causal {weights[0, 0][~keep].sum().item()}")
+assert full[0, 0][~keep].sum() > 1.0
+torch.testing.assert_close(weights.sum(dim=-1), torch.ones(B, Nh, L, device=device))
+
+fig, axes = plt.subplots(1, 2, figsize=(8, 4.2), sharey=True, layout="constrained")
+names = ("full (the notes' layer, scaled)", "causal (GPT-2)")
+for ax, w, name in zip(axes, (full, weights), names):
+    im = ax.imshow(w[0, 0].cpu(), vmin=0, vmax=1)
+    ax.grid(False)
+    ax.set_title(name)
+    ax.set_xlabel("key position m")
+axes[0].set_ylabel("query position l")
+fig.colorbar(im, ax=axes, label="attention weight", shrink=0.8)
+fig.suptitle("The causal mask zeroes every weight above the diagonal; rows still sum to 1")
+plt.show()
+
+# %%
+# Padding masks
+# -------------
+# Sequences of different lengths are batched by padding the short ones. Here the second
+# sequence has ``5`` real tokens and ``3`` padding tokens after them. In *bidirectional*
+# attention (an encoder) the padding keys must get zero weight; the ``(B, 1, 1, L)`` boolean
+# mask below (``True`` = attend) broadcasts over heads and queries.
+lengths = torch.tensor([L, 5], device=device)
+real = torch.arange(L, device=device) < lengths[:, None]  # (B, L), True = real token
+x_pad = x.clone()  # the padding positions hold arbitrary vectors
+
+
+def encoder_attention(x, mask=None):
+    """The GPT-2 layer's projections with bidirectional attention; mask (B, 1, 1, L) or None."""
+    q, k, v = qkv_heads(gpt2, x)  # each (B, Nh, L, Dh)
+    return gpt2.c_proj(gpt2.merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)))
+
+
+with torch.no_grad():
+    q, k, v = qkv_heads(gpt2, x_pad)
+    logits = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(Dh)  # (B, Nh, L, L)
+    pad_weights = logits.masked_fill(~real[:, None, None, :], float("-inf")).softmax(dim=-1)
+    y_masked = encoder_attention(x_pad, real[:, None, None, :])  # (B, L, D)
+    y_unmasked = encoder_attention(x_pad)
+    y_alone = encoder_attention(x_pad[1:, :5])  # the second sequence without its padding
+n = lengths[1].item()
+err = (y_masked[1, :n] - y_alone[0]).abs().max().item()
+gap = (y_unmasked[1, :n] - y_alone[0]).abs().max().item()
+print(f"weight on padded keys: {pad_weights[1, ..., n:].max().item()}")
+print(f"real tokens vs the sequence alone: masked {err:.2e}, unmasked {gap:.2f}")
+assert (pad_weights[1, ..., n:] == 0).all()
+torch.testing.assert_close(y_masked[1, :n], y_alone[0])
+assert gap > 0.1, "padding no longer changes the real tokens' outputs?"
+
+# %%
+# With a causal mask, *trailing* padding needs nothing more: every padding key lies after every
+# real query, so the causal mask already hides it.
+with torch.no_grad():
+    y_causal_pad, y_causal_alone = gpt2(x_pad), gpt2(x_pad[1:, :n])
+print(f"causal layer, real tokens vs alone: "
+      f"max|diff| = {(y_causal_pad[1, :n] - y_causal_alone[0]).abs().max().item():.2e}")
+torch.testing.assert_close(y_causal_pad[1, :n], y_causal_alone[0])
+
+# %%
+# ``key_padding_mask``: ``True`` means *ignore*
+# ---------------------------------------------
+# ``nn.MultiheadAttention`` takes the padding as ``key_padding_mask`` of shape ``(B, L)`` where
+# ``True`` marks a key to **ignore**: the opposite of ``scaled_dot_product_attention``'s boolean
+# ``attn_mask``, where ``True`` means attend. So ``key_padding_mask = ~real``. The weights map
+# across by transposing: ``Conv1D`` stores ``(nx, nf)``, ``nn.Linear`` stores ``(nf, nx)``.
+mha = nn.MultiheadAttention(D, Nh, batch_first=True).to(device)
+mha.load_state_dict({"in_proj_weight": gpt2.c_attn.weight.T, "in_proj_bias": gpt2.c_attn.bias,
+                     "out_proj.weight": gpt2.c_proj.weight.T, "out_proj.bias": gpt2.c_proj.bias})
+with torch.no_grad():
+    y_mha, w_mha = mha(x_pad, x_pad, x_pad, key_padding_mask=~real)
+    y_flipped, _ = mha(x_pad, x_pad, x_pad, key_padding_mask=real)  # SDPA's convention: wrong
+gap = (y_flipped[1, :n] - y_masked[1, :n]).abs().max().item()
+print(f"key_padding_mask=~real: max|MHA - SDPA with attn_mask=real| = "
+      f"{(y_mha - y_masked).abs().max().item():.2e}")
+print(f"key_padding_mask=real (True read as ignore): max|diff| on real tokens = {gap:.2f}, "
+      f"and the unpadded sequence, every key ignored, is all NaN: {y_flipped[0].isnan().all()}")
+torch.testing.assert_close(y_mha, y_masked)
+assert (w_mha[1, :, n:] == 0).all()  # (B, L, L) weights: padded keys get none
+assert gap > 0.1 and y_flipped[0].isnan().all()
+
+# %%
+# References
+# ----------
+# ``torch.nn.functional.scaled_dot_product_attention`` (``attn_mask``, ``is_causal``),
+# ``torch.nn.MultiheadAttention`` (``key_padding_mask``), ``torch.tril``,
+# ``torch.Tensor.masked_fill``.

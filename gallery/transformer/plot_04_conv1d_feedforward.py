@@ -1,0 +1,251 @@
+"""
+GPT-2's Conv1D and the feed-forward block
+=========================================
+
+GPT-2 calls its linear layers ``Conv1D``. This page proves that ``Conv1D(nf, nx)`` is
+``nn.Linear(nx, nf)`` with the weight stored transposed, so its *first* argument is the output
+width. The source notes pass the two widths the other way round and their feed-forward block
+crashes; the corrected ``D -> 4D -> D`` block is proven equal to
+``nn.Sequential(nn.Linear, nn.GELU, nn.Linear)``. Two details of that block close the page: exact
+GELU against GPT-2's tanh approximation, and dropout in train and eval mode.
+"""
+
+# %%
+# Setup
+# -----
+# Every page picks its device at run time and prints it; each claim holds on CPU and GPU.
+import torch
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+print(f"device: {device}, torch {torch.__version__}")
+
+# %%
+# The notes' Conv1D
+# -----------------
+# Copied verbatim from the notes (which copy it from a GPT-2 port). It stores its weight as
+# ``(nx, nf)``, inputs by outputs, and computes ``bias + x @ weight`` on the flattened tokens:
+# ``nn.Linear`` stores ``(out, in)`` and computes ``x @ weight.T + bias``. Same map, transposed
+# storage.
+import torch.nn.functional as F
+from torch import nn
+from torch.nn import Parameter
+
+
+class Conv1D(nn.Module):
+    def __init__(self, nf, nx):
+        super(Conv1D, self).__init__()
+        self.nf = nf
+        w = torch.empty(nx, nf)
+        nn.init.normal_(w, std=0.02)
+        self.weight = Parameter(w)
+        self.bias = Parameter(torch.zeros(nf))
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.nf,)
+        # x.size(-1) should be equal to nx
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        x = x.view(*size_out)
+        return x
+
+
+# %%
+# ``Conv1D(nf, nx)`` is ``nn.Linear(nx, nf)``
+# -------------------------------------------
+# Build a ``D -> 4D`` layer both ways and copy the weights across, transposed. The bias starts
+# at zero in ``Conv1D``, so it is redrawn first: a zero bias would hide a bias that is not
+# copied. The check runs on flat tokens ``(B*L, D)`` and on a batch ``(B, L, D)``.
+B, L, D = 2, 5, 32
+conv = Conv1D(4 * D, D).to(device)  # nf = 4D outputs, nx = D inputs
+print(f"Conv1D(nf={4 * D}, nx={D}).weight: {tuple(conv.weight.shape)} (nx, nf)")
+assert conv.weight.shape == (D, 4 * D)
+
+linear = nn.Linear(D, 4 * D).to(device)
+print(f"nn.Linear({D}, {4 * D}).weight:  {tuple(linear.weight.shape)} (out, in)")
+with torch.no_grad():
+    conv.bias.normal_()
+    linear.weight.copy_(conv.weight.T)  # (4D, D)
+    linear.bias.copy_(conv.bias)  # (4D,)
+
+    x_flat = torch.randn(B * L, D, device=device)  # (B*L, D)
+    x = torch.randn(B, L, D, device=device)  # (B, L, D)
+    for inp in (x_flat, x):
+        ours, ref = conv(inp), linear(inp)  # (..., 4D)
+        print(f"input {tuple(inp.shape)}: max|Conv1D - Linear| = "
+              f"{(ours - ref).abs().max().item():.2e}")
+        torch.testing.assert_close(ours, ref)
+
+# %%
+# Why "Conv1D": a convolution of kernel width 1
+# ---------------------------------------------
+# Slide an ``nn.Conv1d(D, 4D, kernel_size=1)`` along the token axis and it applies the same
+# ``D -> 4D`` map to every token. ``nn.Conv1d`` wants channels before positions,
+# ``(B, D, L)``, and stores its weight as ``(out, in, kernel)``.
+conv1d = nn.Conv1d(D, 4 * D, kernel_size=1).to(device)
+with torch.no_grad():
+    conv1d.weight.copy_(conv.weight.T.unsqueeze(-1))  # (4D, D, 1)
+    conv1d.bias.copy_(conv.bias)  # (4D,)
+    ours = conv(x)  # (B, L, 4D)
+    ref = conv1d(x.transpose(1, 2)).transpose(1, 2)  # (B, D, L) -> (B, 4D, L) -> (B, L, 4D)
+print(f"max|Conv1D - nn.Conv1d(kernel_size=1)| = {(ours - ref).abs().max().item():.2e}")
+torch.testing.assert_close(ours, ref)
+
+# %%
+# The notes' FeedForward swaps the widths
+# ---------------------------------------
+# The notes build GPT-2's feed-forward block, ``d_model -> 4 d_model -> d_model``, as below
+# (verbatim, at GPT-2's ``d_model = 768``). Called on a batch of tokens, it crashes.
+D_MODEL = 768
+
+
+class FeedForward(nn.Module):
+    def __init__(self, dropout, d_model=D_MODEL, nx=D_MODEL*4):
+         super().__init__()
+         self.c_fc    = Conv1D(d_model, nx)
+         self.c_proj  = Conv1D(nx, d_model)
+         self.act     = F.gelu
+         self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+         return self.dropout(self.c_proj(self.act(self.c_fc(x))))
+
+
+ff_notes = FeedForward(dropout=0.1).to(device)
+x768 = torch.randn(B, L, D_MODEL, device=device)  # (B, L, 768)
+try:
+    ff_notes(x768)
+except RuntimeError as err:
+    print(f"RuntimeError: {err}")
+else:
+    raise AssertionError("expected the notes' FeedForward to fail")
+
+# %%
+# ``Conv1D`` takes the *output* width first, so ``Conv1D(d_model, nx)`` is a ``3072 -> 768``
+# layer, and the very first matmul meets a 768-wide input. The weights' shapes say so:
+print(f"notes' c_fc.weight {tuple(ff_notes.c_fc.weight.shape)}: maps 3072 -> 768")
+assert ff_notes.c_fc.weight.shape == (4 * D_MODEL, D_MODEL)
+
+
+# %%
+# The fix is GPT-2's own order, ``Conv1D(n_state, nx)``: ``c_fc = Conv1D(4D, D)`` and
+# ``c_proj = Conv1D(D, 4D)``. Nothing else changes.
+class FeedForwardFixed(nn.Module):
+    """(B, L, d_model) -> (B, L, nx) -> (B, L, d_model); Conv1D(nf=out, nx=in) as in GPT-2."""
+
+    def __init__(self, dropout, d_model=D_MODEL, nx=D_MODEL * 4):
+        super().__init__()
+        self.c_fc = Conv1D(nx, d_model)  # d_model -> nx
+        self.c_proj = Conv1D(d_model, nx)  # nx -> d_model
+        self.act = F.gelu
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.act(self.c_fc(x))))
+
+
+out768 = FeedForwardFixed(dropout=0.1).to(device)(x768)  # (B, L, 768)
+print(f"fixed FeedForward: {tuple(x768.shape)} -> {tuple(out768.shape)}")
+assert out768.shape == x768.shape
+
+# %%
+# The fixed block is ``Linear -> GELU -> Linear``
+# -----------------------------------------------
+# At ``D = 32``, with every parameter redrawn at a scale where GELU is far from linear
+# (pre-activations of order 1, not GPT-2's init ``std=0.02``), copy the weights into PyTorch's
+# own MLP. ``eval()`` turns both dropouts into the identity (proven at the end of the page).
+ff = FeedForwardFixed(dropout=0.1, d_model=D, nx=4 * D).to(device).eval()
+mlp = nn.Sequential(nn.Linear(D, 4 * D), nn.GELU(), nn.Linear(4 * D, D)).to(device).eval()
+assert mlp[1].approximate == "none"  # nn.GELU() is the exact GELU, like F.gelu's default
+with torch.no_grad():
+    for p in ff.parameters():
+        p.normal_(std=0.2)
+    mlp[0].weight.copy_(ff.c_fc.weight.T)  # (4D, D)
+    mlp[0].bias.copy_(ff.c_fc.bias)
+    mlp[2].weight.copy_(ff.c_proj.weight.T)  # (D, 4D)
+    mlp[2].bias.copy_(ff.c_proj.bias)
+    ours, ref = ff(x), mlp(x)  # (B, L, D)
+print(f"max|FeedForwardFixed - Sequential(Linear, GELU, Linear)| = "
+      f"{(ours - ref).abs().max().item():.2e}")
+torch.testing.assert_close(ours, ref)
+
+# %%
+# Exact GELU and GPT-2's tanh approximation
+# -----------------------------------------
+# ``F.gelu(x)`` is the exact ``x * Phi(x)`` (``Phi`` the normal CDF, through ``erf``). GPT-2 was
+# trained with a tanh approximation, written in its code as below; PyTorch ships the same formula
+# as ``approximate="tanh"``. Measured in float64 on ``[-6, 6]``, the two differ by at most
+# about ``5e-4``: small, but twenty times the float32 tolerance of ``assert_close``.
+import math
+
+
+def gelu(x):
+    """GPT-2's GELU (its model.py), the tanh approximation."""
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * torch.pow(x, 3))))
+
+
+for dtype in (torch.float32, torch.float64):
+    t = torch.linspace(-6, 6, 2401, dtype=dtype, device=device)
+    err = (gelu(t) - F.gelu(t, approximate="tanh")).abs().max().item()
+    print(f"{dtype}: max|GPT-2 gelu - F.gelu(approximate='tanh')| = {err:.1e}")
+    torch.testing.assert_close(gelu(t), F.gelu(t, approximate="tanh"))
+
+xs = torch.linspace(-6, 6, 2401, dtype=torch.float64, device=device)
+gap = F.gelu(xs) - F.gelu(xs, approximate="tanh")  # exact - tanh, float64 so rounding is nil
+max_gap, at = gap.abs().max().item(), xs[gap.abs().argmax()].item()
+print(f"max|exact - tanh| = {max_gap:.2e} at x = {at:.2f}")
+assert 2e-4 < max_gap < 1e-3  # measured 4.7e-4: different functions, close ones
+
+# %%
+# The notes' ``FeedForward`` uses ``F.gelu``, the exact form. Loading GPT-2's weights into it
+# would not reproduce GPT-2's numbers: on the block above the tanh form moves the output by
+# more than ``assert_close`` allows. Pass ``approximate="tanh"`` to match GPT-2.
+with torch.no_grad():
+    h = ff.c_fc(x)  # (B, L, 4D)
+    moved = (ff.c_proj(F.gelu(h, approximate="tanh")) - ff.c_proj(F.gelu(h))).abs().max().item()
+print(f"FeedForward output, max|tanh GELU - exact GELU| = {moved:.1e}")
+assert moved > 1e-4
+
+# %%
+# The gap over the whole range: it vanishes at ``x = 0`` and for large ``|x|``, where both forms
+# tend to 0 and to ``x``, and is largest near ``|x| = 2.7``.
+import matplotlib.pyplot as plt
+
+fig, ax = plt.subplots()
+ax.plot(xs.cpu(), gap.cpu(), label="F.gelu(x) − F.gelu(x, approximate='tanh')")
+ax.axhline(0, color="gray", lw=0.8)
+ax.set_xlabel("pre-activation x")
+ax.set_ylabel("exact − tanh GELU (float64)")
+ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+ax.set_title(f"GPT-2's tanh GELU is within {max_gap:.1e} of the exact GELU, "
+             f"worst at |x| ≈ {abs(at):.1f}")
+ax.legend(loc="lower center")
+plt.show()
+
+# %%
+# Dropout: identity in eval mode, rescaled mask in train mode
+# -----------------------------------------------------------
+# ``nn.Dropout(p)`` in eval mode returns its input untouched. In train mode it zeroes each entry
+# independently with probability ``p`` and multiplies the survivors by ``1 / (1 - p)``, so every
+# entry keeps its expected value. Over ``n`` entries the kept fraction has standard deviation
+# ``sqrt(p (1 - p) / n)``; six of those bound it (a miss has probability about ``2e-9``).
+# The notes' ``Attention`` hard-wires ``nn.Dropout(0.1)`` on its attention weights: it cannot
+# be switched off by argument, only by ``eval()``.
+p = 0.1
+drop = nn.Dropout(p)
+z = torch.randn(2**20, device=device)  # (n,), no entry is exactly 0
+assert (z != 0).all()
+
+drop.eval()
+assert torch.equal(drop(z), z)
+print("eval mode: Dropout returns its input unchanged")
+
+drop.train()
+y = drop(z)
+kept = y != 0
+frac = kept.float().mean().item()
+sigma = math.sqrt(p * (1 - p) / z.numel())
+print(f"train mode: kept fraction {frac:.5f} (1 - p = {1 - p}, 6 sigma = {6 * sigma:.1e})")
+assert abs(frac - (1 - p)) < 6 * sigma
+scaled = z[kept] * (1 / (1 - p))
+print(f"survivors: max|y - x / (1 - p)| = {(y[kept] - scaled).abs().max().item():.1e}")
+torch.testing.assert_close(y[kept], scaled)
