@@ -37,7 +37,7 @@ test: venv
 
 livehtml: venv
 	PAGE='$(PAGE)' $(VENV)/bin/sphinx-autobuild -b html --keep-going -n . $(BUILDDIR)/html \
-		--watch gallery --ignore 'generated/*' --ignore 'sg_execution_times.rst' --ignore 'jupyter_execute/*'
+		--watch gallery --ignore '$(BUILDDIR)/*' --ignore 'generated/*' --ignore 'sg_execution_times.rst' --ignore 'jupyter_execute/*'
 
 clean:
 	rm -rf $(BUILDDIR) generated jupyter_execute sg_execution_times.rst
