@@ -58,8 +58,10 @@ sphinx_gallery_conf = {
     # `make html PAGE=batchnorm` executes only matching pages (unchanged pages are cached anyway).
     "filename_pattern": os.environ.get("PAGE") or r"/plot_",
     "within_subsection_order": "FileNameSortKey",
-    # Reseed torch and restore the house figure style before every page (see _ext/book.py).
+    # Before every page: reseed torch, house figure style, record its claims (see _ext/book.py).
     "reset_modules": ("matplotlib", "book.reset_page"),
+    "reset_modules_order": "both",  # after each page, book.reset_page saves the page's claims
+    "image_scrapers": ("matplotlib", "book.rearm_tracing"),
     "remove_config_comments": True,
     "min_reported_time": 0,
     "download_all_examples": False,

@@ -87,6 +87,8 @@ def test_copy_button_and_theme(site):
 def test_noop_rebuild_executes_nothing(site):
     """A second build over the same tree re-runs no page (sphinx-gallery's md5 cache)."""
     src, out, _ = site
+    headline = re.compile(r"<strong>\d+ claims</strong> \(\d+ checks\) on \d+ pages")
+    before = headline.search((out / "chapters" / "ledger.html").read_text())
     start = time.perf_counter()
     rc, log = sphinx_build(src, out)
     seconds = time.perf_counter() - start
@@ -96,4 +98,7 @@ def test_noop_rebuild_executes_nothing(site):
     assert match and match.group(1) == "0", log[-3000:]
     skipped = re.search(r"excluding (\d+) files? that had previously been run", log)
     assert skipped and int(skipped.group(1)) == len(GALLERY_PAGES), log[-3000:]
+    # Pages that were not re-run keep their recorded claims: the ledger is unchanged.
+    after = headline.search((out / "chapters" / "ledger.html").read_text())
+    assert before and after and before.group(0) == after.group(0)
     print(f"no-op rebuild: {seconds:.1f} s")

@@ -1,0 +1,96 @@
+"""The proof ledger lists every claim the pages assert, from what the build recorded."""
+
+import ast
+import json
+import re
+
+import pytest
+from conftest import GALLERY_PAGES, page_id
+
+
+def assert_sites(page):
+    """Lines of every assert statement and every assert_close call in a page's source."""
+    tree = ast.parse(page.read_text())
+    lines = {n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assert)}
+    lines |= {n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)
+              and getattr(n.func, "attr", getattr(n.func, "id", "")) == "assert_close"}
+    return lines
+
+
+def branch_only_lines(page):
+    """Lines inside an `if` body/else, an `except` handler or a `try`'s else: may not run."""
+    lines = set()
+    for node in ast.walk(ast.parse(page.read_text())):
+        bodies = []
+        if isinstance(node, ast.If):
+            bodies = node.body + node.orelse
+        elif isinstance(node, ast.ExceptHandler):
+            bodies = node.body
+        elif isinstance(node, ast.Try):
+            bodies = node.orelse
+        for stmt in bodies:
+            lines.update(range(stmt.lineno, stmt.end_lineno + 1))
+    return lines
+
+
+def claims_of(src, page):
+    return json.loads((src / "generated" / page.parent.name / f"{page.stem}.claims.json").read_text())
+
+
+@pytest.mark.parametrize("page", GALLERY_PAGES, ids=page_id)
+def test_every_assert_of_a_page_is_recorded(site, page):
+    src, _, _ = site
+    record = claims_of(src, page)
+    assert {c["line"] for c in record["claims"]} == assert_sites(page)
+    assert all(c["passed"] for c in record["claims"])
+    # A claim that did not run must sit in a branch (for another device or Python version).
+    branch_lines = branch_only_lines(page)
+    for c in record["claims"]:
+        assert c["checks"] > 0 or c["line"] in branch_lines, c
+
+
+def test_ledger_page_lists_every_page_and_matches_the_headline(site):
+    src, out, _ = site
+    ledger = (out / "chapters" / "ledger.html").read_text()
+    for page in GALLERY_PAGES:
+        assert f"generated/{page.parent.name}/{page.stem}.html" in ledger, page.name
+    records = [claims_of(src, p) for p in GALLERY_PAGES]
+    n_claims = sum(1 for r in records for c in r["claims"] if c["checks"] > 0)
+    n_checks = sum(c["checks"] for r in records for c in r["claims"])
+    n_rows = len(re.findall(r"<tr><td><a href", ledger))
+    assert n_rows == sum(len(r["claims"]) for r in records)
+    headline = f"{n_claims} claims</strong> ({n_checks} checks) on {len(records)} pages"
+    assert headline in (out / "index.html").read_text()
+    assert headline in ledger
+
+
+def test_a_failing_claim_is_recorded_as_failed(tmp_path):
+    """The recorder sees the comparison that fails, with its measured discrepancy."""
+    import sys
+
+    import torch
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "_ext"))
+    import book
+
+    page = tmp_path / "plot_99_demo.py"
+    page.write_text("import torch\n"
+                    "torch.testing.assert_close(torch.ones(3), torch.ones(3))\n"
+                    "assert True\n"
+                    "torch.testing.assert_close(torch.ones(3), torch.zeros(3))\n")
+    original = torch.testing.assert_close
+    book._start_recording(page)
+    try:
+        with pytest.raises(AssertionError):
+            exec(compile(page.read_text(), str(page.resolve()), "exec"), {})
+    finally:
+        rec = book._state["recorder"]
+        sys.settrace(None)
+        torch.testing.assert_close = book._state.pop("original")
+        book._state.clear()
+    assert torch.testing.assert_close is original
+    rows = {c["line"]: c for c in rec.claims()}
+    assert rows[2]["passed"] and rows[2]["max_abs"] == 0.0 and rows[2]["checks"] == 1
+    assert rows[3]["kind"] == "assert" and rows[3]["checks"] == 1
+    assert not rows[4]["passed"] and rows[4]["max_abs"] == 1.0
