@@ -102,3 +102,27 @@ pygments_dark_style = "monokai"
 
 # Copy only the code, never the prompt or the printed output.
 copybutton_exclude = ".linenos, .gp, .go"
+
+# ---------------------------------------------------------------------------------------------
+# Links into PyTorch's documentation, offline (begin; see _ext/torch_links.py)
+#
+# Every PyTorch API the book names links to its page on docs.pytorch.org: in the chapters'
+# prose through roles (:class:`torch.nn.LayerNorm`, :func:`torch.testing.assert_close`), in the
+# gallery's code through sphinx-gallery's code links, and in the gallery's prose where a literal
+# is exactly an API name (``torch.polar``, ``nn.LayerNorm``). All three resolve against an
+# intersphinx inventory. Intersphinx would download PyTorch's objects.inv, but the build must
+# work without network, so the `torch` inventory is a local file written before every build
+# from _ext/torch_inventory.txt: a reviewable list of (name, role, page#anchor), each checked
+# against PyTorch's doc sources (the list says how). Nitpicky mode (-n -W) is the guard: a role
+# naming an API missing from the list fails the build. tests/test_torch_links.py checks the
+# links in the built site against the list.
+import torch_links  # noqa: E402  (_ext/ is on sys.path, above)
+
+extensions += ["sphinx.ext.intersphinx", "torch_links"]
+TORCH_DOCS = "https://docs.pytorch.org/docs/stable/"
+torch_inventory = str(ROOT / "_ext" / "torch_inventory.txt")
+torch_inventory_digest = torch_links.digest(torch_inventory)  # list changed: re-read every page
+TORCH_INV = torch_links.write_inventory(torch_inventory, ROOT / "_build" / "torch.inv")
+# (where links point, where the inventory is read from: a local file, never a URL)
+intersphinx_mapping = {"torch": (TORCH_DOCS, str(TORCH_INV))}
+# Links into PyTorch's documentation, offline (end)
