@@ -12,11 +12,12 @@ SPHINXOPTS ?= -W --keep-going -n
 # Only execute gallery pages whose path matches this regex (e.g. PAGE=batchnorm).
 PAGE       ?=
 
-.PHONY: help html test clean livehtml venv
+.PHONY: help html test bench clean livehtml venv
 
 help:
 	@echo "make html      build the site into $(BUILDDIR)/html (runs every changed page)"
 	@echo "make test      run the test suite (clean build, standalone scripts, notebooks, failing claims)"
+	@echo "make bench     time a clean build, a no-op rebuild and a one-page rebuild (no asserts)"
 	@echo "make livehtml  live preview on http://127.0.0.1:8000, reloads on save"
 	@echo "make clean     remove the build and every generated page"
 
@@ -34,6 +35,9 @@ html: venv
 
 test: venv
 	$(PY) -m pytest
+
+bench: venv
+	$(PY) tests/bench.py $(BENCHOPTS)
 
 livehtml: venv
 	PAGE='$(PAGE)' $(VENV)/bin/sphinx-autobuild -b html --keep-going -n . $(BUILDDIR)/html \
