@@ -22,7 +22,7 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "myst_nb",
     "sphinx_copybutton",
-    "book",  # _ext/book.py: the environment page is re-read and re-run on every build
+    "book",  # _ext/book.py: records claims (ledger, headline); re-runs the build's own pages
 ]
 
 root_doc = "index"

@@ -149,7 +149,7 @@ def rearm_tracing(*args):
     return ""  # a scraper returns the reST it adds: nothing
 
 
-def _stop_recording(gallery_conf):
+def _stop_recording():
     import torch
 
     sys.settrace(None)
@@ -183,7 +183,7 @@ def reset_page(gallery_conf, fname, when):
     import torch
 
     if when == "after":
-        _stop_recording(gallery_conf)
+        _stop_recording()
         return
     torch.manual_seed(0)
     mpl.rcParams.update(
