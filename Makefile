@@ -7,12 +7,19 @@ PYTHON     ?= python3
 VENV       ?= .venv
 PY         := $(VENV)/bin/python
 BUILDDIR   ?= _build
+# Worker processes for the pages and for Sphinx: one per core, at most 4 (a chapter has about
+# 7 pages; each worker holds its own torch). JOBS=1 runs everything in one process.
+JOBS       ?= $(shell $(PYTHON) -c 'import os; print(min(4, os.cpu_count() or 1))')
 # Warnings are errors, nitpicky cross-references, report every failure before exiting.
-SPHINXOPTS ?= -W --keep-going -n
+SPHINXOPTS ?= -W --keep-going -n -j $(JOBS)
 # Only execute gallery pages whose path matches this regex (e.g. PAGE=batchnorm).
 PAGE       ?=
+# Everything a build reads. If none of it is newer than the last successful full build, and
+# Python, torch and the device are the same (_ext/machine.py), `make html` has nothing to do.
+SOURCES    := conf.py index.rst $(shell find chapters gallery _static _ext -name __pycache__ -prune -o -print)
+STAMP      := $(BUILDDIR)/.html-built
 
-.PHONY: help html test bench clean livehtml venv
+.PHONY: help html test bench clean livehtml venv FORCE
 
 help:
 	@echo "make html      build the site into $(BUILDDIR)/html (runs every changed page)"
@@ -30,8 +37,19 @@ $(VENV)/.installed: requirements.txt
 
 venv: $(VENV)/.installed
 
-html: venv
+html: $(STAMP)
+
+# The stamp gets the time the build started, so a file saved during a build is newer than it.
+# PAGE=... builds run every time and leave no stamp: they executed only some pages.
+$(STAMP): $(VENV)/.installed $(SOURCES) $(BUILDDIR)/machine.txt $(if $(PAGE),FORCE)
+	@rm -f $@ && mkdir -p $(BUILDDIR) && touch $@.start
 	PAGE='$(PAGE)' $(PY) -m sphinx -b html $(SPHINXOPTS) . $(BUILDDIR)/html
+	@$(if $(PAGE),rm -f $@.start,mv $@.start $@)
+
+$(BUILDDIR)/machine.txt: FORCE $(VENV)/.installed
+	@$(PY) _ext/machine.py $@
+
+FORCE:
 
 test: venv
 	$(PY) -m pytest
@@ -40,8 +58,8 @@ bench: venv
 	$(PY) tests/bench.py $(BENCHOPTS)
 
 livehtml: venv
-	PAGE='$(PAGE)' $(VENV)/bin/sphinx-autobuild -b html --keep-going -n . $(BUILDDIR)/html \
-		--watch gallery --ignore '$(BUILDDIR)/*' --ignore 'generated/*' --ignore 'sg_execution_times.rst' --ignore 'jupyter_execute/*'
+	PAGE='$(PAGE)' $(VENV)/bin/sphinx-autobuild -b html --keep-going -n -j $(JOBS) . $(BUILDDIR)/html \
+		--watch gallery --ignore '$(BUILDDIR)/*' --ignore 'generated/*' --ignore 'sg_execution_times.rst'
 
 clean:
-	rm -rf $(BUILDDIR) generated jupyter_execute sg_execution_times.rst
+	rm -rf $(BUILDDIR) generated sg_execution_times.rst

@@ -6,7 +6,6 @@ writes generated/<chapter>/ (ignored by git), which the chapter pages in chapter
 
 import os
 import sys
-import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).parent.resolve()
@@ -39,14 +38,12 @@ exclude_patterns = [
     "generated/**/*.ipynb",
     # sphinx-gallery's own thumbnail index: the chapter pages in chapters/ take its place.
     "generated/*/index.rst",
+    # Tables the build writes for chapters/ledger.md and chapters/environment.md to include.
+    "generated/*.md",
 ]
 
 # Warnings are errors (-W in the Makefile); nitpicky (-n) flags every unresolved reference.
 nitpicky = True
-
-# sphinx-gallery resolves names in the code (for links) by evaluating them after the page ran;
-# `x.T` then meets whatever 4-D tensor `x` last held and torch warns about it. Not the page's code.
-warnings.filterwarnings("ignore", message="The use of `x.T` on tensors", category=UserWarning)
 
 # ---------------------------------------------------------------------------------------------
 # sphinx-gallery: one gallery folder per chapter.
@@ -61,11 +58,15 @@ sphinx_gallery_conf = {
     # Before every page: reseed torch, house figure style, record its claims (see _ext/book.py).
     "reset_modules": ("matplotlib", "book.reset_page"),
     "reset_modules_order": "both",  # after each page, book.reset_page saves the page's claims
-    "image_scrapers": ("matplotlib", "book.rearm_tracing"),
+    "image_scrapers": ("matplotlib",),
     "remove_config_comments": True,
     "min_reported_time": 0,
     "download_all_examples": False,
     "show_memory": False,
+    # Run pages in as many worker processes as Sphinx's -j (the Makefile passes -j $(JOBS),
+    # at most 4 by default). joblib gives each worker cpu_count // workers threads (its
+    # OMP_NUM_THREADS), so torch in two workers on two cores does not oversubscribe them.
+    "parallel": True,
     "capture_repr": (),
     # A failing claim fails the build, after every page has been tried.
     "abort_on_example_error": False,
@@ -77,13 +78,12 @@ sphinx_gallery_conf = {
 }
 
 # ---------------------------------------------------------------------------------------------
-# myst-nb: executed MyST notebook pages (*.md). Never the gallery's .ipynb files (excluded above).
+# myst-nb: MyST markdown pages (*.md). Never the gallery's .ipynb files (excluded above).
+# Nothing is executed in a Jupyter kernel: sphinx-gallery runs the pages in the build's own
+# process, and the pages about the build (ledger, environment) are written from its records.
+# Two kernels cost about 2 s each on every build (measured, issue 6).
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb"}
-nb_execution_mode = "cache"
-nb_execution_cache_path = str(ROOT / "_build" / ".jupyter_cache")
-nb_execution_raise_on_error = True
-nb_execution_show_tb = True
-nb_execution_timeout = 120
+nb_execution_mode = "off"
 myst_enable_extensions = ["dollarmath", "colon_fence"]
 
 # ---------------------------------------------------------------------------------------------

@@ -4,20 +4,35 @@
   applies the house figure style and starts recording the page's claims; after, it writes them to
   ``generated/<chapter>/<page>.claims.json``, next to sphinx-gallery's md5 cache, so a page
   that is not re-run (unchanged) keeps the claims of its last run.
-- The proof ledger (chapters/ledger.md) and the landing-page headline are built from those files.
+- From those files, after the pages ran, the build writes the landing-page headline and the
+  tables of the proof ledger and the environment page (``generated/*.md``, included by
+  ``chapters/ledger.md`` and ``chapters/environment.md``).
 """
 
 import ast
+import copy
 import datetime
+import gc
+import html
+import importlib.metadata
 import json
 import math
+import os
 import platform
 import re
 import sys
+import warnings
 from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# sphinx-gallery resolves names in the code (for links) by evaluating them after the page ran;
+# `x.T` then meets whatever 4-D tensor `x` last held and torch warns about it. Not the page's
+# code. Set here, not in conf.py: with parallel execution the pages run in worker processes,
+# which import this module (for reset_page) but never read conf.py.
+warnings.filterwarnings("ignore", message="The use of `x.T` on tensors", category=UserWarning,
+                        module=r"sphinx_gallery\.")
 HEADLINE = ROOT / "generated" / "headline.txt"
 
 
@@ -39,14 +54,9 @@ class _Recorder:
                             if isinstance(n, ast.Call) and _is_assert_close(n.func)}
         self.close_calls = {}  # line -> aggregated measurements
 
-    # sys.settrace: only the page's own frames get a line tracer.
-    def global_trace(self, frame, event, arg):
-        return self.local_trace if frame.f_code.co_filename == self.filename else None
-
-    def local_trace(self, frame, event, arg):
-        if event == "line" and frame.f_lineno in self.asserts:
-            self.assert_hits[frame.f_lineno] += 1
-        return self.local_trace
+    def hit(self, line):
+        """Called by the page's compiled code just before the ``assert`` on ``line`` runs."""
+        self.assert_hits[line] += 1
 
     def record_close(self, line, actual, expected, kwargs, passed):
         import torch
@@ -108,17 +118,39 @@ def _sections(text):
     return out
 
 
+class _CountAsserts(ast.NodeTransformer):
+    """Put ``<hit>(line)`` before every ``assert``: counts how often each one runs."""
+
+    def visit_Assert(self, node):
+        call = ast.Expr(ast.Call(ast.Name(_HIT, ast.Load()), [ast.Constant(node.lineno)], []))
+        return [ast.fix_missing_locations(ast.copy_location(call, node)), node]
+
+
+_HIT = "__book_assert_hit__"  # a builtin while a page runs; never in the page's own namespace
 _state = {}
 
 
 def _start_recording(src):
+    """Wrap ``torch.testing.assert_close`` and count the page's ``assert`` statements.
+
+    sphinx-gallery compiles each block of a page with a ``codeop.Compile`` instance; while the
+    page runs, that compiler inserts a counting call before each of the page's ``assert``
+    statements (the page's text and its line numbers are unchanged). This replaced a
+    ``sys.settrace`` line tracer, which slowed every Python call of a page by a third or more
+    (matplotlib's drawing most): measured in issue 6.
+    """
+    import builtins
+    import codeop
+
     import torch
 
+    if sys.flags.optimize:
+        raise RuntimeError("python -O strips assert statements, and the book's asserts are its "
+                           "claims: build without -O (and without PYTHONOPTIMIZE)")
     rec = _Recorder(src)
     original = torch.testing.assert_close
 
     def assert_close(actual, expected, **kwargs):
-        rearm_tracing()
         caller = sys._getframe(1)
         line = caller.f_lineno if caller.f_code.co_filename == rec.filename else None
         try:
@@ -131,32 +163,42 @@ def _start_recording(src):
             rec.record_close(line, actual, expected, kwargs, passed=True)
         return result
 
+    compile_block = codeop.Compile.__call__
+
+    def counting_compile(self, source, filename, symbol, *args, **kwargs):
+        if filename == rec.filename:
+            tree = ast.parse(source, filename) if isinstance(source, str) else copy.deepcopy(source)
+            source = _CountAsserts().visit(tree)
+        return compile_block(self, source, filename, symbol, *args, **kwargs)
+
     assert_close.__wrapped__ = original
     torch.testing.assert_close = assert_close
-    _state.update(recorder=rec, original=original)
-    sys.settrace(rec.global_trace)
+    codeop.Compile.__call__ = counting_compile
+    setattr(builtins, _HIT, rec.hit)
+    _state.update(recorder=rec, original=original, compile_block=compile_block)
 
 
-def rearm_tracing(*args):
-    """Put the line tracer back if it was lost; as a sphinx-gallery scraper, after every block.
+def _unpatch():
+    """Undo what _start_recording changed; return the page's recorder (None if none ran)."""
+    import builtins
+    import codeop
 
-    CPython drops a trace function that raises, which happens when a page demonstrates a
-    RecursionError. The next block (a fresh frame) is traced again.
-    """
-    rec = _state.get("recorder")
-    if rec is not None and sys.gettrace() is None:
-        sys.settrace(rec.global_trace)
-    return ""  # a scraper returns the reST it adds: nothing
+    import torch
+
+    rec = _state.pop("recorder", None)
+    if rec is not None:
+        torch.testing.assert_close = _state.pop("original")
+        codeop.Compile.__call__ = _state.pop("compile_block")
+        delattr(builtins, _HIT)
+    return rec
 
 
 def _stop_recording():
     import torch
 
-    sys.settrace(None)
-    rec = _state.pop("recorder", None)
+    rec = _unpatch()
     if rec is None:
         return
-    torch.testing.assert_close = _state.pop("original")
     chapter, stem = rec.src.parent.name, rec.src.stem
     out_dir = ROOT / "generated" / chapter
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -169,6 +211,7 @@ def _stop_recording():
         "python": platform.python_version(),
         "device": device,
         "device_name": device_name,
+        "threads": torch.get_num_threads(),
         "verified_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "claims": rec.claims(),
     }
@@ -185,6 +228,7 @@ def reset_page(gallery_conf, fname, when):
     if when == "after":
         _stop_recording()
         return
+    _freeze_long_lived_objects()
     torch.manual_seed(0)
     mpl.rcParams.update(
         {
@@ -203,6 +247,19 @@ def reset_page(gallery_conf, fname, when):
         src = _find_source(gallery_conf, fname)
         if src is not None:
             _start_recording(src)
+
+
+def _freeze_long_lived_objects():
+    """Once per process: move what is alive now (Sphinx, torch, matplotlib) out of the GC's way.
+
+    sphinx-gallery runs ``gc.collect()`` before every page, and Python's collector scans every
+    tracked object each time: about 0.15 s per page with Sphinx and torch loaded (measured,
+    issue 6). After ``gc.freeze()`` it scans only what was made since, i.e. the pages' objects,
+    which are still collected as before. Nothing a page computes depends on it.
+    """
+    if not gc.get_freeze_count():
+        gc.collect()
+        gc.freeze()
 
 
 def _find_source(gallery_conf, fname):
@@ -240,27 +297,128 @@ def headline(records):
             f"**{' and '.join(devices)}** with **torch {', '.join(versions)}**, last on {date}.")
 
 
-def _write_headline(app):
-    """After sphinx-gallery has run the pages (builder-inited), refresh the landing headline."""
+# --------------------------------------------------------------------------------------------
+# Pages about the build: written by the build itself, from the records, with no notebook kernel.
+# chapters/ledger.md and chapters/environment.md include these files. Each is rewritten only when
+# its text changes, so Sphinx re-reads a page exactly when what it shows has changed.
+def _md(text):
+    """Escape text for MyST markdown (e.g. the underscores of a platform name)."""
+    return re.sub(r"([\\`*_{}\[\]<>()#+!|~])", r"\\\1", text)
+
+
+def _list_table(header, rows, css):
+    """A MyST list-table; ``header`` is its first row, or None for a table without one."""
+    lines = [":::{list-table}", f":header-rows: {0 if header is None else 1}", f":class: {css}", ""]
+    for row in ([] if header is None else [header]) + rows:
+        lines += [f"* - {row[0]}", *(f"  - {cell}" for cell in row[1:])]
+    return "\n".join(lines + [":::", ""])
+
+
+def _sci(x):
+    return "" if x is None else f"{x:.1e}"
+
+
+def ledger_markdown(records):
+    """One table per chapter: every claim of every page, with its measured discrepancy.
+
+    The tables are raw HTML: as a MyST list-table, the 300-odd rows cost about 2.5 s to parse,
+    index and write on every change (measured); as HTML they cost nothing.
+    """
+    out = []
+    for chapter in dict.fromkeys(r["page"].split("/")[0] for r in records):
+        rows = []
+        for record in (r for r in records if r["page"].startswith(chapter + "/")):
+            stem = record["page"].split("/")[1]
+            link = f'<a href="../generated/{record["page"]}.html">{html.escape(stem)}</a>'
+            for c in record["claims"]:
+                code = " ".join(c["code"].split())
+                tol = "" if c.get("rtol") is None else f"{c['rtol']:.1e} / {c['atol']:.1e}"
+                cells = [link, str(c["line"]), html.escape(c["section"].replace("``", "")),
+                         f"<code>{html.escape(code)}</code>", _sci(c.get("max_abs")),
+                         _sci(c.get("norm")), tol, ", ".join(c.get("dtype", [])),
+                         ", ".join(c.get("device", [])), str(c["checks"])]
+                rows.append("<tr>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
+        header = "".join(f"<th>{h}</th>" for h in ("page", "line", "section", "claim", "max abs",
+                                                   "norm", "tolerance", "dtype", "device", "checks"))
+        out += [f"# {chapter.capitalize()}", "", "```{raw} html",
+                f'<table class="docutils align-default ledger"><thead><tr>{header}</tr></thead>',
+                "<tbody>", *rows, "</tbody></table>", "```", ""]
+    return "\n".join(out)
+
+
+def environment_markdown(records, costs, build):
+    """The build's own machine, where the pages were last verified, how long each took."""
+    setups = Counter((r["python"], r["torch"], f"{r['device']} ({r['device_name']})",
+                      str(r.get("threads", "?"))) for r in records)
+    by_page = {r["page"]: r for r in records}
+    rows, total = [], 0.0
+    for page, seconds in costs.items():
+        total += seconds
+        rows.append([f"{{doc}}`{page} </generated/{page}>`", f"{seconds:.1f}",
+                     by_page.get(page, {}).get("verified_at", "never")])
+    rows.append(["**all pages**", f"**{total:.1f}**", ""])
+    return "\n".join([
+        "# This build", "",
+        _list_table(None, [[k, v] for k, v in build.items()], "environment"),
+        "# Where the pages were verified", "",
+        "Each page records this when it runs; *torch threads* is what each page had "
+        "(with parallel pages, each worker gets its share of the cores).", "",
+        _list_table(["Python", "torch", "device", "torch threads", "pages"],
+                    [[*k, str(n)] for k, n in sorted(setups.items())], "environment"),
+        "# Execution time of each page", "",
+        "sphinx-gallery's record of how long each page took the last time it ran (an unchanged "
+        "page is not re-run, and keeps its last time and date).", "",
+        _list_table(["page", "seconds", "verified"], rows, "environment")])
+
+
+def _write_if_changed(path, text):
+    if not path.is_file() or path.read_text() != text:  # unchanged: the page is not re-read
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def _write_build_pages(app):
+    """After sphinx-gallery has run the pages (builder-inited): headline, ledger, environment."""
     records = load_claims()
-    text = headline(records) + (
+    costs = {f"{p.parent.name}/{p.name.removesuffix('.cost.json')}": json.loads(p.read_text())["time"]
+             for p in sorted((ROOT / "generated").glob("*/plot_*.cost.json"))
+             if (ROOT / "gallery" / p.parent.name / p.name.replace(".cost.json", ".py")).is_file()}
+    line = headline(records)
+    _write_if_changed(HEADLINE, line + (
         " Each claim, with its measured discrepancy and tolerance, is in the"
-        " :doc:`proof ledger </chapters/ledger>`.\n")
-    if not HEADLINE.is_file() or HEADLINE.read_text() != text:  # unchanged: index not re-read
-        HEADLINE.parent.mkdir(parents=True, exist_ok=True)
-        HEADLINE.write_text(text)
+        " :doc:`proof ledger </chapters/ledger>`.\n"))
+    _write_if_changed(ROOT / "generated" / "ledger.md", line + "\n\n" + ledger_markdown(records))
+    import sphinx
+
+    workers = app.config.sphinx_gallery_conf.get("parallel") or 1
+    build = {"platform": _md(platform.platform()), "CPU cores": str(os.cpu_count()),
+             "pages run in": f"{workers} worker process{'es' if workers > 1 else ''}",
+             "Python": platform.python_version(), "Sphinx": sphinx.__version__,
+             **{name: importlib.metadata.version(name)
+                for name in ("sphinx-gallery", "myst-nb", "matplotlib", "furo")}}
+    _write_if_changed(ROOT / "generated" / "environment.md",
+                      environment_markdown(records, costs, build))
 
 
-# Documents that describe the build itself: re-read (and so re-executed) on every build, so they
-# never show another machine's versions, last week's timings or a stale ledger.
-ALWAYS_REBUILD = ["chapters/environment", "chapters/ledger"]
+def _rerun_pages_on_a_new_machine(app, config):
+    """Another Python, torch or device than the last build: forget sphinx-gallery's md5 cache.
 
+    Before the gallery runs (config-inited). Pages without an md5 record run again; if the
+    build stops half-way, the pages it did not reach still have none and run the next time.
+    """
+    from machine import update
 
-def _always_outdated(app, env, added, changed, removed):
-    return [doc for doc in ALWAYS_REBUILD if doc in env.found_docs]
+    if update(ROOT / "generated" / "machine.txt"):
+        for md5 in (ROOT / "generated").glob("*/*.py.md5"):
+            md5.unlink()
 
 
 def setup(app):
-    app.connect("builder-inited", _write_headline, priority=900)  # after sphinx-gallery (500)
-    app.connect("env-get-outdated", _always_outdated)
+    app.connect("config-inited", _rerun_pages_on_a_new_machine)
+    # sphinx-mathjax-offline 0.0.2 only copies MathJax into the output at build-finished, in the
+    # main process, but does not say so; Sphinx then refuses to read and write in parallel (-j).
+    mathjax = app.extensions.get("sphinx-mathjax-offline")
+    if mathjax is not None:
+        mathjax.parallel_read_safe = mathjax.parallel_write_safe = True
+    app.connect("builder-inited", _write_build_pages, priority=900)  # after sphinx-gallery (500)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,76 +1,134 @@
 """Measure the build on this machine: `make bench` (or `.venv/bin/python tests/bench.py`).
 
-In a temporary copy of the sources: a clean build, the sum of the pages' own execution times
-(sphinx-gallery's records), a no-op rebuild, and a rebuild after editing one page, each with the
-number of pages it executed, plus the peak memory of the builds. Prints one table. Not a test:
-timings depend on the machine and its load, so nothing here asserts on them. Use --repeat N to
-take the median of N runs of each step.
+In a temporary copy of the sources, through `make html` as a reader runs it: a clean build, the
+sum of the pages' own execution times (sphinx-gallery's records), a no-op rebuild, a rebuild
+after editing a chapter's prose and one after editing one page, each with the number of pages it
+executed, plus peak memory (all build processes together, sampled from /proc on Linux). Prints
+one table. Not a test: timings depend on the machine and its load, so nothing asserts on them.
+
+    --repeat N   median of N runs of every step
+    --jobs N     worker processes (the Makefile's JOBS; default: its own choice)
 """
 
 import argparse
 import json
+import os
 import re
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import GALLERY_PAGES, ROOT, copy_sources, sphinx_build  # noqa: E402
+from conftest import GALLERY_PAGES, ROOT, VENV, copy_sources  # noqa: E402
 
 
-def timed_build(src):
+class TreeMemory:
+    """Peak of the summed resident memory of a process and all its descendants (Linux /proc)."""
+
+    def __init__(self, pid):
+        self.pid, self.peak, self._stop = pid, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        page = os.sysconf("SC_PAGE_SIZE")
+        while not self._stop.wait(0.1):
+            children, rss = {}, {}
+            for entry in Path("/proc").iterdir():
+                try:
+                    stat = (entry / "stat").read_text()
+                    fields = stat[stat.rindex(")") + 2:].split()
+                    children.setdefault(int(fields[1]), []).append(int(entry.name))
+                    rss[int(entry.name)] = int(fields[21]) * page
+                except (ValueError, OSError):
+                    continue
+            tree, todo = [], [self.pid]
+            while todo:
+                pid = todo.pop()
+                tree.append(pid)
+                todo += children.get(pid, [])
+            self.peak = max(self.peak, sum(rss.get(pid, 0) for pid in tree))
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def timed_make(src, jobs):
+    cmd = ["make", "--no-print-directory", "-C", str(src), "html", f"VENV={VENV}"]
+    if jobs:
+        cmd.append(f"JOBS={jobs}")
+    env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
     start = time.perf_counter()
-    rc, log = sphinx_build(src, src / "_build" / "html")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    memory = TreeMemory(proc.pid) if Path("/proc/self/stat").exists() else None
+    log = proc.communicate()[0]
     seconds = time.perf_counter() - start
-    if rc != 0:
+    peak = memory.stop() if memory else 0
+    if proc.returncode != 0:
         sys.exit(f"build failed:\n{log[-3000:]}")
     executed = re.search(r"executed (\d+) out of", log)
-    return seconds, int(executed.group(1)) if executed else 0
+    return seconds, int(executed.group(1)) if executed else 0, peak
 
 
 def page_seconds(src):
     return sum(json.loads(p.read_text())["time"] for p in src.glob("generated/*/*.cost.json"))
 
 
+def append(path, text):
+    path.write_text(path.read_text() + text)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1, help="runs per step (median reported)")
+    parser.add_argument("--jobs", type=int, default=0, help="JOBS for make (0: the Makefile's)")
     parser.add_argument("--page", default=str(GALLERY_PAGES[0].relative_to(ROOT)),
                         help="the page to edit for the one-page rebuild, relative to the repo")
     args = parser.parse_args()
 
-    rows = {"clean build": [], "pages' own execution": [], "no-op rebuild": [],
-            "one page edited": []}
-    executed = {}
+    steps = ["clean build", "no-op rebuild", "prose edited", "one page edited"]
+    wall = {step: [] for step in steps}
+    pages, executed, peak = [], {}, 0
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
             src = copy_sources(Path(tmp) / "src")
-            seconds, executed["clean build"] = timed_build(src)
-            rows["clean build"].append(seconds)
-            rows["pages' own execution"].append(page_seconds(src))
-            seconds, executed["no-op rebuild"] = timed_build(src)
-            rows["no-op rebuild"].append(seconds)
-            page = src / args.page
-            page.write_text(page.read_text() + "\n# edited by tests/bench.py\n")
-            seconds, executed["one page edited"] = timed_build(src)
-            rows["one page edited"].append(seconds)
-    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+            edits = {"clean build": None, "no-op rebuild": None,
+                     "prose edited": (src / "chapters" / "normalization.rst", "\n.. edited\n"),
+                     "one page edited": (src / args.page, "\n# edited by tests/bench.py\n")}
+            for step in steps:
+                if edits[step]:
+                    append(*edits[step])
+                seconds, executed[step], step_peak = timed_make(src, args.jobs)
+                wall[step].append(seconds)
+                peak = max(peak, step_peak)
+                if step == "clean build":
+                    pages.append(page_seconds(src))
+    if not peak:  # no /proc: the largest single process instead
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
 
-    median = {k: statistics.median(v) for k, v in rows.items()}
-    clean, pages = median["clean build"], median["pages' own execution"]
-    print(f"\nBuild benchmark: {len(GALLERY_PAGES)} gallery pages, median of {args.repeat} run(s)\n")
-    print(f"{'step':24s} {'wall (s)':>9s} {'pages run':>10s}   note")
-    print(f"{'clean build':24s} {clean:9.1f} {executed['clean build']:10d}   "
-          f"overhead beyond the pages: {clean - pages:.1f} s = {(clean - pages) / pages:.0%} of them")
-    print(f"{'pages own execution':24s} {pages:9.1f} {'':10s}   sum of sphinx-gallery's per-page times")
-    print(f"{'no-op rebuild':24s} {median['no-op rebuild']:9.1f} {executed['no-op rebuild']:10d}   "
-          f"{median['no-op rebuild'] / clean:.0%} of the clean build")
-    print(f"{'one page edited':24s} {median['one page edited']:9.1f} "
-          f"{executed['one page edited']:10d}   {args.page}")
-    print(f"{'peak memory':24s} {peak_mib:9.0f} MiB (largest build process)")
+    median = {step: statistics.median(v) for step, v in wall.items()}
+    clean, own = median["clean build"], statistics.median(pages)
+    jobs = args.jobs or subprocess.run(
+        ["make", "-s", "-C", str(ROOT), "--eval=print-jobs: ; @echo $(JOBS)", "print-jobs"],
+        capture_output=True, text=True).stdout.strip()
+    print(f"\nBuild benchmark: {len(GALLERY_PAGES)} gallery pages, JOBS={jobs}, "
+          f"{os.cpu_count()} cores, median of {args.repeat} run(s)\n")
+    print(f"{'step':22s} {'wall (s)':>9s} {'pages run':>10s}   note")
+    print(f"{'clean build':22s} {clean:9.1f} {executed['clean build']:10d}   overhead beyond the "
+          f"pages: {clean - own:.1f} s = {(clean - own) / own:.0%} of them")
+    print(f"{'pages own execution':22s} {own:9.1f} {'':10s}   sum of sphinx-gallery's per-page times")
+    for step, note in (("no-op rebuild", f"{median['no-op rebuild'] / clean:.1%} of the clean build"),
+                       ("prose edited", "chapters/normalization.rst"),
+                       ("one page edited", args.page)):
+        print(f"{step:22s} {median[step]:9.1f} {executed[step]:10d}   {note}")
+    print(f"{'peak memory':22s} {peak / 2**20:9.0f} MiB (all build processes together)")
 
 
 if __name__ == "__main__":

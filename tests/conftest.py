@@ -15,8 +15,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "tests" / "artifacts"
 # Everything a build needs; nothing it produces.
-SOURCES = ["conf.py", "index.rst", "chapters", "gallery", "_static", "_ext"]
+SOURCES = ["Makefile", "requirements.txt", "conf.py", "index.rst", "chapters", "gallery",
+           "_static", "_ext"]
 GALLERY_PAGES = sorted(ROOT.glob("gallery/*/plot_*.py"))
+VENV = Path(sys.prefix)  # the interpreter running the tests: the book's own .venv under `make test`
 
 
 def page_id(path):
@@ -24,7 +26,7 @@ def page_id(path):
 
 
 def copy_sources(dest):
-    """Copy the book's sources (not its build products) into `dest`."""
+    """Copy the book's sources (not its build products) into `dest`, keeping their mtimes."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in SOURCES:
         src = ROOT / name
@@ -35,12 +37,17 @@ def copy_sources(dest):
     return dest
 
 
-def sphinx_build(src, out, page=""):
-    """Run the same build as `make html` (same options), return (returncode, combined log)."""
-    env = {**os.environ, "PAGE": page, "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
-    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-n",
-           str(src), str(out)]
-    proc = subprocess.run(cmd, cwd=src, env=env, capture_output=True, text=True)
+def make_html(src, page="", **env):
+    """`make html` in a copy of the sources, as a reader runs it; return (returncode, log).
+
+    The copy uses the venv running the tests (VENV=...): its stamp is newer than the copied
+    requirements.txt, so make does not set up another one.
+    """
+    if not (VENV / ".installed").is_file():
+        raise RuntimeError(f"run the tests with `make test` (the book's venv), not {sys.executable}")
+    env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0", **env}
+    cmd = ["make", "--no-print-directory", "-C", str(src), "html", f"VENV={VENV}", f"PAGE={page}"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -54,7 +61,7 @@ def site(tmp_path_factory):
     """The whole book, built from scratch with -W. Returns (source copy, html dir, log)."""
     src = copy_sources(tmp_path_factory.mktemp("book") / "src")
     out = src / "_build" / "html"
-    rc, log = sphinx_build(src, out)
+    rc, log = make_html(src)
     save_artifact("clean_build.log", log)
     assert rc == 0, f"clean build failed (log in tests/artifacts/clean_build.log):\n{log[-6000:]}"
     return src, out, log

@@ -6,7 +6,7 @@ page, the line and the comparison (the assert) that caught it.
 
 import re
 
-from conftest import ROOT, copy_sources, save_artifact, sphinx_build
+from conftest import ROOT, copy_sources, make_html, save_artifact
 
 # (page, text to break, broken text, why it is wrong)
 MUTATIONS = [
@@ -50,7 +50,7 @@ def test_wrong_implementations_fail_the_build(tmp_path):
 
     # Execute just the mutants; the original pages are not under test here. (The mutants are in
     # no toctree, so the build also warns about that: the assertions below are per mutant.)
-    rc, log = sphinx_build(src, src / "_build" / "html", page=r"_mut\d+\.py$")
+    rc, log = make_html(src, page=r"_mut\d+\.py$")
     save_artifact("mutated_build.log", log)
 
     assert rc != 0, "the build passed although the implementations were wrong"

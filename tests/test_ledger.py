@@ -66,6 +66,7 @@ def test_ledger_page_lists_every_page_and_matches_the_headline(site):
 
 def test_a_failing_claim_is_recorded_as_failed(tmp_path):
     """The recorder sees the comparison that fails, with its measured discrepancy."""
+    import codeop
     import sys
 
     import torch
@@ -77,20 +78,20 @@ def test_a_failing_claim_is_recorded_as_failed(tmp_path):
     page = tmp_path / "plot_99_demo.py"
     page.write_text("import torch\n"
                     "torch.testing.assert_close(torch.ones(3), torch.ones(3))\n"
-                    "assert True\n"
+                    "for i in range(3):\n"
+                    "    assert i < 3\n"
                     "torch.testing.assert_close(torch.ones(3), torch.zeros(3))\n")
-    original = torch.testing.assert_close
+    original, compile_block = torch.testing.assert_close, codeop.Compile.__call__
     book._start_recording(page)
     try:
-        with pytest.raises(AssertionError):
-            exec(compile(page.read_text(), str(page.resolve()), "exec"), {})
+        with pytest.raises(AssertionError):  # compiled as sphinx-gallery does: codeop.Compile
+            exec(codeop.Compile()(page.read_text(), str(page.resolve()), "exec"), {})
     finally:
-        rec = book._state["recorder"]
-        sys.settrace(None)
-        torch.testing.assert_close = book._state.pop("original")
-        book._state.clear()
-    assert torch.testing.assert_close is original
+        rec = book._unpatch()
+    # Everything the recorder changed is restored.
+    assert torch.testing.assert_close is original and codeop.Compile.__call__ is compile_block
+    assert not hasattr(__import__("builtins"), book._HIT)
     rows = {c["line"]: c for c in rec.claims()}
     assert rows[2]["passed"] and rows[2]["max_abs"] == 0.0 and rows[2]["checks"] == 1
-    assert rows[3]["kind"] == "assert" and rows[3]["checks"] == 1
-    assert not rows[4]["passed"] and rows[4]["max_abs"] == 1.0
+    assert rows[4]["kind"] == "assert" and rows[4]["checks"] == 3
+    assert not rows[5]["passed"] and rows[5]["max_abs"] == 1.0

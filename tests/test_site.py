@@ -5,7 +5,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import GALLERY_PAGES, ROOT, page_id, save_artifact, sphinx_build
+from conftest import GALLERY_PAGES, ROOT, make_html, page_id, save_artifact
 
 CHAPTER_SOURCES = sorted(p for p in (ROOT / "chapters").iterdir() if p.suffix in {".rst", ".md"})
 
@@ -84,21 +84,53 @@ def test_copy_button_and_theme(site):
     assert "furo" in page
 
 
-def test_noop_rebuild_executes_nothing(site):
-    """A second build over the same tree re-runs no page (sphinx-gallery's md5 cache)."""
+def executed(log):
+    """How many pages sphinx-gallery executed, from its summary line."""
+    match = re.search(r"executed (\d+) out of (\d+) file", log)
+    assert match, log[-3000:]
+    return int(match.group(1))
+
+
+def test_rebuilds_do_only_what_changed(site):
+    """After the clean build: nothing changed, prose changed, one page changed, device changed.
+
+    One test, in this order, because each step starts from the state the previous one left.
+    """
     src, out, _ = site
     headline = re.compile(r"<strong>\d+ claims</strong> \(\d+ checks\) on \d+ pages")
-    before = headline.search((out / "chapters" / "ledger.html").read_text())
-    start = time.perf_counter()
-    rc, log = sphinx_build(src, out)
-    seconds = time.perf_counter() - start
-    save_artifact("noop_rebuild.log", log)
-    assert rc == 0, log[-3000:]
-    match = re.search(r"executed (\d+) out of (\d+) file", log)
-    assert match and match.group(1) == "0", log[-3000:]
+    ledger = out / "chapters" / "ledger.html"
+    before = headline.search(ledger.read_text()).group(0)
+    logs = []
+
+    def build(step, **env):
+        start = time.perf_counter()
+        rc, log = make_html(src, **env)
+        logs.append(f"===== {step}: {time.perf_counter() - start:.1f} s\n{log}")
+        save_artifact("rebuilds.log", "\n".join(logs))
+        assert rc == 0, log[-3000:]
+        return log
+
+    # Nothing changed: make does not even start Sphinx.
+    log = build("nothing changed")
+    assert "-m sphinx" not in log, log
+
+    # A chapter's prose changed: Sphinx runs, no page is executed, the ledger is the same.
+    chapter = src / "chapters" / "normalization.rst"
+    chapter.write_text(chapter.read_text() + "\n.. a comment added by the test\n")
+    log = build("prose changed")
+    assert executed(log) == 0
     skipped = re.search(r"excluding (\d+) files? that had previously been run", log)
     assert skipped and int(skipped.group(1)) == len(GALLERY_PAGES), log[-3000:]
-    # Pages that were not re-run keep their recorded claims: the ledger is unchanged.
-    after = headline.search((out / "chapters" / "ledger.html").read_text())
-    assert before and after and before.group(0) == after.group(0)
-    print(f"no-op rebuild: {seconds:.1f} s")
+    assert headline.search(ledger.read_text()).group(0) == before
+
+    # One page changed: that page alone is executed, and the ledger counts the same claims.
+    page = src / GALLERY_PAGES[0].relative_to(ROOT)
+    page.write_text(page.read_text() + "\n# a comment added by the test\n")
+    log = build("one page changed")
+    assert executed(log) == 1
+    assert headline.search(ledger.read_text()).group(0) == before
+
+    # Another device setting (here: CUDA hidden): every page is verified again.
+    log = build("device setting changed", CUDA_VISIBLE_DEVICES="")
+    assert executed(log) == len(GALLERY_PAGES)
+    assert "verified on <strong>cpu (" in ledger.read_text()
