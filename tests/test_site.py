@@ -92,7 +92,7 @@ def executed(log):
 
 
 def test_rebuilds_do_only_what_changed(site):
-    """After the clean build: nothing changed, prose changed, one page changed, device changed.
+    """After the clean build: nothing, prose, one page, a page's name, the device changed.
 
     One test, in this order, because each step starts from the state the previous one left.
     """
@@ -130,7 +130,21 @@ def test_rebuilds_do_only_what_changed(site):
     assert executed(log) == 1
     assert headline.search(ledger.read_text()).group(0) == before
 
+    # A page renamed, in its chapter's toctree too: the new name runs, the old output is gone
+    # (sphinx-gallery keeps it; a stale page outside every toctree would fail the -W build).
+    old, toc = src / "gallery" / "positional" / "plot_07_alibi.py", src / "chapters" / "positional.rst"
+    new = old.with_name("plot_07_alibi_renamed.py")
+    old.rename(new)
+    toc.write_text(toc.read_text().replace("/plot_07_alibi\n", "/plot_07_alibi_renamed\n"))
+    log = build("page renamed")
+    assert executed(log) == 1
+    assert not list((src / "generated" / "positional").glob("plot_07_alibi.*"))
+    assert (out / "generated" / "positional" / "plot_07_alibi_renamed.html").is_file()
+    new.rename(old)  # back, for the tests that read the site afterwards
+    toc.write_text(toc.read_text().replace("/plot_07_alibi_renamed\n", "/plot_07_alibi\n"))
+
     # Another device setting (here: CUDA hidden): every page is verified again.
     log = build("device setting changed", CUDA_VISIBLE_DEVICES="")
     assert executed(log) == len(GALLERY_PAGES)
+    assert not list((src / "generated" / "positional").glob("plot_07_alibi_renamed.*"))
     assert "verified on <strong>cpu (" in ledger.read_text()

@@ -1,12 +1,11 @@
 """
-Attention maps and the cost of L x L
-====================================
+The cost of L x L: memory and time of attention as the sequence grows
+=====================================================================
 
-Every head builds an ``(L, L)`` map of attention weights, one probability distribution over the
-keys for each query. This page draws such maps, full and causal, with and without QK-norm, and
-then measures what the map costs as the sequence grows: the manual path materializes all
-``(B, Nh, L, L)`` scores, so its memory grows as ``L**2``, while
-``scaled_dot_product_attention`` returns the same output without keeping that tensor.
+The manual path of attention materializes all ``(B, Nh, L, L)`` scores, so its memory grows as
+``L**2``, while ``scaled_dot_product_attention`` returns the same output without keeping that
+tensor. This page proves the two outputs equal at every length, measures the peak memory of
+each, asserts the ``L**2`` growth of the manual path, and times both.
 """
 
 # %%
@@ -20,95 +19,16 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
 # %%
-# Attention weights of one head
-# -----------------------------
-# The notes' ``SelfAttention`` layout: one ``Linear(D, 3D)``, reshaped to
-# ``(B, L, 3, Nh, Dh)`` and split into ``q, k, v``; optional QK-norm, a ``LayerNorm(Dh)`` on each
-# query and key. The logits are scaled by ``1 / sqrt(Dh)`` *before* the softmax (the notes scale
-# after it, see :doc:`/generated/transformer/plot_01_self_attention`). The projection weights are
-# taken at four times their init scale, as weights may grow in training, which makes the
-# difference QK-norm makes visible. Each map is checked against ``scaled_dot_product_attention``
-# through the output it produces.
-import math
-
-import torch.nn.functional as F
-
-B, L, D, Nh = 1, 16, 64, 4
-Dh = D // Nh
-x = torch.randn(B, L, D, device=device)  # (B, L, D)
-qkv_proj = torch.nn.Linear(D, 3 * D).to(device)
-q_norm = torch.nn.LayerNorm(Dh).to(device)
-k_norm = torch.nn.LayerNorm(Dh).to(device)
-with torch.no_grad():
-    qkv_proj.weight.mul_(4)
-
-
-def attention_map(qk_norm, causal):
-    """Attention weights (B, Nh, L, L), after checking their output against SDPA."""
-    with torch.no_grad():
-        qkv = qkv_proj(x).reshape(B, L, 3, Nh, Dh).permute(2, 0, 3, 1, 4)  # (3, B, Nh, L, Dh)
-        q, k, v = qkv.unbind(0)  # (B, Nh, L, Dh)
-        if qk_norm:
-            q, k = q_norm(q), k_norm(k)
-        logits = torch.einsum("bhld,bhmd->bhlm", q, k) / math.sqrt(Dh)  # (B, Nh, L, L)
-        if causal:  # query l may only look at keys m <= l
-            future = torch.ones(L, L, dtype=torch.bool, device=device).triu(1)  # (L, L)
-            logits = logits.masked_fill(future, float("-inf"))
-        weights = logits.softmax(dim=-1)  # (B, Nh, L, L)
-        out = torch.einsum("bhlm,bhmd->bhld", weights, v)  # (B, Nh, L, Dh)
-        ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # (B, Nh, L, Dh)
-    print(f"qk_norm={qk_norm!s:5} causal={causal!s:5}: max|manual - sdpa| = "
-          f"{(out - ref).abs().max().item():.1e}, mean largest weight per row = "
-          f"{weights.amax(dim=-1).mean().item():.2f}")
-    torch.testing.assert_close(out, ref)
-    return weights
-
-
-maps = {}
-for qk in (False, True):
-    for causal in (False, True):
-        maps[qk, causal] = attention_map(qk, causal)
-
-# %%
-# Each row is a probability distribution, the causal mask leaves exactly zero weight above the
-# diagonal, and QK-norm keeps the rows spread: without it, at this weight scale, the largest
-# weight of a row averages above 0.6 (near one-hot); with it, below 0.4.
-for (qk, causal), w in maps.items():
-    torch.testing.assert_close(w.sum(dim=-1), torch.ones(B, Nh, L, device=device))
-    assert torch.all(w >= 0)
-    if causal:
-        assert torch.all(w.triu(1) == 0)
-assert maps[False, False].amax(dim=-1).mean() > 0.6
-assert maps[True, False].amax(dim=-1).mean() < 0.4
-print("rows sum to 1; causal maps are exactly 0 above the diagonal")
-
-# %%
-# The four maps of head 0, as an image each: query position down, key position across.
-import matplotlib.pyplot as plt
-
-fig, axes = plt.subplots(2, 2, figsize=(6.4, 6.4), sharex=True, sharey=True)
-for row, qk in enumerate((False, True)):
-    for col, causal in enumerate((False, True)):
-        ax = axes[row, col]
-        im = ax.imshow(maps[qk, causal][0, 0].cpu(), vmin=0, vmax=1)
-        ax.set_title(f"{'causal' if causal else 'full'}, {'with' if qk else 'no'} QK-norm")
-        ax.grid(False)
-for ax in axes[1]:
-    ax.set_xlabel("key position m")
-for ax in axes[:, 0]:
-    ax.set_ylabel("query position l")
-fig.colorbar(im, ax=axes, shrink=0.8, label="attention weight")
-fig.suptitle("The causal mask keeps only the lower triangle;\n"
-             "QK-norm keeps the weights spread (head 0)")
-plt.show()
-
-# %%
 # The manual path against the fused kernel, as L grows
 # ----------------------------------------------------
 # The manual path is the textbook formula, nanoGPT's fallback: it builds the ``(B, Nh, L, L)``
 # scores, then their softmax, then multiplies by ``v``. ``F.scaled_dot_product_attention``
 # (flash or memory-efficient kernels on GPU, a blocked flash kernel on CPU) never stores the
 # whole ``L x L`` tensor. The sweep is short on CPU; a GPU goes further.
+import math
+
+import torch.nn.functional as F
+
 B, Nh, Dh = 1, 4, 16
 Ls = [256, 512, 1024, 2048, 4096, 8192] if device == "cuda" else [64, 128, 256, 512, 1024, 2048]
 
@@ -210,6 +130,8 @@ assert peaks["fused"][-1] < score_bytes[-1] / 10
 del outputs
 
 # %%
+import matplotlib.pyplot as plt
+
 fig, ax = plt.subplots()
 ax.loglog(Ls, peaks["manual"], "o-", label="manual path, measured peak")
 ax.loglog(Ls, peaks["fused"], "s-", label="scaled_dot_product_attention, measured peak")
