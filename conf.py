@@ -92,6 +92,7 @@ html_theme = "furo"
 html_title = project
 html_static_path = ["_static"]
 html_css_files = ["book.css"]
+html_favicon = "_static/favicon.svg"  # a check mark; also spares browsers a 404 for /favicon.ico
 html_show_sourcelink = False
 html_theme_options = {
     "source_repository": "",

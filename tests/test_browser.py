@@ -32,8 +32,9 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 SCREENSHOTS = ARTIFACTS / "screenshots"
 CHAPTERS = ["chapters/normalization.html", "chapters/transformer.html", "chapters/positional.html"]
 GALLERY_HTML = [f"generated/{p.parent.name}/{p.stem}.html" for p in GALLERY_PAGES]
-# The browser asks every origin for /favicon.ico by itself; the site has none (not a page's fault).
-BROWSER_OWN = {"/favicon.ico"}
+# Requests the browser makes by itself, not a page's fault. None: the site declares its favicon,
+# so chromium does not ask for /favicon.ico.
+BROWSER_OWN = set()
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -91,7 +91,7 @@ for row, qk in enumerate((False, True)):
     for col, causal in enumerate((False, True)):
         ax = axes[row, col]
         im = ax.imshow(maps[qk, causal][0, 0].cpu(), vmin=0, vmax=1)
-        ax.set_title(f"{'causal' if causal else 'full'}, {'with' if qk else 'no'} QK-norm")
+        ax.set_title(f"{'causal' if causal else 'full'} {'with' if qk else 'without'} QK-norm")
         ax.grid(False)
 for ax in axes[1]:
     ax.set_xlabel("key position m")
