@@ -118,16 +118,16 @@ def _sections(text):
     return out
 
 
+_HIT = "__book_assert_hit__"  # a builtin while a page runs; never in the page's own namespace
+_state = {}
+
+
 class _CountAsserts(ast.NodeTransformer):
     """Put ``<hit>(line)`` before every ``assert``: counts how often each one runs."""
 
     def visit_Assert(self, node):
         call = ast.Expr(ast.Call(ast.Name(_HIT, ast.Load()), [ast.Constant(node.lineno)], []))
         return [ast.fix_missing_locations(ast.copy_location(call, node)), node]
-
-
-_HIT = "__book_assert_hit__"  # a builtin while a page runs; never in the page's own namespace
-_state = {}
 
 
 def _start_recording(src):
@@ -379,17 +379,16 @@ def _write_if_changed(path, text):
 
 def _write_build_pages(app):
     """After sphinx-gallery has run the pages (builder-inited): headline, ledger, environment."""
-    records = load_claims()
-    costs = {f"{p.parent.name}/{p.name.removesuffix('.cost.json')}": json.loads(p.read_text())["time"]
-             for p in sorted((ROOT / "generated").glob("*/plot_*.cost.json"))
-             if (ROOT / "gallery" / p.parent.name / p.name.replace(".cost.json", ".py")).is_file()}
+    import sphinx
+
+    records = load_claims()  # the pages that still exist, in chapter and page order
+    costs = {r["page"]: json.loads(cost.read_text())["time"] for r in records
+             if (cost := ROOT / "generated" / f"{r['page']}.cost.json").is_file()}
     line = headline(records)
     _write_if_changed(HEADLINE, line + (
         " Each claim, with its measured discrepancy and tolerance, is in the"
         " :doc:`proof ledger </chapters/ledger>`.\n"))
     _write_if_changed(ROOT / "generated" / "ledger.md", line + "\n\n" + ledger_markdown(records))
-    import sphinx
-
     run_in = (f"{app.parallel} worker processes (when two or more pages run)"
               if app.parallel > 1 else "the build's own process")
     build = {"platform": _md(platform.platform()), "CPU cores": str(os.cpu_count()),
