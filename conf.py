@@ -21,7 +21,7 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "myst_nb",
     "sphinx_copybutton",
-    "book",  # _ext/book.py: records claims (ledger, headline); re-runs the build's own pages
+    "book",  # _ext/book.py: records claims, writes the ledger; decides what runs again
 ]
 
 root_doc = "index"
@@ -55,7 +55,7 @@ sphinx_gallery_conf = {
     # `make html PAGE=batchnorm` executes only matching pages (unchanged pages are cached anyway).
     "filename_pattern": os.environ.get("PAGE") or r"/plot_",
     "within_subsection_order": "FileNameSortKey",
-    # Before every page: reseed torch, house figure style, record its claims (see _ext/book.py).
+    # Before every page: reseed torch, house figure style, record its claims (_ext/book.py).
     "reset_modules": ("matplotlib", "book.reset_page"),
     "reset_modules_order": "both",  # after each page, book.reset_page saves the page's claims
     "image_scrapers": ("matplotlib",),

@@ -73,7 +73,7 @@ def test_a_failing_claim_is_recorded_as_failed(tmp_path):
     from conftest import ROOT
 
     sys.path.insert(0, str(ROOT / "_ext"))
-    import book
+    import recording
 
     page = tmp_path / "plot_99_demo.py"
     page.write_text("import torch\n"
@@ -82,15 +82,15 @@ def test_a_failing_claim_is_recorded_as_failed(tmp_path):
                     "    assert i < 3\n"
                     "torch.testing.assert_close(torch.ones(3), torch.zeros(3))\n")
     original, compile_block = torch.testing.assert_close, codeop.Compile.__call__
-    book._start_recording(page)
+    recording.start_recording(page)
     try:
         with pytest.raises(AssertionError):  # compiled as sphinx-gallery does: codeop.Compile
             exec(codeop.Compile()(page.read_text(), str(page.resolve()), "exec"), {})
     finally:
-        rec = book._unpatch()
+        rec = recording.unpatch()
     # Everything the recorder changed is restored.
     assert torch.testing.assert_close is original and codeop.Compile.__call__ is compile_block
-    assert not hasattr(__import__("builtins"), book._HIT)
+    assert not hasattr(__import__("builtins"), recording.HIT)
     rows = {c["line"]: c for c in rec.claims()}
     assert rows[2]["passed"] and rows[2]["max_abs"] == 0.0 and rows[2]["checks"] == 1
     assert rows[4]["kind"] == "assert" and rows[4]["checks"] == 3

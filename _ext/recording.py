@@ -1,0 +1,199 @@
+"""Recording a page's claims while it runs; nothing here is needed to run a page on its own.
+
+``start_recording`` wraps ``torch.testing.assert_close`` and makes the compiler count each
+``assert`` statement of the page; ``stop_recording`` undoes both and writes what was measured
+to ``generated/<chapter>/<page>.claims.json``, next to sphinx-gallery's md5 cache, so a
+page that is not re-run (unchanged) keeps the record of its last run.
+"""
+
+import ast
+import copy
+import datetime
+import json
+import math
+import platform
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HIT = "__book_assert_hit__"  # a builtin while a page runs; never in the page's own namespace
+_state = {}
+
+
+class _Recorder:
+    """Every ``torch.testing.assert_close`` call and every ``assert`` statement a page executes."""
+
+    def __init__(self, src):
+        self.src = Path(src).resolve()
+        self.filename = str(self.src)
+        text = self.src.read_text()
+        tree = ast.parse(text)
+        self.sections = _sections(text)
+        self.asserts = {n.lineno: ast.get_source_segment(text, n) for n in ast.walk(tree)
+                        if isinstance(n, ast.Assert)}
+        self.assert_hits = Counter()
+        self.close_sites = {n.lineno: ast.get_source_segment(text, n) for n in ast.walk(tree)
+                            if isinstance(n, ast.Call) and _is_assert_close(n.func)}
+        self.close_calls = {}  # line -> aggregated measurements
+
+    def hit(self, line):
+        """Called by the page's compiled code just before the ``assert`` on ``line`` runs."""
+        self.assert_hits[line] += 1
+
+    def record_close(self, line, actual, expected, kwargs, passed):
+        import torch
+        from torch.testing._comparison import default_tolerances
+
+        rec = self.close_calls.setdefault(line, {"checks": 0, "passed": True, "max_abs": 0.0,
+                                                 "norm": 0.0, "dtype": [], "device": [],
+                                                 "shape": [], "rtol": None, "atol": None})
+        rec["checks"] += 1
+        rec["passed"] &= passed
+        try:
+            a = torch.as_tensor(actual)
+            e = torch.as_tensor(expected, device=a.device)
+        except (TypeError, ValueError, RuntimeError):  # e.g. a tuple of tensors: no summary
+            return
+        wide = torch.complex128 if (a.is_complex() or e.is_complex()) else torch.float64
+        if a.device.type == "mps":  # no float64 on Apple GPUs
+            wide = torch.complex64 if wide == torch.complex128 else torch.float32
+        diff = (a.to(wide) - e.to(wide)).abs()
+        max_abs = diff.max().item() if diff.numel() else 0.0
+        norm = diff.norm().item() if diff.numel() else 0.0
+        rtol, atol = kwargs.get("rtol"), kwargs.get("atol")
+        if rtol is None or atol is None:
+            rtol, atol = default_tolerances(a, e) if a.is_floating_point() or a.is_complex() else (0.0, 0.0)
+        if math.isnan(max_abs) or max_abs >= rec["max_abs"]:
+            rec.update(max_abs=max_abs, norm=norm, rtol=rtol, atol=atol)
+        for key, value in (("dtype", str(a.dtype).removeprefix("torch.")),
+                           ("device", a.device.type), ("shape", list(a.shape))):
+            if value not in rec[key]:
+                rec[key].append(value)
+
+    def claims(self):
+        rows = []
+        for line, code in sorted(self.close_sites.items()):
+            rec = self.close_calls.get(line, {"checks": 0})
+            rows.append({"line": line, "kind": "assert_close", "code": code,
+                         "section": self.sections.get(line, ""), **rec})
+        for line, code in sorted(self.asserts.items()):
+            rows.append({"line": line, "kind": "assert", "code": code,
+                         "section": self.sections.get(line, ""),
+                         "checks": self.assert_hits[line], "passed": True})
+        return sorted(rows, key=lambda r: r["line"])
+
+
+def _is_assert_close(func):
+    return (isinstance(func, ast.Attribute) and func.attr == "assert_close") or (
+        isinstance(func, ast.Name) and func.id == "assert_close")
+
+
+def _sections(text):
+    """Line number -> the sphinx-gallery section heading it sits under."""
+    lines = text.splitlines()
+    out, current = {}, ""
+    for i, line in enumerate(lines, start=1):
+        nxt = lines[i] if i < len(lines) else ""
+        if line.startswith("# ") and re.fullmatch(r"# [-=^~]{3,}", nxt.strip()):
+            current = line[2:].strip()
+        out[i] = current
+    return out
+
+
+class _CountAsserts(ast.NodeTransformer):
+    """Put ``<hit>(line)`` before every ``assert``: counts how often each one runs."""
+
+    def visit_Assert(self, node):
+        call = ast.Expr(ast.Call(ast.Name(HIT, ast.Load()), [ast.Constant(node.lineno)], []))
+        return [ast.fix_missing_locations(ast.copy_location(call, node)), node]
+
+
+def start_recording(src):
+    """Wrap ``torch.testing.assert_close`` and count the page's ``assert`` statements.
+
+    sphinx-gallery compiles each block of a page with a ``codeop.Compile`` instance; while the
+    page runs, that compiler inserts a counting call before each of the page's ``assert``
+    statements (the page's text and its line numbers are unchanged). This replaced a
+    ``sys.settrace`` line tracer, which slowed every Python call of a page by a third or more
+    (matplotlib's drawing most): measured in issue 6.
+    """
+    import builtins
+    import codeop
+
+    import torch
+
+    if sys.flags.optimize:
+        raise RuntimeError("python -O strips assert statements, and the book's asserts are its "
+                           "claims: build without -O (and without PYTHONOPTIMIZE)")
+    rec = _Recorder(src)
+    original = torch.testing.assert_close
+
+    def assert_close(actual, expected, **kwargs):
+        caller = sys._getframe(1)
+        line = caller.f_lineno if caller.f_code.co_filename == rec.filename else None
+        try:
+            result = original(actual, expected, **kwargs)
+        except AssertionError:
+            if line is not None:
+                rec.record_close(line, actual, expected, kwargs, passed=False)
+            raise
+        if line is not None:
+            rec.record_close(line, actual, expected, kwargs, passed=True)
+        return result
+
+    compile_block = codeop.Compile.__call__
+
+    def counting_compile(self, source, filename, symbol, *args, **kwargs):
+        if filename == rec.filename:
+            tree = ast.parse(source, filename) if isinstance(source, str) else copy.deepcopy(source)
+            source = _CountAsserts().visit(tree)
+        return compile_block(self, source, filename, symbol, *args, **kwargs)
+
+    assert_close.__wrapped__ = original
+    torch.testing.assert_close = assert_close
+    codeop.Compile.__call__ = counting_compile
+    setattr(builtins, HIT, rec.hit)
+    _state.update(recorder=rec, original=original, compile_block=compile_block)
+
+
+def unpatch():
+    """Undo what start_recording changed; return the page's recorder (None if none ran)."""
+    import builtins
+    import codeop
+
+    import torch
+
+    rec = _state.pop("recorder", None)
+    if rec is not None:
+        torch.testing.assert_close = _state.pop("original")
+        codeop.Compile.__call__ = _state.pop("compile_block")
+        delattr(builtins, HIT)
+    return rec
+
+
+def stop_recording():
+    """Undo the patches and write the page's claim record (nothing if no page was recording)."""
+    import torch
+
+    rec = unpatch()
+    if rec is None:
+        return
+    chapter, stem = rec.src.parent.name, rec.src.stem
+    out_dir = ROOT / "generated" / chapter
+    out_dir.mkdir(parents=True, exist_ok=True)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device_name = torch.cuda.get_device_name() if device == "cuda" else platform.machine()
+    record = {
+        "page": f"{chapter}/{stem}",
+        "source": str(rec.src.relative_to(ROOT)),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device": device,
+        "device_name": device_name,
+        "threads": torch.get_num_threads(),
+        "verified_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "claims": rec.claims(),
+    }
+    (out_dir / f"{stem}.claims.json").write_text(json.dumps(record, indent=1) + "\n")
