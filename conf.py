@@ -29,6 +29,7 @@ exclude_patterns = [
     "_build",
     ".venv",
     "README.md",
+    "verified",  # committed claim records of other machines (JSON), merged into the ledger
     "gallery",
     "tests",
     "jupyter_execute",

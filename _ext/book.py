@@ -3,7 +3,8 @@
 - ``recording.py``: records the claims of a page while it runs (``reset_page``, below, starts
   and stops it around every page).
 - ``rerun.py``: decides what runs again before sphinx-gallery runs the pages.
-- ``build_pages.py``: writes the headline, the proof ledger and the environment page after.
+- ``build_pages.py``: writes the headline, the proof ledger and the environment page after,
+  from the records of this build and those committed in ``verified/`` (``records.py``).
 """
 
 import gc
@@ -76,12 +77,18 @@ def _find_source(gallery_conf, fname):
     return found[0] if found else None
 
 
+def _ledger_css(app):
+    """Serve _ext/static/ledger.css (the ledger's columns: stale greyed, failed red)."""
+    app.config.html_static_path.append(str(ROOT / "_ext" / "static"))
+
+
 def setup(app):
     # Sphinx makes millions of small objects (doctree nodes); Python's default GC thresholds
     # scan them again and again. Fewer young-generation collections: a clean build ~1.2 s
     # faster on 2 cores (19.1 -> 17.8 s, issue 6). Nothing a page computes depends on it.
     gc.set_threshold(50_000, 50, 100)
     app.connect("config-inited", rerun.rerun_pages_on_a_new_machine)
+    app.connect("config-inited", rerun.rerun_pages_without_a_current_record)
     app.connect("config-inited", rerun.forget_removed_pages)
     # After sphinx-gallery completes its configuration (10), before it runs the pages (500).
     app.connect("builder-inited", rerun.few_pages_run_in_process, priority=100)
@@ -92,4 +99,6 @@ def setup(app):
         mathjax.parallel_read_safe = mathjax.parallel_write_safe = True
     # After sphinx-gallery (500) ran the pages.
     app.connect("builder-inited", build_pages.write_build_pages, priority=900)
+    app.connect("builder-inited", _ledger_css)
+    app.add_css_file("ledger.css")
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -16,31 +16,35 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from records import THIS_BUILD, current_sources, file_name, load_claims, load_verified, merge
+
 ROOT = Path(__file__).resolve().parents[1]
 HEADLINE = ROOT / "generated" / "headline.txt"
 
 
-def load_claims(root=ROOT):
-    """The claim records of every page that still exists, sorted by chapter and page."""
-    records = []
-    for path in sorted((root / "generated").glob("*/*.claims.json")):
-        record = json.loads(path.read_text())
-        if (root / record["source"]).is_file():
-            records.append(record)
-    return records
-
-
-def headline(records):
-    """One sentence: how many claims were verified, where, with what, when."""
+def headline(sets, current):
+    """One sentence: how many claims were verified, where, with what, when; then the other
+    record sets: on how many of the ``current`` pages each holds, and how many are stale."""
+    built = [s for s in sets if s["origin"] == THIS_BUILD and s["current"]]
+    records = [s["records"][p] for s in built for p in s["current"]]
     if not records:
-        return "No page has been verified yet: run ``make html``."
+        return "No page has been verified by this build yet: run ``make html``."
     claims = [c for r in records for c in r["claims"] if c["checks"] > 0]
     checks = sum(c["checks"] for c in claims)
-    devices = sorted({f"{r['device']} ({r['device_name']})" for r in records})
-    versions = sorted({r["torch"] for r in records})
-    date = max((r["verified_at"] for r in records), default="never")
-    return (f"**{len(claims)} claims** ({checks} checks) on {len(records)} pages verified on "
-            f"**{' and '.join(devices)}** with **torch {', '.join(versions)}**, last on {date}.")
+    devices = sorted({f"{s['machine'][0]} ({s['machine'][1]})" for s in built})
+    versions = sorted({s["machine"][2] for s in built})
+    date = max(r["verified_at"] for r in records)
+    text = (f"**{len(claims)} claims** ({checks} checks) on {len(records)} pages verified on "
+            f"**{' and '.join(devices)}** with **torch {', '.join(versions)}** by this build, "
+            f"last on {date}")
+    for s in sets:
+        if s["origin"] != THIS_BUILD and s["current"]:
+            device, name, torch = s["machine"]
+            day = max(s["records"][p]["verified_at"] for p in s["current"])[:10]
+            text += (f"; {len(s['current'])} of {len(current)} pages also verified on "
+                     f"**{device} ({name})** with **torch {torch}** on {day}")
+    stale = sum(len(s["stale"]) for s in sets)
+    return text + (f"; {stale} record{'s' * (stale != 1)} stale." if stale else ".")
 
 
 def _md(text):
@@ -60,31 +64,104 @@ def _sci(x):
     return "" if x is None else f"{x:.1e}"
 
 
-def ledger_markdown(records):
-    """One table per chapter: every claim of every page, with its measured discrepancy.
+def _attrs(**data):
+    return "".join(f' data-{k.replace("_", "-")}="{html.escape(str(v))}"' for k, v in data.items())
 
-    The tables are raw HTML: as a MyST list-table, the 300-odd rows cost about 2.5 s to parse,
+
+def _column_class(s):
+    """A CSS class naming a record set's column: ``set-cuda-NVIDIA-H100-80GB-HBM3-torch2-11-0``."""
+    return "set-" + re.sub(r"[^A-Za-z0-9_-]+", "-", file_name(*s["machine"])[:-5])
+
+
+def _cell(s, page, line, claims_by_line):
+    """(status, text, tooltip) of one claim in one record set."""
+    record = s["records"].get(page)
+    if record is None:
+        return "no-record", "no record", "this record set has no record of the page"
+    if page in s["stale"]:
+        return "stale", "stale", "the page changed since this record was made: not counted"
+    c = claims_by_line.get(line)
+    if c is None:
+        return "no-record", "no record", "no claim on this line in this record"
+    checks = c["checks"]
+    tip = f"{checks} check{'s' * (checks != 1)}"
+    if c.get("max_abs") is not None:
+        tip += (f"; max abs {_sci(c['max_abs'])}, norm {_sci(c.get('norm'))}; tolerance "
+                f"{_sci(c.get('rtol'))} / {_sci(c.get('atol'))}; "
+                f"{', '.join(c.get('dtype', []))} on {', '.join(c.get('device', []))}")
+    if not c["passed"]:
+        return "failed", "failed" + (f" ({_sci(c['max_abs'])})" if c.get("max_abs") else ""), tip
+    if checks == 0:
+        return "not-run", "not run", "the line did not run on this machine (another branch)"
+    if c["kind"] == "assert_close" and c.get("max_abs") is not None:
+        return "held", _sci(c["max_abs"]), tip
+    return "held", f"held ×{checks}", tip
+
+
+def _sets_table(sets, n_pages):
+    """The record sets, one row each: the ledger's device columns, in the same order."""
+    rows = []
+    for s in sets:
+        device, name, torch = s["machine"]
+        day = max((r["verified_at"] for r in s["records"].values()), default="")
+        cells = [f"{html.escape(device)} ({html.escape(name)})", html.escape(torch),
+                 html.escape(s["origin"]), html.escape(day),
+                 f"{len(s['current'])} of {n_pages}", str(len(s["stale"]))]
+        rows.append(f'<tr class="{_column_class(s)}">' +
+                    "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
+    header = "".join(f"<th>{h}</th>" for h in ("device", "torch", "records from",
+                                               "last verified", "current pages", "stale pages"))
+    return ["```{raw} html", '<table class="docutils align-default ledger-sets">',
+            f"<thead><tr>{header}</tr></thead>", "<tbody>", *rows, "</tbody></table>", "```", ""]
+
+
+def ledger_markdown(sets, current):
+    """The record sets, then one table per chapter: every claim of every page, one column per
+    record set with the discrepancy it measured (or *held*, *not run*, *failed*, *stale*).
+
+    Claims are matched between record sets by (page, line), only for current records. The
+    tables are raw HTML: as a MyST list-table, the 300-odd rows cost about 2.5 s to parse,
     index and write on every change (measured); as HTML they cost nothing.
     """
-    out = []
-    for chapter in dict.fromkeys(r["page"].split("/")[0] for r in records):
+    out = ["# Record sets", "", *_sets_table(sets, len(current))]
+    heads = ""
+    for s in sets:
+        device, name, torch = s["machine"]
+        heads += (f'<th class="set {_column_class(s)}"'
+                  f"{_attrs(device=device, device_name=name, torch=torch, origin=s['origin'])}>"
+                  f"{html.escape(device)} ({html.escape(name)})<br>torch {html.escape(torch)}"
+                  f"<br>{html.escape(s['origin'])}</th>")
+    header = "".join(f"<th>{h}</th>" for h in ("page", "line", "section", "claim", "tolerance",
+                                               "dtype")) + heads
+    for chapter in dict.fromkeys(p.split("/")[0] for p in current):
         rows = []
-        for record in (r for r in records if r["page"].startswith(chapter + "/")):
-            stem = record["page"].split("/")[1]
-            link = f'<a href="../generated/{record["page"]}.html">{html.escape(stem)}</a>'
-            for c in record["claims"]:
+        for page in (p for p in current if p.startswith(chapter + "/")):
+            # The rows: the claims of a current record (the build's first), else of any record.
+            template = next((s["records"][page] for s in sets if page in s["current"]), None) or \
+                next((s["records"][page] for s in sets if page in s["records"]), None)
+            if template is None:
+                continue
+            by_line = [{c["line"]: c for c in s["records"].get(page, {"claims": []})["claims"]}
+                       for s in sets]
+            stem = page.split("/")[1]
+            link = f'<a href="../generated/{page}.html">{html.escape(stem)}</a>'
+            for c in template["claims"]:
                 code = " ".join(c["code"].split())
-                tol = "" if c.get("rtol") is None else f"{c['rtol']:.1e} / {c['atol']:.1e}"
-                cells = [link, str(c["line"]), html.escape(c["section"].replace("``", "")),
-                         f"<code>{html.escape(code)}</code>", _sci(c.get("max_abs")),
-                         _sci(c.get("norm")), tol, ", ".join(c.get("dtype", [])),
-                         ", ".join(c.get("device", [])), str(c["checks"])]
-                rows.append("<tr>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
-        header = "".join(f"<th>{h}</th>" for h in ("page", "line", "section", "claim", "max abs",
-                                                   "norm", "tolerance", "dtype", "device", "checks"))
-        out += [f"# {chapter.capitalize()}", "", "```{raw} html",
-                f'<table class="docutils align-default ledger"><thead><tr>{header}</tr></thead>',
-                "<tbody>", *rows, "</tbody></table>", "```", ""]
+                tol = "" if c.get("rtol") is None else f"{_sci(c['rtol'])} / {_sci(c['atol'])}"
+                cells = [f"<td>{x}</td>" for x in (
+                    link, str(c["line"]), html.escape(c["section"].replace("``", "")),
+                    f"<code>{html.escape(code)}</code>", tol, ", ".join(c.get("dtype", [])))]
+                for s, claims in zip(sets, by_line):
+                    status, text, tip = _cell(s, page, c["line"], claims)
+                    cells.append(f'<td class="set {_column_class(s)} {status}" '
+                                 f'title="{html.escape(tip)}">{text}</td>')
+                attrs = _attrs(page=page, line=c["line"], kind=c["kind"])
+                rows.append(f'<tr class="claim"{attrs}>' + "".join(cells) + "</tr>")
+        if rows:
+            out += [f"# {chapter.capitalize()}", "", "```{raw} html",
+                    f'<table class="docutils align-default ledger"{_attrs(chapter=chapter)}>'
+                    f"<thead><tr>{header}</tr></thead>", "<tbody>", *rows, "</tbody></table>",
+                    "```", ""]
     return "\n".join(out)
 
 
@@ -124,13 +201,16 @@ def write_build_pages(app):
     import sphinx
 
     records = load_claims()  # the pages that still exist, in chapter and page order
+    current = current_sources()
+    sets = merge(records, load_verified(), current)
     costs = {r["page"]: json.loads(cost.read_text())["time"] for r in records
              if (cost := ROOT / "generated" / f"{r['page']}.cost.json").is_file()}
-    line = headline(records)
+    line = headline(sets, current)
     _write_if_changed(HEADLINE, line + (
         " Each claim, with its measured discrepancy and tolerance, is in the"
         " :doc:`proof ledger </chapters/ledger>`.\n"))
-    _write_if_changed(ROOT / "generated" / "ledger.md", line + "\n\n" + ledger_markdown(records))
+    _write_if_changed(ROOT / "generated" / "ledger.md",
+                      line + "\n\n" + ledger_markdown(sets, current))
     run_in = (f"{app.parallel} worker processes (when two or more pages run)"
               if app.parallel > 1 else "the build's own process")
     build = {"platform": _md(platform.platform()), "CPU cores": str(os.cpu_count()),

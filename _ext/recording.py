@@ -2,8 +2,8 @@
 
 ``start_recording`` wraps ``torch.testing.assert_close`` and makes the compiler count each
 ``assert`` statement of the page; ``stop_recording`` undoes both and writes what was measured
-to ``generated/<chapter>/<page>.claims.json``, next to sphinx-gallery's md5 cache, so a
-page that is not re-run (unchanged) keeps the record of its last run.
+to ``generated/<chapter>/<page>.claims.json`` (the format: ``records.py``), next to
+sphinx-gallery's md5 cache, so a page that is not re-run keeps the record of its last run.
 """
 
 import ast
@@ -17,6 +17,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import records
+
 ROOT = Path(__file__).resolve().parents[1]
 HIT = "__book_assert_hit__"  # a builtin while a page runs; never in the page's own namespace
 _state = {}
@@ -29,6 +31,7 @@ class _Recorder:
         self.src = Path(src).resolve()
         self.filename = str(self.src)
         text = self.src.read_text()
+        self.source_sha256 = records.source_hash(text)  # of the text that runs
         tree = ast.parse(text)
         self.sections = _sections(text)
         self.asserts = {n.lineno: ast.get_source_segment(text, n) for n in ast.walk(tree)
@@ -188,6 +191,7 @@ def stop_recording():
     record = {
         "page": f"{chapter}/{stem}",
         "source": str(rec.src.relative_to(ROOT)),
+        "source_sha256": rec.source_sha256,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "device": device,

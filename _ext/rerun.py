@@ -2,9 +2,11 @@
 
 sphinx-gallery re-runs a page when its md5 record (``generated/<chapter>/<page>.py.md5``) is
 missing or differs from the source. These hooks delete md5 records when a page must run for
-another reason, delete the output of pages that are gone, and run few pages without workers.
+another reason (another machine, a record that does not match its page), delete the output
+of pages that are gone, and run few pages without workers.
 """
 
+import json
 import os
 import re
 from pathlib import Path
@@ -22,6 +24,23 @@ def rerun_pages_on_a_new_machine(app, config):
 
     if update(ROOT / "generated" / "machine.txt"):
         for md5 in (ROOT / "generated").glob("*/*.py.md5"):
+            md5.unlink()
+
+
+def rerun_pages_without_a_current_record(app, config):
+    """A page whose claim record is missing, or is not of its source as it is now, runs again.
+
+    sphinx-gallery skips a page whose md5 record matches its source; the page's claim record
+    is then normally of that same source. Not so for a record lost, or made before records
+    carried the hash of their source: forgetting the md5 lets the page run and record again.
+    """
+    from records import current_sources
+
+    for page, sha256 in current_sources(ROOT).items():
+        md5 = ROOT / "generated" / f"{page}.py.md5"
+        claims = ROOT / "generated" / f"{page}.claims.json"
+        if md5.is_file() and (not claims.is_file() or
+                              json.loads(claims.read_text()).get("source_sha256") != sha256):
             md5.unlink()
 
 
