@@ -14,15 +14,19 @@ JOBS       ?= $(shell $(PYTHON) -c 'import os; print(min(4, os.cpu_count() or 1)
 SPHINXOPTS ?= -W --keep-going -n -j $(JOBS)
 # Only execute gallery pages whose path matches this regex (e.g. PAGE=batchnorm).
 PAGE       ?=
-# Everything a build reads. If none of it is newer than the last successful full build, and
-# Python, torch and the device are the same (_ext/machine.py), `make html` has nothing to do.
-SOURCES    := conf.py index.rst $(shell find chapters gallery _static _ext -name __pycache__ -prune -o -print)
+# Everything a build reads (verified/: the claim records of other machines, merged into the
+# ledger). If none of it is newer than the last successful full build, and Python, torch and
+# the device are the same (_ext/machine.py), `make html` has nothing to do.
+# (verified/. names the folder, not the target `make verified`.)
+SOURCES    := conf.py index.rst verified/. $(shell find chapters gallery _static _ext verified \
+                -name __pycache__ -prune -o -path verified -o -print)
 STAMP      := $(BUILDDIR)/.html-built
 
-.PHONY: help html test bench clean livehtml venv FORCE
+.PHONY: help html verified test bench clean livehtml venv FORCE
 
 help:
 	@echo "make html      build the site into $(BUILDDIR)/html (runs every changed page)"
+	@echo "make verified  after a complete make html: this machine's claim records -> verified/"
 	@echo "make test      run the test suite (clean build, standalone scripts, notebooks, failing claims)"
 	@echo "make bench     time a clean build, a no-op rebuild and a one-page rebuild (no asserts)"
 	@echo "make livehtml  live preview on http://127.0.0.1:8000, reloads on save"
@@ -50,6 +54,11 @@ $(BUILDDIR)/machine.txt: FORCE $(VENV)/.installed
 	@$(PY) _ext/machine.py $@
 
 FORCE:
+
+# This machine's claim records, of a complete and current build, into one committed file
+# verified/<device>-<device name>-torch<version>.json; refuses (exit 1) otherwise.
+verified: venv
+	@$(PY) _ext/records.py export
 
 test: venv
 	$(PY) -m pytest

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "tests" / "artifacts"
 # Everything a build needs; nothing it produces.
 SOURCES = ["Makefile", "requirements.txt", "conf.py", "index.rst", "chapters", "gallery",
-           "_static", "_ext"]
+           "_static", "_ext", "verified"]
 GALLERY_PAGES = sorted(ROOT.glob("gallery/*/plot_*.py"))
 VENV = Path(sys.prefix)  # the interpreter running the tests: the book's own .venv under `make test`
 
