@@ -50,6 +50,7 @@ def test_every_assert_of_a_page_is_recorded(site, page):
 
 
 def test_ledger_page_lists_every_page_and_matches_the_headline(site):
+    """Every page and claim is a row; the headline counts the claims that ran."""
     src, out, _ = site
     ledger = (out / "chapters" / "ledger.html").read_text()
     for page in GALLERY_PAGES:
@@ -57,8 +58,11 @@ def test_ledger_page_lists_every_page_and_matches_the_headline(site):
     records = [claims_of(src, p) for p in GALLERY_PAGES]
     n_claims = sum(1 for r in records for c in r["claims"] if c["checks"] > 0)
     n_checks = sum(c["checks"] for r in records for c in r["claims"])
-    n_rows = len(re.findall(r"<tr><td><a href", ledger))
+    n_rows = len(re.findall(r'<tr class="claim" data-page=', ledger))
     assert n_rows == sum(len(r["claims"]) for r in records)
+    # This build's records are one column, current on every page (verified/ adds columns).
+    assert re.search(r'<td>this build</td><td>[^<]*</td><td>(\d+) of \1</td><td>0</td>', ledger)
+    assert 'data-origin="this build"' in ledger and "_static/ledger.css" in ledger
     headline = f"{n_claims} claims</strong> ({n_checks} checks) on {len(records)} pages"
     assert headline in (out / "index.html").read_text()
     assert headline in ledger
