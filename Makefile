@@ -68,7 +68,7 @@ bench: venv
 
 livehtml: venv
 	PAGE='$(PAGE)' $(VENV)/bin/sphinx-autobuild -b html --keep-going -n -j $(JOBS) . $(BUILDDIR)/html \
-		--watch gallery --ignore '$(BUILDDIR)/*' --ignore 'generated/*' --ignore 'sg_execution_times.rst'
+		--watch gallery --watch verified --ignore '$(BUILDDIR)/*' --ignore 'generated/*' --ignore 'sg_execution_times.rst'
 
 clean:
 	rm -rf $(BUILDDIR) generated sg_execution_times.rst

@@ -1,4 +1,5 @@
-"""The pages about the build, written by the build itself from the claim records.
+"""The pages about the build, written by the build itself from the claim records (its own
+and those committed in ``verified/``, merged by ``records.py``).
 
 After sphinx-gallery has run the pages: the landing-page headline (``generated/headline.txt``,
 included by ``index.rst``) and the tables of the proof ledger and the environment page
