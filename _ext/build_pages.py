@@ -35,7 +35,8 @@ def headline(sets, current):
     devices = sorted({f"{s['machine'][0]} ({s['machine'][1]})" for s in built})
     versions = sorted({s["machine"][2] for s in built})
     date = max(r["verified_at"] for r in records)
-    text = (f"**{len(claims)} claims** ({checks} checks) on {len(records)} pages verified on "
+    pages = f"{len(records)} page{'s' * (len(records) != 1)}"
+    text = (f"**{len(claims)} claims** ({checks} checks) on {pages} verified on "
             f"**{' and '.join(devices)}** with **torch {', '.join(versions)}** by this build, "
             f"last on {date}")
     for s in sets:

@@ -70,7 +70,8 @@ def other_machine(made, name, torch, edit=lambda page, record: None):
 
 
 def commit(root, data):
-    path = root / "verified" / records.file_name(data["device"], data["device_name"], data["torch"])
+    name = records.file_name(data["device"], data["device_name"], data["torch"])
+    path = root / "verified" / name
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps(data))
 
@@ -185,7 +186,8 @@ def test_this_builds_own_record_of_a_changed_page_is_stale_and_runs_again(book, 
     page.write_text(page.read_text() + "# edited\n")
     sets, headline, ledger = render(root)
     assert sets[0]["stale"] == ["ch/plot_02_b"]
-    assert headline.startswith("**2 claims** (4 checks) on 1 pages") and "1 record stale" in headline
+    assert headline.startswith("**2 claims** (4 checks) on 1 page verified")
+    assert headline.endswith("; 1 record stale.")
     assert cells(ledger)["ch/plot_02_b", 2] == [("stale", "stale")]
 
     md5 = {p: root / "generated" / "ch" / f"{p}.py.md5" for p in ("plot_01_a", "plot_02_b")}
