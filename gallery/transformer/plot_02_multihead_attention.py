@@ -104,7 +104,8 @@ torch.testing.assert_close(ours_w, ref_w_heads)  # (B, Nh, L, L)
 # %%
 # The exception is the key bias, which no output can test because it changes nothing:
 # ``q . (k_m + b_k) = q . k_m + q . b_k`` shifts every logit of a row by the same
-# amount, and a softmax ignores a shift. Any other key bias gives the same output and weights.
+# amount, and a softmax ignores a shift. Any other key bias gives the same output and
+# weights.
 with torch.no_grad():
     b_k_other = b_k + torch.randn_like(b_k)  # (D,), a different key bias
     other, other_w = multi_head_attention(x, x, x, W_q, W_k, W_v, b_q, b_k_other, b_v,
@@ -170,10 +171,11 @@ if device == "cpu":  # the CPU kernels, torch 2.13
 # %%
 # A fused QKV projection loads as it is
 # -------------------------------------
-# A layer that projects with one ``nn.Linear(D, 3D)`` and splits it with ``reshape(B, L,
-# 3, Nh, Dh)`` (the previous page) takes ``q`` from output rows ``0 .. D-1``, ``k`` from
-# ``D .. 2D-1``, ``v`` from ``2D .. 3D-1``: the same packing. Its ``state_dict`` loads
-# into ``nn.MultiheadAttention`` with the keys renamed and nothing reordered.
+# A layer that projects with one ``nn.Linear(D, 3D)`` and splits it with
+# ``reshape(B, L, 3, Nh, Dh)`` (the previous page) takes ``q`` from output rows
+# ``0 .. D-1``, ``k`` from ``D .. 2D-1``, ``v`` from ``2D .. 3D-1``: the same packing.
+# Its ``state_dict`` loads into ``nn.MultiheadAttention`` with the keys renamed and
+# nothing reordered.
 qkv_proj = torch.nn.Linear(D, 3 * D).to(device)
 out_proj = torch.nn.Linear(D, D).to(device)
 mha_fused = torch.nn.MultiheadAttention(D, Nh, batch_first=True).to(device)
