@@ -7,7 +7,8 @@ packed differently: the query, key and value weights are stacked into one
 ``in_proj_weight`` of shape ``(3D, D)``. This page maps a from-scratch layer's weights
 onto it and proves the outputs and the returned attention weights equal, with
 ``batch_first`` either way, for cross-attention, and for keys and values of other widths
-(``kdim``, ``vdim``).
+(``kdim``, ``vdim``). On the way: the one bias no output can test, and which code runs
+(the fast path, the fused kernel) as the profiler names it.
 """
 
 # %%

@@ -4,8 +4,9 @@ Causal attention and padding masks
 
 A decoder such as GPT-2 must not let token ``t`` see the tokens after it. The source
 notes' GPT-2 ``Attention`` registers a causal mask and never applies it. This page
-repairs the argument swap that keeps the notes' layer from running, shows that it then
-leaks the future, and proves four ways of writing the causal mask equal: GPT-2's
+repairs the argument swap that keeps the notes' layer from running, shows that its head
+split takes only 3-D inputs and that it leaks the future, proves GPT-2's mask right with
+cached keys, and proves four ways of writing the causal mask equal: GPT-2's
 ``w * b - 1e4 * (1 - b)``, a boolean mask, an additive ``-inf`` mask and
 ``is_causal=True``. It ends with padding masks, including ``nn.MultiheadAttention``'s
 opposite boolean convention.

@@ -4,8 +4,9 @@ GPT-2's Conv1D and the feed-forward block
 
 GPT-2 calls its linear layers ``Conv1D``. This page proves that ``Conv1D(nf, nx)`` is
 ``nn.Linear(nx, nf)`` with the weight stored transposed, so its *first* argument is the
-output width. The source notes pass the two widths the other way round and their
-feed-forward block crashes; the corrected ``D -> 4D -> D`` block is proven equal to
+output width, and that the notes' copy of it fails on a strided input. The source notes
+pass the two widths the other way round and their feed-forward block crashes; the
+corrected ``D -> 4D -> D`` block is proven equal to
 ``nn.Sequential(nn.Linear, nn.GELU, nn.Linear)``. Two details of that block close the
 page: exact GELU against GPT-2's tanh approximation, and dropout in train and eval mode.
 """

@@ -7,8 +7,9 @@ MLP, each paired with a LayerNorm. GPT-2 normalizes the input of each sublayer (
 the original Transformer normalizes after each residual sum (post-LN). This page writes
 both from scratch and proves them equal to ``nn.TransformerEncoderLayer``
 (``norm_first=True`` and ``False``), with and without a causal mask, on PyTorch's fused
-fast path and on its plain one. It ends with a PyTorch caveat for GPT-2's tanh GELU and
-with what each order does to the residual stream.
+fast path and on its plain one, on CPU and on CUDA, where the fast path computes another
+GELU. It ends with a PyTorch caveat for GPT-2's tanh GELU and with what each order does
+to the residual stream and to the gradient flowing back along it.
 """
 
 # %%
@@ -199,7 +200,7 @@ assert gap > 0.1
 # ``activation="gelu"`` is the exact GELU; GPT-2 used the tanh form
 # -----------------------------------------------------------------
 # The string ``"gelu"`` becomes ``F.gelu``, the exact ``x * Phi(x)``. GPT-2 was trained
-# with the tanh approximation, which differs by up to ``5e-4`` per activation
+# with the tanh approximation, which differs by up to ``4.7e-4`` per activation
 # (:doc:`/generated/transformer/plot_04_conv1d_feedforward`). The natural way to ask for
 # it is ``activation=nn.GELU(approximate="tanh")``; the plain path honours it.
 print(f"activation='gelu' stored as F.gelu: {layer.activation is F.gelu}")
@@ -218,8 +219,8 @@ torch.testing.assert_close(ours_tanh, slow)
 # %%
 # The fast path cannot: the layer hands its fused kernel one flag,
 # ``activation_relu_or_gelu``, which is ``2`` for ``"gelu"`` and for any ``nn.GELU``
-# alike (a PyTorch-internals fact of torch 2.13, and of 2.11 judging by the CUDA
-# behaviour measured with it). The kernel then computes its own GELU: the exact one on
+# alike (a PyTorch-internals fact of torch 2.13; torch 2.11 on CUDA behaves the same
+# way, measured on an H100). The kernel then computes its own GELU: the exact one on
 # CPU (torch 2.13), the tanh one on CUDA (measured on an H100 with torch 2.11, not yet
 # verified by a GPU build of the book). So on CPU the same layer, in eval mode, gives
 # the tanh answer with autograd on and the exact one under ``torch.no_grad()``; on CUDA
