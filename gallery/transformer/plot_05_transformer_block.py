@@ -143,15 +143,13 @@ print(f"all {len(NAMES)} parameters of nn.TransformerEncoderLayer are mapped")
 # the fast path is compared with our block in tanh GELU, at the default tolerances.
 from functools import partial
 
-from torch.profiler import ProfilerActivity, profile
-
 FAST_GELU = "tanh" if device == "cuda" else "none"  # what the fused kernel computes
 FUSED_OP = "aten::_transformer_encoder_layer_fwd"
 
 
 def run_profiled(fn):
     """fn()'s result and the names of the aten ops it dispatched."""
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with torch.autograd.profiler.profile(use_kineto=False) as prof:  # starts in ms
         out = fn()
     return out, {e.key for e in prof.key_averages()}
 
