@@ -2,17 +2,19 @@
 Self-attention, step by step
 ============================
 
-The source notes build a self-attention layer from a fused QKV projection, per-head QK-norm,
-attention and an output projection. This page runs their module as written (it fails twice
-before it computes anything, then computes the wrong thing), walks the shapes from ``(B, L, D)``
-back to ``(B, L, D)``, and proves the corrected layer equal to one whose middle is PyTorch's
-``scaled_dot_product_attention``.
+The source notes build a self-attention layer from a fused QKV projection, per-head
+QK-norm, attention and an output projection. This page runs their module as written (it
+fails twice before it computes anything, then computes the wrong thing), walks the
+shapes from ``(B, L, D)`` back to ``(B, L, D)``, and proves the corrected layer equal to
+one whose middle is PyTorch's ``scaled_dot_product_attention``.
 """
 
 # %%
 # Setup
 # -----
-# Every page picks its device at run time and prints it; each claim holds on CPU and GPU.
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The proof ledger
+# (:doc:`/chapters/ledger`) shows on which devices this page was verified.
 import torch
 
 torch.manual_seed(0)
@@ -23,8 +25,9 @@ print(f"device: {device}, torch {torch.__version__}")
 # %%
 # The notes' module, verbatim
 # ---------------------------
-# Copied unchanged from the notes, including their letters: their ``H`` is the book's ``Nh``
-# and their ``Dt`` the book's ``D``. Note that nothing on this page has imported ``math`` yet.
+# Copied unchanged from the notes, including their letters: their ``H`` is the book's
+# ``Nh`` and their ``Dt`` the book's ``D``. Note that nothing on this page has imported
+# ``math`` yet.
 class SelfAttention(torch.nn.Module):
     def __init__(self,
                 token_dim: int,
@@ -70,13 +73,13 @@ class SelfAttention(torch.nn.Module):
 # %%
 # The notes' example does not run
 # -------------------------------
-# Their example moves the module with ``.cuda()``, which raises on a machine without a GPU;
-# ``.to(device)`` runs anywhere. With that fixed, the first call raises ``NameError``: the snippet
-# uses ``math.sqrt`` but never imports ``math``.
+# Their example moves the module with ``.cuda()``, which raises on a machine without a
+# GPU; ``.to(device)`` runs anywhere. With that fixed, the first call raises
+# ``NameError``: the snippet uses ``math.sqrt`` but never imports ``math``.
 token_dim, num_heads = 1024, 16  # the notes' example sizes
 try:
     SelfAttention(token_dim, num_heads).cuda()
-except (AssertionError, RuntimeError) as err:  # CPU-only build / CUDA build without a GPU
+except (AssertionError, RuntimeError) as err:  # a CPU-only build / no GPU
     print(f"notes' .cuda(): {type(err).__name__}: {err}")
     assert not torch.cuda.is_available()
 else:
@@ -84,7 +87,7 @@ else:
     assert torch.cuda.is_available()
 
 self_attention = SelfAttention(token_dim, num_heads).to(device)
-x_notes = torch.randn(3, 5, token_dim, device=device)  # (B, L, D), the notes' B = 3, L = 5
+x_notes = torch.randn(3, 5, token_dim, device=device)  # (B, L, D): the notes' B, L
 try:
     self_attention(x_notes)
 except NameError as err:
@@ -93,7 +96,8 @@ else:
     raise AssertionError("expected the notes' snippet to fail without `import math`")
 
 # %%
-# One import later the module runs. Whether it computes attention is the rest of this page.
+# One import later the module runs. Whether it computes attention is the rest of this
+# page.
 import math
 
 with torch.no_grad():
@@ -104,11 +108,15 @@ assert out_notes.shape == x_notes.shape
 # %%
 # The shape walk
 # --------------
-# From here on the sizes are small. The steps below are the notes' ``forward`` line by line,
-# with the scale moved to where it belongs (see the next sections); each shape is recorded.
+# From here on the sizes are small. The steps below are the notes' ``forward`` line by
+# line, with the scale moved to where it belongs (see the next sections); each shape is
+# recorded.
 B, L, D, Nh = 2, 12, 32, 4  # L != Dh so that (B, Nh, L, L) and (B, Nh, L, Dh) differ
 Dh = D // Nh
 notes = SelfAttention(D, Nh).to(device)
+with torch.no_grad():  # QK-norm's affine starts at 1 and 0 for both q and k: redraw it,
+    for p in (*notes.q_norm.parameters(), *notes.k_norm.parameters()):  # so that a
+        p.add_(0.5 * torch.randn_like(p))  # swapped or dropped norm shows
 x = torch.randn(B, L, D, device=device)  # (B, L, D)
 
 with torch.no_grad():
@@ -116,7 +124,7 @@ with torch.no_grad():
     qkv = proj.reshape(B, L, 3, Nh, Dh)  # (B, L, 3, Nh, Dh)
     qkv_heads = qkv.permute(2, 0, 3, 1, 4)  # (3, B, Nh, L, Dh)
     q_raw, k_raw, v = qkv_heads.unbind(0)  # each (B, Nh, L, Dh)
-    q, k = notes.q_norm(q_raw), notes.k_norm(k_raw)  # QK-norm over Dh, per head and token
+    q, k = notes.q_norm(q_raw), notes.k_norm(k_raw)  # QK-norm over Dh, per token
     logits = torch.einsum("bhld,bhmd->bhlm", q, k) / math.sqrt(Dh)  # (B, Nh, L, L)
     attn = logits.softmax(dim=-1)  # (B, Nh, L, L)
     heads = torch.einsum("bhlm,bhmd->bhld", attn, v)  # (B, Nh, L, Dh)
@@ -134,9 +142,9 @@ assert shapes == [(B, L, D), (B, L, 3 * D), (B, L, 3, Nh, Dh), (3, B, Nh, L, Dh)
 # %%
 # Why ``reshape(B, L, 3, Nh, Dh)`` and not another order
 # ------------------------------------------------------
-# ``qkv_proj.weight`` has shape ``(3D, D)``. Putting the ``3`` before ``Nh`` means ``q`` is
-# made from output features ``0 .. D-1``, ``k`` from ``D .. 2D-1`` and ``v`` from ``2D .. 3D-1``:
-# three ordinary ``(D, D)`` projections stacked. That is exactly how
+# ``qkv_proj.weight`` has shape ``(3D, D)``. Putting the ``3`` before ``Nh`` means ``q``
+# is made from output features ``0 .. D-1``, ``k`` from ``D .. 2D-1`` and ``v`` from
+# ``2D .. 3D-1``: three ordinary ``(D, D)`` projections stacked. That is exactly how
 # ``nn.MultiheadAttention`` stores its ``in_proj_weight`` (next page).
 W, b = notes.qkv_proj.weight, notes.qkv_proj.bias  # (3D, D), (3D,)
 
@@ -155,7 +163,7 @@ with torch.no_grad():
         torch.testing.assert_close(ours, ref)
 
     # Swapping the 3 and Nh axes interleaves q, k and v features inside every head.
-    q_swapped = proj.reshape(B, L, Nh, 3, Dh).permute(3, 0, 2, 1, 4)[0]  # (B, Nh, L, Dh)
+    q_swapped = proj.reshape(B, L, Nh, 3, Dh).permute(3, 0, 2, 1, 4)[0]  # (B,Nh,L,Dh)
     gap = (q_swapped - q_raw).abs().max().item()
 print(f"reshape(B, L, Nh, 3, Dh) instead: max|q_swapped - q| = {gap:.2f}")
 assert gap > 0.1, "the axis order of the reshape no longer matters?"
@@ -163,28 +171,34 @@ assert gap > 0.1, "the axis order of the reshape no longer matters?"
 # %%
 # The notes scale after the softmax
 # ---------------------------------
-# The notes multiply the *probabilities* by ``1 / sqrt(Dh)``; the scale is a temperature and
-# belongs on the logits, before the softmax. After the softmax it only shrinks every row to
-# sum ``1 / sqrt(Dh)``, and the distribution itself is the unscaled (sharper) one.
+# The notes multiply the *probabilities* by ``1 / sqrt(Dh)``; the scale is a temperature
+# and belongs on the logits, before the softmax. After the softmax it only shrinks every
+# row to sum ``1 / sqrt(Dh)``, and the distribution itself is the unscaled (sharper)
+# one.
 with torch.no_grad():
-    attn_notes = torch.einsum("bhld,bhmd->bhlm", q, k).softmax(dim=-1)  # the notes' order
-    attn_notes = attn_notes * (1 / math.sqrt(Dh))  # (B, Nh, L, L)
+    attn_notes = torch.einsum("bhld,bhmd->bhlm", q, k).softmax(dim=-1)  # notes' order:
+    attn_notes = attn_notes * (1 / math.sqrt(Dh))  # softmax, then scale (B, Nh, L, L)
     fused = torch.nn.functional.scaled_dot_product_attention(q, k, v)  # (B, Nh, L, Dh)
 
 row_sums = attn.sum(dim=-1)  # (B, Nh, L)
 notes_sums = attn_notes.sum(dim=-1)  # (B, Nh, L)
 print(f"corrected: min weight {attn.min().item():.3f}, "
       f"max|row sum - 1| = {(row_sums - 1).abs().max().item():.2e}")
-print(f"notes:     row sums {notes_sums.mean().item():.4f} (1/sqrt(Dh) = {Dh**-0.5:.4f})")
+print(f"notes:     row sums {notes_sums.mean().item():.4f} "
+      f"(1/sqrt(Dh) = {Dh**-0.5:.4f}; an illustration, true by construction)")
 assert (attn >= 0).all()
-torch.testing.assert_close(row_sums, torch.ones_like(row_sums))
-torch.testing.assert_close(notes_sums, torch.full_like(notes_sums, Dh**-0.5))
+torch.testing.assert_close(row_sums, torch.ones_like(row_sums))  # softmax over the keys
 
 # %%
-# Scale first, then softmax, is what ``scaled_dot_product_attention`` computes: its default
-# ``scale`` is ``1 / sqrt(q.size(-1))``. The notes' output is a different, shrunken one.
+# (The notes' row sums are an illustration, not a check: a softmax row sums to 1, so
+# times ``c`` it sums to ``c``. What the notes' *module* computes is checked below.)
+#
+# Scale first, then softmax, is what ``scaled_dot_product_attention`` computes: its
+# default ``scale`` is ``1 / sqrt(q.size(-1))``. The notes' output is a different,
+# shrunken one.
 gap = (attn_notes @ v - fused).abs().max().item()
-print(f"max|corrected - scaled_dot_product_attention| = {(heads - fused).abs().max().item():.2e}")
+err = (heads - fused).abs().max().item()
+print(f"max|corrected - scaled_dot_product_attention| = {err:.2e}")
 print(f"max|notes     - scaled_dot_product_attention| = {gap:.2e}")
 torch.testing.assert_close(heads, fused)
 assert gap > 0.1, "the notes' order now matches scaled_dot_product_attention?"
@@ -198,7 +212,10 @@ assert gap > 0.1, "the notes' order now matches scaled_dot_product_attention?"
 
 
 class SelfAttentionFixed(torch.nn.Module):
-    """Fused QKV projection, QK-norm per head, attention, output projection. (B, L, D) -> same."""
+    """Fused QKV projection, QK-norm per head, attention, output projection.
+
+    (B, L, D) -> (B, L, D).
+    """
 
     def __init__(self, D, Nh):
         super().__init__()
@@ -209,13 +226,14 @@ class SelfAttentionFixed(torch.nn.Module):
         self.k_norm = torch.nn.LayerNorm(D // Nh)
 
     def attend(self, q, k, v):
-        """softmax(q k^T / sqrt(Dh)) v, the scale on the logits. (B, Nh, L, Dh) -> same."""
-        logits = torch.einsum("bhld,bhmd->bhlm", q, k) / math.sqrt(q.size(-1))  # (B, Nh, L, L)
-        return torch.einsum("bhlm,bhmd->bhld", logits.softmax(dim=-1), v)  # (B, Nh, L, Dh)
+        """softmax(q k^T / sqrt(Dh)) v, scale on the logits. (B, Nh, L, Dh) -> same."""
+        scale = 1 / math.sqrt(q.size(-1))
+        logits = torch.einsum("bhld,bhmd->bhlm", q, k) * scale  # (B, Nh, L, L)
+        return torch.einsum("bhlm,bhmd->bhld", logits.softmax(dim=-1), v)  # (B,Nh,L,Dh)
 
     def forward(self, x):
         B, L, D = x.shape
-        qkv = self.qkv_proj(x).reshape(B, L, 3, self.Nh, D // self.Nh)  # (B, L, 3, Nh, Dh)
+        qkv = self.qkv_proj(x).reshape(B, L, 3, self.Nh, D // self.Nh)  # (B,L,3,Nh,Dh)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, Nh, L, Dh)
         out = self.attend(self.q_norm(q), self.k_norm(k), v)  # (B, Nh, L, Dh)
         return self.out_proj(out.transpose(1, 2).reshape(B, L, D))  # (B, L, D)
@@ -225,7 +243,7 @@ class SelfAttentionSDPA(SelfAttentionFixed):
     """The same layer with PyTorch's fused attention in the middle."""
 
     def attend(self, q, k, v):
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v)  # (B, Nh, L, Dh)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)  # (B,Nh,L,Dh)
 
 
 fixed = SelfAttentionFixed(D, Nh).to(device)
@@ -238,12 +256,15 @@ gap = (y_notes - y_sdpa).abs().max().item()
 print(f"max|fixed layer - SDPA layer| = {(y_fixed - y_sdpa).abs().max().item():.2e}")
 print(f"max|notes layer - SDPA layer| = {gap:.2e}")
 torch.testing.assert_close(y_fixed, y_sdpa)
-torch.testing.assert_close(y_fixed, out)  # the shape walk above computed the same layer
+# The shape walk above is the same layer written out step by step, and independent
+# code: compared with the SDPA layer it checks the walk's head merge and projection.
+print(f"max|shape walk - SDPA layer| = {(out - y_sdpa).abs().max().item():.2e}")
+torch.testing.assert_close(out, y_sdpa)
 assert gap > 0.05, "the notes' layer now matches the corrected one?"
 
 # %%
-# What the notes' layer computes instead is now easy to name: attention *without* any scale
-# (``scale=1``), shrunk by ``sqrt(Dh)`` before the output projection.
+# What the notes' layer computes instead is now easy to name: attention *without* any
+# scale (``scale=1``), shrunk by ``sqrt(Dh)`` before the output projection.
 with torch.no_grad():
     unscaled = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=1.0)
     y_named = notes.out_proj(unscaled.transpose(1, 2).reshape(B, L, D) / math.sqrt(Dh))
@@ -254,12 +275,12 @@ torch.testing.assert_close(y_notes, y_named)
 # %%
 # One query, three rows of weights
 # --------------------------------
-# The notes' row (blue) is a softmax at temperature 1 instead of ``sqrt(Dh)``, squeezed to sum
-# ``1 / sqrt(Dh)``. Renormalized (orange), it is sharper than the correct row (green) for every
-# query: a lower temperature always raises the largest weight.
+# The notes' row (blue) is a softmax at temperature 1 instead of ``sqrt(Dh)``, squeezed
+# to sum ``1 / sqrt(Dh)``. Renormalized (orange), it is sharper than the correct row
+# (green) for every query: a lower temperature always raises the largest weight.
 import matplotlib.pyplot as plt
 
-notes_renorm = attn_notes / attn_notes.sum(dim=-1, keepdim=True)  # softmax(q k^T), rows sum 1
+notes_renorm = attn_notes / attn_notes.sum(dim=-1, keepdim=True)  # softmax(q k^T)
 print(f"largest weight, mean over rows: corrected {attn.amax(-1).mean().item():.3f}, "
       f"notes renormalized {notes_renorm.amax(-1).mean().item():.3f}")
 assert (notes_renorm.amax(-1) >= attn.amax(-1)).all()
@@ -269,7 +290,8 @@ fig, ax = plt.subplots()
 ax.plot(keys, attn_notes[0, 0, 0].cpu(), "o-",
         label=f"notes: softmax, then × 1/√Dh (sum {Dh**-0.5:.2f})")
 ax.plot(keys, notes_renorm[0, 0, 0].cpu(), "s--", label="notes, renormalized to sum 1")
-ax.plot(keys, attn[0, 0, 0].cpu(), "^-", label="corrected: × 1/√Dh, then softmax (sum 1)")
+ax.plot(keys, attn[0, 0, 0].cpu(), "^-",
+        label="corrected: × 1/√Dh, then softmax (sum 1)")
 ax.set_xlabel("key position m")
 ax.set_ylabel("attention weight of query 0 (head 0)")
 ax.set_title(f"Scaling after the softmax (Dh = {Dh}): the row sums to 1/√Dh\n"

@@ -2,17 +2,21 @@
 Multi-head attention as PyTorch packs it
 ========================================
 
-``torch.nn.MultiheadAttention`` holds the same four projections as a from-scratch layer, packed
-differently: the query, key and value weights are stacked into one ``in_proj_weight`` of shape
-``(3D, D)``. This page maps a from-scratch layer's weights onto it and proves the outputs and the
-returned attention weights equal, with ``batch_first`` either way, for cross-attention, and for
-keys and values of other widths (``kdim``, ``vdim``).
+``torch.nn.MultiheadAttention`` holds the same four projections as a from-scratch layer,
+packed differently: the query, key and value weights are stacked into one
+``in_proj_weight`` of shape ``(3D, D)``. This page maps a from-scratch layer's weights
+onto it and proves the outputs and the returned attention weights equal, with
+``batch_first`` either way, for cross-attention, and for keys and values of other widths
+(``kdim``, ``vdim``). On the way: the one bias no output can test, and which code runs
+(the fast path, the fused kernel) as the profiler names it.
 """
 
 # %%
 # Setup
 # -----
-# Every page picks its device at run time and prints it; each claim holds on CPU and GPU.
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The proof ledger
+# (:doc:`/chapters/ledger`) shows on which devices this page was verified.
 import torch
 
 torch.manual_seed(0)
@@ -23,16 +27,17 @@ print(f"device: {device}, torch {torch.__version__}")
 # Multi-head attention from scratch
 # ---------------------------------
 # Three projections make ``q``, ``k``, ``v``; each is split into ``Nh`` heads of width
-# ``Dh = D // Nh``; every head attends on its own; the heads are concatenated and projected.
-# Queries come from ``x_q`` (``L`` tokens), keys and values from ``x_k``, ``x_v`` (``M`` tokens):
-# self-attention is the case where all three are the same tensor.
+# ``Dh = D // Nh``; every head attends on its own; the heads are concatenated and
+# projected. Queries come from ``x_q`` (``L`` tokens), keys and values from ``x_k``,
+# ``x_v`` (``M`` tokens): self-attention is the case where all three are the same
+# tensor.
 import math
 
 import torch.nn.functional as F
 
 
 def multi_head_attention(x_q, x_k, x_v, W_q, W_k, W_v, b_q, b_k, b_v, W_o, b_o, Nh):
-    """x_q (B, L, D), x_k and x_v (B, M, *) -> output (B, L, D), weights (B, Nh, L, M)."""
+    """x_q (B, L, D), x_k and x_v (B, M, *) -> out (B, L, D), weights (B, Nh, L, M)."""
     B, L, D = x_q.shape
     M, Dh = x_k.shape[1], D // Nh
     q = F.linear(x_q, W_q, b_q).reshape(B, L, Nh, Dh).transpose(1, 2)  # (B, Nh, L, Dh)
@@ -54,12 +59,14 @@ b_q, b_k, b_v, b_o = (0.1 * torch.randn(D, device=device) for _ in range(4))
 # %%
 # What ``nn.MultiheadAttention`` holds
 # ------------------------------------
-# Built with only the required arguments (plus ``batch_first=True`` for ``(B, L, D)`` inputs),
-# the module has one packed input projection and one output projection, no dropout, and its
-# biases start at zero. The default ``batch_first`` is ``False``: a later section uses that.
+# Built with only the required arguments (plus ``batch_first=True`` for ``(B, L, D)``
+# inputs), the module has one packed input projection and one output projection, no
+# dropout, and its biases start at zero. The default ``batch_first`` is ``False``: a
+# later section uses that.
 mha = torch.nn.MultiheadAttention(D, Nh, batch_first=True).to(device)
 params = {name: tuple(p.shape) for name, p in mha.named_parameters()}
-print(params)
+for name, shape in params.items():
+    print(f"{name}: {shape}")
 print(f"dropout={mha.dropout}, head_dim={mha.head_dim}, "
       f"in_proj_bias all zero: {bool((mha.in_proj_bias == 0).all())}")
 assert params == {"in_proj_weight": (3 * D, D), "in_proj_bias": (3 * D,),
@@ -71,51 +78,113 @@ assert torch.nn.MultiheadAttention(D, Nh).batch_first is False
 # %%
 # Mapping the weights
 # -------------------
-# ``in_proj_weight`` is ``cat(W_q, W_k, W_v)`` along the output features, ``in_proj_bias``
-# likewise; ``out_proj`` is an ordinary ``nn.Linear``. The biases here are nonzero so that the
-# mapping of every one of them is tested.
+# ``in_proj_weight`` is ``cat(W_q, W_k, W_v)`` along the output features,
+# ``in_proj_bias`` likewise; ``out_proj`` is an ordinary ``nn.Linear``. The biases here
+# are nonzero so that a bias copied to the wrong place shows (all but one: see below).
 with torch.no_grad():
     mha.in_proj_weight.copy_(torch.cat([W_q, W_k, W_v]))  # (3D, D)
     mha.in_proj_bias.copy_(torch.cat([b_q, b_k, b_v]))  # (3D,)
     mha.out_proj.weight.copy_(W_o)
     mha.out_proj.bias.copy_(b_o)
 
-    ours, ours_w = multi_head_attention(x, x, x, W_q, W_k, W_v, b_q, b_k, b_v, W_o, b_o, Nh)
+    ours, ours_w = multi_head_attention(x, x, x, W_q, W_k, W_v, b_q, b_k, b_v,
+                                        W_o, b_o, Nh)
     ref, ref_w = mha(x, x, x)  # need_weights=True, average_attn_weights=True by default
     _, ref_w_heads = mha(x, x, x, average_attn_weights=False)
-print(f"output {tuple(ref.shape)}: max|ours - torch| = {(ours - ref).abs().max().item():.2e}")
+print(f"output {tuple(ref.shape)}: "
+      f"max|ours - torch| = {(ours - ref).abs().max().item():.2e}")
 print(f"averaged weights {tuple(ref_w.shape)}: "
-      f"max|ours.mean(heads) - torch| = {(ours_w.mean(dim=1) - ref_w).abs().max().item():.2e}")
+      f"max|ours.mean(heads) - torch| = "
+      f"{(ours_w.mean(dim=1) - ref_w).abs().max().item():.2e}")
 print(f"per-head weights {tuple(ref_w_heads.shape)}: "
       f"max|ours - torch| = {(ours_w - ref_w_heads).abs().max().item():.2e}")
 torch.testing.assert_close(ours, ref)
-torch.testing.assert_close(ours_w.mean(dim=1), ref_w)  # (B, L, L): the mean over the heads
+torch.testing.assert_close(ours_w.mean(dim=1), ref_w)  # (B, L, L): mean over the heads
 torch.testing.assert_close(ours_w, ref_w_heads)  # (B, Nh, L, L)
 
 # %%
-# ``need_weights=False`` returns ``None`` for the weights, which lets PyTorch use its fused
-# attention kernel (in eval mode); the output does not change.
+# The exception is the key bias, which no output can test because it changes nothing:
+# ``q . (k_m + b_k) = q . k_m + q . b_k`` shifts every logit of a row by the same
+# amount, and a softmax ignores a shift. Any other key bias gives the same output and
+# weights.
+with torch.no_grad():
+    b_k_other = b_k + torch.randn_like(b_k)  # (D,), a different key bias
+    other, other_w = multi_head_attention(x, x, x, W_q, W_k, W_v, b_q, b_k_other, b_v,
+                                          W_o, b_o, Nh)
+print(f"another key bias: max|output change| = "
+      f"{(other - ours).abs().max().item():.2e}, "
+      f"max|weight change| = {(other_w - ours_w).abs().max().item():.2e}")
+torch.testing.assert_close(other, ours)
+torch.testing.assert_close(other_w, ours_w)
+
+# %%
+# ``need_weights=False`` returns ``None`` for the weights; the output does not change.
 mha.eval()
 with torch.no_grad():
     fast, none = mha(x, x, x, need_weights=False)
-print(f"need_weights=False: weights {none}, max|ours - torch| = {(ours - fast).abs().max():.2e}")
+print(f"need_weights=False: weights {none}, "
+      f"max|ours - torch| = {(ours - fast).abs().max():.2e}")
 assert none is None
 torch.testing.assert_close(ours, fast)
+
+# %%
+# Which code computes it
+# ----------------------
+# That is a PyTorch-internals fact, read here from the profiler's op names (checked with
+# torch 2.13). In eval mode without autograd the module takes its *fast path*, one
+# native op, ``aten::_native_multi_head_attention``. With autograd on it runs its Python
+# path, which hands the attention to ``scaled_dot_product_attention`` (a fused kernel)
+# when no weights are asked for, and computes the weights with ``bmm`` and ``softmax``
+# when they are. So the fused kernel is not what the fast path runs on CPU: there the
+# native op computes ``bmm`` and ``softmax`` itself, and ``need_weights=False`` reaches
+# SDPA's CPU flash kernel only on the Python path. On CUDA the kernels underneath depend
+# on dtype and shape; the page prints them and asserts the dispatch that does not depend
+# on the device until a GPU build of the book records them.
+def aten_ops(fn):
+    """The names of the aten ops that fn() dispatches, as the profiler records them."""
+    # The autograd profiler without Kineto: it records the same op names and starts in
+    # milliseconds, not the second or so that Kineto's first start takes.
+    with torch.autograd.profiler.profile(use_kineto=False) as prof:
+        fn()
+    return {e.key for e in prof.key_averages() if e.key.startswith("aten::")}
+
+
+KERNELS = {"aten::bmm", "aten::_softmax"}  # the unfused attention's two kernels
+with torch.no_grad():
+    ops_fast = aten_ops(lambda: mha(x, x, x, need_weights=False))  # eval, no autograd
+ops_sdpa = aten_ops(lambda: mha(x, x, x, need_weights=False))  # autograd on
+ops_weights = aten_ops(lambda: mha(x, x, x, need_weights=True))
+for name, ops in (("no_grad", ops_fast), ("autograd, need_weights=False", ops_sdpa),
+                  ("autograd, need_weights=True", ops_weights)):
+    shown = [op for op in sorted(ops) if "attention" in op or op in KERNELS]
+    print(f"{name}:", *shown, sep="\n    ")
+assert "aten::_native_multi_head_attention" in ops_fast
+assert "aten::_native_multi_head_attention" not in ops_sdpa | ops_weights
+assert "aten::scaled_dot_product_attention" in ops_sdpa
+assert "aten::scaled_dot_product_attention" not in ops_weights
+assert KERNELS <= ops_weights
+if device == "cpu":  # the CPU kernels, torch 2.13
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in ops_sdpa
+    assert KERNELS <= ops_fast
+    assert not any("scaled_dot_product" in op for op in ops_fast)
 
 # %%
 # A fused QKV projection loads as it is
 # -------------------------------------
 # A layer that projects with one ``nn.Linear(D, 3D)`` and splits it with
-# ``reshape(B, L, 3, Nh, Dh)`` (the previous page) takes ``q`` from output rows ``0 .. D-1``,
-# ``k`` from ``D .. 2D-1``, ``v`` from ``2D .. 3D-1``: the same packing. Its ``state_dict`` loads
-# into ``nn.MultiheadAttention`` with the keys renamed and nothing reordered.
+# ``reshape(B, L, 3, Nh, Dh)`` (the previous page) takes ``q`` from output rows
+# ``0 .. D-1``, ``k`` from ``D .. 2D-1``, ``v`` from ``2D .. 3D-1``: the same packing.
+# Its ``state_dict`` loads into ``nn.MultiheadAttention`` with the keys renamed and
+# nothing reordered.
 qkv_proj = torch.nn.Linear(D, 3 * D).to(device)
 out_proj = torch.nn.Linear(D, D).to(device)
 mha_fused = torch.nn.MultiheadAttention(D, Nh, batch_first=True).to(device)
-mha_fused.load_state_dict({"in_proj_weight": qkv_proj.weight, "in_proj_bias": qkv_proj.bias,
-                           "out_proj.weight": out_proj.weight, "out_proj.bias": out_proj.bias})
+mha_fused.load_state_dict({"in_proj_weight": qkv_proj.weight,
+                           "in_proj_bias": qkv_proj.bias,
+                           "out_proj.weight": out_proj.weight,
+                           "out_proj.bias": out_proj.bias})
 with torch.no_grad():
-    qkv = qkv_proj(x).reshape(B, L, 3, Nh, Dh).permute(2, 0, 3, 1, 4)  # (3, B, Nh, L, Dh)
+    qkv = qkv_proj(x).reshape(B, L, 3, Nh, Dh).permute(2, 0, 3, 1, 4)  # (3,B,Nh,L,Dh)
     heads = F.scaled_dot_product_attention(*qkv.unbind(0))  # (B, Nh, L, Dh)
     y_fused = out_proj(heads.transpose(1, 2).reshape(B, L, D))  # (B, L, D)
     y_mha, _ = mha_fused(x, x, x)
@@ -126,32 +195,37 @@ torch.testing.assert_close(y_fused, y_mha)
 # %%
 # ``batch_first=False`` expects ``(L, B, D)``
 # -------------------------------------------
-# The default layout puts the tokens first. With the same weights, transposing the input and
-# the output gives the same numbers; the returned weights stay ``(B, L, L)`` in both layouts.
+# The default layout puts the tokens first. With the same weights, transposing the input
+# and the output gives the same numbers; the returned weights stay ``(B, L, L)`` in both
+# layouts.
 mha_lbd = torch.nn.MultiheadAttention(D, Nh).to(device)  # batch_first=False
 mha_lbd.load_state_dict(mha.state_dict())
 with torch.no_grad():
-    y_lbd, w_lbd = mha_lbd(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1))  # (L, B, D)
-print(f"(L, B, D) in, {tuple(y_lbd.shape)} out, weights {tuple(w_lbd.shape)}: "
-      f"max|transposed - batch_first| = {(y_lbd.transpose(0, 1) - ref).abs().max().item():.2e}")
+    x_lbd = x.transpose(0, 1)  # (L, B, D)
+    y_lbd, w_lbd = mha_lbd(x_lbd, x_lbd, x_lbd)  # (L, B, D), (B, L, L)
+print(f"(L, B, D) in, {tuple(y_lbd.shape)} out, weights {tuple(w_lbd.shape)}, "
+      f"max|diff| = "
+      f"{(y_lbd.transpose(0, 1) - ref).abs().max().item():.2e}")
 torch.testing.assert_close(y_lbd.transpose(0, 1), ref)
 torch.testing.assert_close(w_lbd, ref_w)
 
 # %%
-# Handing a ``(B, L, D)`` tensor to the default layout raises nothing: the module reads ``B`` as
-# the number of tokens and ``L`` as the batch, attends across the batch, and returns a tensor
-# of the expected shape holding other numbers.
+# Handing a ``(B, L, D)`` tensor to the default layout raises nothing: the module reads
+# ``B`` as the number of tokens and ``L`` as the batch, attends across the batch, and
+# returns a tensor of the expected shape holding other numbers.
 with torch.no_grad():
     y_wrong, _ = mha_lbd(x, x, x)  # (B, L, D) read as (L', B', D) with L' = B, B' = L
 gap = (y_wrong - ref).abs().max().item()
-print(f"(B, L, D) into batch_first=False: shape {tuple(y_wrong.shape)}, max|diff| = {gap:.2f}")
+print(f"(B, L, D) into batch_first=False: shape {tuple(y_wrong.shape)}, "
+      f"max|diff| = {gap:.2f}")
 assert y_wrong.shape == ref.shape and gap > 0.1
 
 # %%
 # Cross-attention
 # ---------------
-# Queries from one sequence of ``L`` tokens, keys and values from another of ``M`` tokens (an
-# encoder's output, say). The weights are ``(B, L, M)``: one row per query, one column per key.
+# Queries from one sequence of ``L`` tokens, keys and values from another of ``M``
+# tokens (an encoder's output, say). The weights are ``(B, L, M)``: one row per query,
+# one column per key.
 M = 9
 memory = torch.randn(B, M, D, device=device)  # (B, M, D)
 with torch.no_grad():
@@ -167,16 +241,20 @@ torch.testing.assert_close(ours_xw.mean(dim=1), ref_xw)
 # %%
 # Keys and values of other widths
 # -------------------------------
-# With ``kdim`` or ``vdim`` different from ``D`` the three input projections no longer share a
-# shape, so the module stores them apart: ``q_proj_weight (D, D)``, ``k_proj_weight (D, kdim)``,
-# ``v_proj_weight (D, vdim)``, and ``in_proj_weight`` is ``None``. The bias stays packed.
+# With ``kdim`` or ``vdim`` different from ``D`` the three input projections no longer
+# share a shape, so the module stores them apart: ``q_proj_weight (D, D)``,
+# ``k_proj_weight (D, kdim)``, ``v_proj_weight (D, vdim)``, and ``in_proj_weight`` is
+# ``None``. The bias stays packed.
 Dk, Dv = 12, 20
-mha_kv = torch.nn.MultiheadAttention(D, Nh, kdim=Dk, vdim=Dv, batch_first=True).to(device)
+mha_kv = torch.nn.MultiheadAttention(D, Nh, kdim=Dk, vdim=Dv, batch_first=True)
+mha_kv = mha_kv.to(device)
 params = {name: tuple(p.shape) for name, p in mha_kv.named_parameters()}
-print(params)
+for name, shape in params.items():
+    print(f"{name}: {shape}")
 assert mha_kv.in_proj_weight is None
-assert params == {"q_proj_weight": (D, D), "k_proj_weight": (D, Dk), "v_proj_weight": (D, Dv),
-                  "in_proj_bias": (3 * D,), "out_proj.weight": (D, D), "out_proj.bias": (D,)}
+assert params == {"q_proj_weight": (D, D), "k_proj_weight": (D, Dk),
+                  "v_proj_weight": (D, Dv), "in_proj_bias": (3 * D,),
+                  "out_proj.weight": (D, D), "out_proj.bias": (D,)}
 
 keys = torch.randn(B, M, Dk, device=device)  # (B, M, kdim)
 values = torch.randn(B, M, Dv, device=device)  # (B, M, vdim)
@@ -184,22 +262,26 @@ with torch.no_grad():
     mha_kv.in_proj_bias.normal_(std=0.1)
     bq, bk, bv = mha_kv.in_proj_bias.chunk(3)  # each (D,)
     ours_kv, _ = multi_head_attention(x, keys, values, mha_kv.q_proj_weight,
-                                      mha_kv.k_proj_weight, mha_kv.v_proj_weight, bq, bk, bv,
-                                      mha_kv.out_proj.weight, mha_kv.out_proj.bias, Nh)
+                                      mha_kv.k_proj_weight, mha_kv.v_proj_weight,
+                                      bq, bk, bv, mha_kv.out_proj.weight,
+                                      mha_kv.out_proj.bias, Nh)
     ref_kv, _ = mha_kv(x, keys, values)
-print(f"kdim={Dk}, vdim={Dv}: max|ours - torch| = {(ours_kv - ref_kv).abs().max().item():.2e}")
+print(f"kdim={Dk}, vdim={Dv}: "
+      f"max|ours - torch| = {(ours_kv - ref_kv).abs().max().item():.2e}")
 torch.testing.assert_close(ours_kv, ref_kv)
 
 # %%
 # What ``average_attn_weights`` averages
 # --------------------------------------
-# Each head has its own distribution over the keys; the default return value is their plain
-# mean, which can look flatter than any single head. Here, one query's row in every head.
+# Each head has its own distribution over the keys; the default return value is their
+# plain mean, which can look flatter than any single head. Here, one query's row in
+# every head.
 import matplotlib.pyplot as plt
 
 row = ours_w[0, :, 0].cpu()  # (Nh, L): query 0 of batch element 0, every head
 peaks = ", ".join(f"{p:.2f}" for p in row.amax(dim=-1).tolist())
-print(f"query 0: largest weight per head {peaks}; in the average {ref_w[0, 0].amax().item():.2f}")
+print(f"query 0: largest weight per head {peaks}; "
+      f"in the average {ref_w[0, 0].amax().item():.2f}")
 torch.testing.assert_close(row.mean(dim=0), ref_w[0, 0].cpu())
 
 fig, ax = plt.subplots()
@@ -208,7 +290,8 @@ for h in range(Nh):
 ax.plot(ref_w[0, 0].cpu(), "k-", lw=2.5, label="returned (mean of heads)")
 ax.set_xlabel("key position m")
 ax.set_ylabel("attention weight of query 0")
-ax.set_title("average_attn_weights=True (the default) returns the mean of the heads' rows")
+ax.set_title("average_attn_weights=True (the default)\n"
+             "returns the mean of the heads' rows")
 ax.set_ylim(-0.02, 1.2)  # headroom for the legend
 ax.legend(loc="upper center", ncol=3, fontsize="small")
 plt.show()
@@ -216,6 +299,6 @@ plt.show()
 # %%
 # References
 # ----------
-# ``torch.nn.MultiheadAttention`` (``in_proj_weight``, ``q_proj_weight``, ``batch_first``,
-# ``need_weights``, ``average_attn_weights``),
+# ``torch.nn.MultiheadAttention`` (``in_proj_weight``, ``q_proj_weight``,
+# ``batch_first``, ``need_weights``, ``average_attn_weights``),
 # ``torch.nn.functional.scaled_dot_product_attention``, ``torch.nn.functional.linear``.

@@ -2,18 +2,22 @@
 Causal attention and padding masks
 ==================================
 
-A decoder such as GPT-2 must not let token ``t`` see the tokens after it. The source notes'
-GPT-2 ``Attention`` registers a causal mask and never applies it. This page repairs the argument
-swap that keeps the notes' layer from running, shows that it then leaks the future, and proves
-four ways of writing the causal mask equal: GPT-2's ``w * b - 1e4 * (1 - b)``, a boolean mask,
-an additive ``-inf`` mask and ``is_causal=True``. It ends with padding masks, including
-``nn.MultiheadAttention``'s opposite boolean convention.
+A decoder such as GPT-2 must not let token ``t`` see the tokens after it. The source
+notes' GPT-2 ``Attention`` registers a causal mask and never applies it. This page
+repairs the argument swap that keeps the notes' layer from running, shows that its head
+split takes only 3-D inputs and that it leaks the future, proves GPT-2's mask right with
+cached keys, and proves four ways of writing the causal mask equal: GPT-2's
+``w * b - 1e4 * (1 - b)``, a boolean mask, an additive ``-inf`` mask and
+``is_causal=True``. It ends with padding masks, including ``nn.MultiheadAttention``'s
+opposite boolean convention.
 """
 
 # %%
 # Setup
 # -----
-# Every page picks its device at run time and prints it; each claim holds on CPU and GPU.
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The proof ledger
+# (:doc:`/chapters/ledger`) shows on which devices this page was verified.
 import torch
 
 torch.manual_seed(0)
@@ -23,8 +27,9 @@ print(f"device: {device}, torch {torch.__version__}")
 # %%
 # The notes' ``Conv1D`` and ``Attention``, verbatim
 # -------------------------------------------------
-# ``Conv1D`` is GPT-2's name for a linear layer whose weight is stored ``(nx, nf)``, input width
-# first. The notes' ``Conv1D`` snippet uses ``nn`` and ``Parameter`` without importing them.
+# ``Conv1D`` is GPT-2's name for a linear layer whose weight is stored ``(nx, nf)``,
+# input width first. The notes' ``Conv1D`` snippet uses ``nn`` and ``Parameter`` without
+# importing them.
 import math
 
 from torch import nn
@@ -115,27 +120,30 @@ class Attention(nn.Module):
 # The notes' layer does not run
 # -----------------------------
 # ``Conv1D(nf, nx)`` takes the *output* width first, but the notes build
-# ``Conv1D(d_model, d_model * 3)``: a weight that maps ``3 * 768`` features to ``768``, so the
-# first call fails. GPT-2 writes ``Conv1D(3 * D, D)``. (``c_proj = Conv1D(d_model, d_model)``
-# is square, so its argument order cannot go wrong.)
+# ``Conv1D(d_model, d_model * 3)``: a weight that maps ``3 * 768`` features to ``768``,
+# so the first call fails. GPT-2 writes ``Conv1D(3 * D, D)``.
+# (``c_proj = Conv1D(d_model, d_model)`` is square, so its argument order cannot go
+# wrong.)
 try:
-    Attention().to(device)(torch.randn(1, 10, 768, device=device))  # (B, L, D) at GPT-2 size
+    Attention().to(device)(torch.randn(1, 10, 768, device=device))  # GPT-2's D = 768
 except RuntimeError as err:
-    print(f"notes' Attention: RuntimeError: {err}")
+    print(f"RuntimeError: {err}")
 else:
     raise AssertionError("expected the notes' Attention to fail on its c_attn shapes")
 
 # %%
 # With ``c_attn`` rebuilt in GPT-2's order the layer runs. ``Conv1D`` initializes with
-# ``std=0.02``, GPT-2's choice for ``D = 768``; at this page's ``D = 32`` that makes every
-# attention row almost uniform, so the weights are redrawn with ``std = 1 / sqrt(nx)`` and
-# nonzero biases. ``n_ctx`` is larger than ``L``: the mask buffer is sliced to the sequence.
-B, L, D, Nh, n_ctx = 2, 8, 32, 4, 16
+# ``std=0.02``, GPT-2's choice for ``D = 768``; at this page's ``D = 32`` that makes
+# every attention row almost uniform, so the weights are redrawn with
+# ``std = 1 / sqrt(nx)`` and nonzero biases. ``n_ctx`` is larger than ``L``: the mask
+# buffer is sliced to the sequence. ``L = 10`` differs from ``Dh = 8``, so that neither
+# size can stand in for the other unnoticed.
+B, L, D, Nh, n_ctx = 2, 10, 32, 4, 16
 Dh = D // Nh
 
 
 def notes_attention(**kwargs):
-    """The notes' Attention with c_attn fixed (Conv1D(3D, D)) and weights drawn for small D."""
+    """The notes' Attention, c_attn fixed (Conv1D(3D, D)), weights drawn for small D."""
     attn = Attention(d_model=D, n_head=Nh, n_ctx=n_ctx, **kwargs)
     attn.c_attn = Conv1D(3 * D, D)
     with torch.no_grad():
@@ -148,14 +156,16 @@ def notes_attention(**kwargs):
 notes = notes_attention()
 x = torch.randn(B, L, D, device=device)  # (B, L, D)
 print(f"c_attn.weight {tuple(notes.c_attn.weight.shape)}, "
-      f"output {tuple(notes(x).shape)}, scale={notes.scale}, dropout p={notes.dropout.p}")
+      f"output {tuple(notes(x).shape)}, scale={notes.scale}, "
+      f"dropout p={notes.dropout.p}")
 assert notes(x).shape == (B, L, D)
 
 # %%
-# Two smaller slips. The attention dropout ``p = 0.1`` is hard-wired, so the layer is random in
-# training mode (two calls differ) and deterministic only after ``.eval()``. And ``d_head`` and
-# ``bias`` are accepted but never used (the name ``bias`` is then taken by the mask buffer);
-# ``nd, ns`` are computed and never used, and the comments call the sequence axis ``n_batch``.
+# Two smaller slips. The attention dropout ``p = 0.1`` is hard-wired, so the layer is
+# random in training mode (two calls differ) and deterministic only after ``.eval()``.
+# And ``d_head`` and ``bias`` are accepted but never used (the name ``bias`` is then
+# taken by the mask buffer); ``nd, ns`` are computed and never used, and the comments
+# call the sequence axis ``n_batch``.
 with torch.no_grad():
     train_gap = (notes(x) - notes(x)).abs().max().item()
 notes.eval()
@@ -165,15 +175,65 @@ print(f"two calls differ by {train_gap:.2f} in train mode, by {eval_gap} in eval
 assert train_gap > 0.01 and eval_gap == 0
 odd = Attention(d_model=D, n_head=Nh, n_ctx=n_ctx, d_head=1000, bias=False)
 shapes = {name: tuple(t.shape) for name, t in odd.state_dict().items()}
-print(f"d_head=1000, bias=False: {shapes}")
-assert shapes == {name: tuple(t.shape) for name, t in Attention(D, Nh, n_ctx).state_dict().items()}
+plain = Attention(d_model=D, n_head=Nh, n_ctx=n_ctx)
+print("d_head=1000, bias=False: the default state_dict")
+for name, shape in shapes.items():
+    print(f"    {name} {shape}")
+assert shapes == {name: tuple(t.shape) for name, t in plain.state_dict().items()}
+
+# %%
+# Only 3-D inputs
+# ---------------
+# The notes' comments promise shapes ``..., n_batch, d_model``: any leading dims. Their
+# ``Conv1D`` keeps that promise (it flattens every leading dim), but ``split_heads``
+# ends with ``permute(0, 2, 1, 3)``, which needs exactly four dims after the head split,
+# so only a 3-D input ``(B, L, D)`` gets through (and ``merge_heads`` has the same
+# ``permute``). One sequence ``(L, D)``, or a batch of batches ``(N, B, L, D)``, raises.
+for shape in ((L, D), (3, B, L, D)):
+    try:
+        notes(torch.randn(*shape, device=device))
+    except RuntimeError as err:
+        print(f"input {shape}: RuntimeError: ... {str(err).split('i.e. ')[-1]}")
+    else:
+        raise AssertionError(f"expected the notes' split_heads to fail on {shape}")
+
+
+# %%
+# Splitting and merging over the *last* dims keeps the promise: ``transpose(-3, -2)``
+# instead of ``permute(0, 2, 1, 3)``. With the notes' weights, one sequence gives its
+# row of the batched output, and ``(N, B, L, D)`` gives the ``(N * B, L, D)`` output.
+class AttentionAnyDims(Attention):
+    """The notes' layer with split_heads and merge_heads over the last dims only."""
+
+    def split_heads(self, x):  # (..., L, D) -> (..., Nh, L, Dh)
+        x = x.view(*x.size()[:-1], self.n_head, x.size(-1) // self.n_head)
+        return x.transpose(-3, -2)
+
+    def merge_heads(self, x):  # (..., Nh, L, Dh) -> (..., L, D)
+        x = x.transpose(-3, -2).contiguous()  # (..., L, Nh, Dh)
+        return x.view(*x.size()[:-2], x.size(-2) * x.size(-1))
+
+
+any_dims = AttentionAnyDims(d_model=D, n_head=Nh, n_ctx=n_ctx)
+any_dims.c_attn = Conv1D(3 * D, D)
+any_dims.load_state_dict(notes.state_dict())
+any_dims = any_dims.to(device).eval()
+x4 = torch.randn(3, B, L, D, device=device)  # (N, B, L, D)
+with torch.no_grad():
+    one, one_ref = any_dims(x[0]), notes(x[:1])[0]  # (L, D)
+    four, four_ref = any_dims(x4), notes(x4.flatten(0, 1)).view(3, B, L, D)
+print(f"(L, D) input: max|diff| = {(one - one_ref).abs().max().item():.2e}; "
+      f"(N, B, L, D) input: max|diff| = {(four - four_ref).abs().max().item():.2e}")
+torch.testing.assert_close(one, one_ref)
+torch.testing.assert_close(four, four_ref)
 
 # %%
 # What the notes' layer computes
 # ------------------------------
-# Its ``_attn`` is called with ``attn_mask=None`` and ``scale=False`` is the default, so it is
-# attention with *no mask and no scale*: PyTorch's attention with ``scale=1`` and nothing else.
-# GPT-2's model builds this layer with ``scale=True``; the mask it applies is the next section.
+# Its ``_attn`` is called with ``attn_mask=None`` and ``scale=False`` is the default, so
+# it is attention with *no mask and no scale*: PyTorch's attention with ``scale=1`` and
+# nothing else. GPT-2's model builds this layer with ``scale=True``; the mask it applies
+# is the next section.
 import torch.nn.functional as F
 
 
@@ -185,13 +245,14 @@ def qkv_heads(attn, x):
 
 with torch.no_grad():
     q, k, v = qkv_heads(notes, x)  # each (B, Nh, L, Dh)
-    unscaled = F.scaled_dot_product_attention(q, k, v, scale=1.0)  # (B, Nh, L, Dh), no mask
+    unscaled = F.scaled_dot_product_attention(q, k, v, scale=1.0)  # no mask (B,Nh,L,Dh)
     named = notes.c_proj(notes.merge_heads(unscaled))  # (B, L, D)
     masked = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, Nh, L, Dh)
     causal = notes.c_proj(notes.merge_heads(masked))  # (B, L, D): what GPT-2 computes
     y_notes = notes(x)  # (B, L, D)
 gap = (y_notes - causal).abs().max().item()
-print(f"max|notes - attention(scale=1, no mask)| = {(y_notes - named).abs().max().item():.2e}")
+err = (y_notes - named).abs().max().item()
+print(f"max|notes - attention(scale=1, no mask)| = {err:.2e}")
 print(f"max|notes - causal scaled attention|     = {gap:.2f}")
 torch.testing.assert_close(y_notes, named)
 assert gap > 0.1
@@ -199,12 +260,13 @@ assert gap > 0.1
 # %%
 # It sees the future
 # ------------------
-# The decisive test of causality: change every token after position ``t`` and check that the
-# outputs at positions ``0 .. t`` do not move. In the notes' layer they move for every ``t``.
+# The decisive test of causality: change every token after position ``t`` and check that
+# the outputs at positions ``0 .. t`` do not move. In the notes' layer they move for
+# every ``t``.
 
 
 def future_leak(layer, x):
-    """Largest change of outputs at positions <= t when every token after t is redrawn."""
+    """Largest change of the outputs at positions <= t when tokens after t change."""
     g = torch.Generator(device=device).manual_seed(1)
     leak = 0.0
     with torch.no_grad():
@@ -212,32 +274,35 @@ def future_leak(layer, x):
         for t in range(L - 1):
             x_new = x.clone()
             x_new[:, t + 1:] = torch.randn(B, L - t - 1, D, device=device, generator=g)
-            leak = max(leak, (layer(x_new)[:, : t + 1] - y[:, : t + 1]).abs().max().item())
+            moved = (layer(x_new)[:, : t + 1] - y[:, : t + 1]).abs().max().item()
+            leak = max(leak, moved)
     return leak
 
 
 leak_notes = future_leak(notes, x)
-print(f"notes' layer: past outputs move by up to {leak_notes:.2f} when the future changes")
+print(f"notes' layer: past outputs move by up to {leak_notes:.2f} "
+      f"when the future changes")
 assert leak_notes > 0.1
 
 # %%
 # GPT-2's fix
 # -----------
-# GPT-2's ``_attn`` scales the logits and uses the buffer it registered: ``b`` is 1 on and below
-# the diagonal, so ``w * b - 1e4 * (1 - b)`` keeps the visible logits and sets every future one
-# to ``-1e4``. (The slice ``ns - nd`` lines the mask up when cached past keys make ``ns > nd``.)
-# OpenAI's code and the notes' reference use ``1e10``; Hugging Face's port used ``1e4``.
+# GPT-2's ``_attn`` scales the logits and uses the buffer it registered: ``b`` is 1 on
+# and below the diagonal, so ``w * b - 1e4 * (1 - b)`` keeps the visible logits and sets
+# every future one to ``-1e4``. (The slice ``ns - nd`` lines the mask up when cached
+# past keys make ``ns > nd``.) OpenAI's code and the notes' reference use ``1e10``;
+# Hugging Face's port used ``1e4``.
 
 
 class GPT2Attention(Attention):
-    """The notes' layer with GPT-2's _attn: scaled logits, causal mask from the `bias` buffer."""
+    """The notes' layer with GPT-2's _attn: scaled logits, causal mask from `bias`."""
 
     def _attn(self, q, k, v, attn_mask=None):
-        w = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(v.size(-1))  # (B, Nh, L, L)
-        nd, ns = w.size(-2), w.size(-1)
-        b = self.bias[:, :, ns - nd:ns, :ns]  # (1, 1, L, L): 1 where key <= query
+        w = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(v.size(-1))  # (B,Nh,nd,ns)
+        nd, ns = w.size(-2), w.size(-1)  # queries, keys (ns > nd with cached keys)
+        b = self.bias[:, :, ns - nd:ns, :ns]  # (1, 1, nd, ns): 1 where key <= query
         w = w * b - 1e4 * (1 - b)
-        return torch.matmul(w.softmax(dim=-1), v)  # (B, Nh, L, Dh)
+        return torch.matmul(w.softmax(dim=-1), v)  # (B, Nh, nd, Dh)
 
 
 gpt2 = GPT2Attention(d_model=D, n_head=Nh, n_ctx=n_ctx)
@@ -247,21 +312,53 @@ gpt2 = gpt2.to(device).eval()
 leak_gpt2 = future_leak(gpt2, x)
 with torch.no_grad():
     y_gpt2 = gpt2(x)
-print(f"GPT-2 layer: past outputs move by {leak_gpt2} when the future changes; "
-      f"max|GPT-2 layer - causal SDPA layer| = {(y_gpt2 - causal).abs().max().item():.2e}")
+print(f"GPT-2 layer: past outputs move by {leak_gpt2} when the future changes")
+print(f"max|GPT-2 layer - causal SDPA layer| = "
+      f"{(y_gpt2 - causal).abs().max().item():.2e}")
 assert leak_gpt2 == 0.0  # exactly: the future's weights are exactly zero
 torch.testing.assert_close(y_gpt2, causal)
 
 # %%
+# Cached keys: where ``ns - nd`` matters
+# --------------------------------------
+# Without a cache ``nd = ns`` and the slice is the buffer's top-left corner, so nothing
+# above would notice ``self.bias[:, :, :nd, :ns]`` instead. It matters when GPT-2
+# generates: the keys and values of the tokens already seen are cached (``layer_past``
+# in its code) and only the new tokens are projected, so ``nd`` queries meet ``ns > nd``
+# keys. Query ``i`` of the new block sits at position ``ns - nd + i`` and needs that row
+# of the mask. Here the first 6 tokens are cached and the last ``nd = 4`` are new: their
+# outputs must be the last 4 rows of the full computation. (The slices of ``x`` are made
+# contiguous: the notes' ``Conv1D`` cannot take a strided view, see
+# :doc:`/generated/transformer/plot_04_conv1d_feedforward`.)
+def attention_with_cache(layer, x_new, k_past, v_past):
+    """The layer on new tokens (B, nd, D), given cached keys, values (B, Nh, *, Dh)."""
+    q, k, v = qkv_heads(layer, x_new)  # each (B, Nh, nd, Dh)
+    k = torch.cat([k_past, k], dim=-2)  # (B, Nh, ns, Dh)
+    v = torch.cat([v_past, v], dim=-2)  # (B, Nh, ns, Dh)
+    return layer.c_proj(layer.merge_heads(layer._attn(q, k, v)))  # (B, nd, D)
+
+
+n_past = 6
+with torch.no_grad():
+    x_past, x_new = x[:, :n_past].contiguous(), x[:, n_past:].contiguous()
+    _, k_past, v_past = qkv_heads(gpt2, x_past)  # the cache, (B, Nh, 6, Dh) each
+    y_cached = attention_with_cache(gpt2, x_new, k_past, v_past)  # (B, 4, D)
+print(f"nd = {L - n_past} new tokens, ns = {L} keys: max|cached - full, last rows| = "
+      f"{(y_cached - y_gpt2[:, n_past:]).abs().max().item():.2e}")
+torch.testing.assert_close(y_cached, y_gpt2[:, n_past:])
+
+# %%
 # Four ways to write the same mask
 # --------------------------------
-# ``scaled_dot_product_attention`` takes a **boolean** ``attn_mask`` where ``True`` means
-# *may attend*, or a **float** mask that is *added* to the logits (``0`` to keep, ``-inf`` to
-# drop), or ``is_causal=True``, which builds the lower-triangular mask itself.
+# ``scaled_dot_product_attention`` takes a **boolean** ``attn_mask`` where ``True``
+# means *may attend*, or a **float** mask that is *added* to the logits (``0`` to keep,
+# ``-inf`` to drop), or ``is_causal=True``, which builds the lower-triangular mask
+# itself.
 with torch.no_grad():
     q, k, v = qkv_heads(gpt2, x)  # each (B, Nh, L, Dh)
-    keep = torch.ones(L, L, dtype=torch.bool, device=device).tril()  # (L, L), True = attend
-    additive = torch.zeros(L, L, device=device).masked_fill(~keep, float("-inf"))  # (L, L)
+    keep = torch.ones(L, L, dtype=torch.bool,
+                      device=device).tril()  # (L, L), True = attend
+    additive = torch.zeros(L, L, device=device).masked_fill(~keep, float("-inf"))
     versions = {
         "GPT-2 w * b - 1e4 * (1 - b)": gpt2._attn(q, k, v),
         "boolean attn_mask (True = attend)":
@@ -271,21 +368,23 @@ with torch.no_grad():
     }
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, Nh, L, Dh)
 for name, out in versions.items():
-    print(f"{name:34s} max|diff to is_causal=True| = {(out - ref).abs().max().item():.2e}")
+    print(f"{name:34s} max|diff to is_causal| = {(out - ref).abs().max().item():.2e}")
     torch.testing.assert_close(out, ref)
 
 # %%
 # Why ``-1e4`` is enough here, and why it is not ``-inf``
 # -------------------------------------------------------
-# In float32 ``exp(-1e4 - max)`` underflows to exactly ``0``, so the future gets weight exactly
-# zero; but a finite constant works only while it lies far below every real logit (and fits the
-# dtype), which fails for logits of magnitude ``1e4`` and, for OpenAI's ``1e10``, in float16.
+# In float32 ``exp(-1e4 - max)`` underflows to exactly ``0``, so the future gets weight
+# exactly zero; but a finite constant works only while it lies far below every real
+# logit (and fits the dtype), which fails for logits of magnitude ``1e4`` and, for
+# OpenAI's ``1e10``, in float16.
 with torch.no_grad():
     logits = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(Dh)  # (B, Nh, L, L)
     b = gpt2.bias[:, :, :L, :L]  # (1, 1, L, L)
     weights = (logits * b - 1e4 * (1 - b)).softmax(dim=-1)  # (B, Nh, L, L)
 above = weights[..., ~keep]  # every weight above the diagonal
-print(f"float32: logits in [{logits.min():.1f}, {logits.max():.1f}], largest future weight "
+print(f"float32: logits in [{logits.min():.1f}, {logits.max():.1f}], "
+      f"largest future weight "
       f"{above.max().item()}")
 assert (above == 0).all()
 
@@ -296,15 +395,16 @@ print(f"logits at -2e4: weight on the future with -1e4 {leaky[0, 1:].sum().item(
       f"(query 0), with -inf {exact[0, 1:].sum().item():.2f}")
 assert leaky[0, 1:].sum() > 0.99 and (exact[~keep] == 0).all()
 
-mask_value16 = torch.tensor(1e10, dtype=torch.float16)  # float16's largest finite value is 65504
+mask_value16 = torch.tensor(1e10, dtype=torch.float16)  # float16's largest: 65504
 print(f"float16(1e10) = {mask_value16.item()}, so (1 - b) * it has NaN where b = 1")
 assert mask_value16.isinf() and ((1 - b.half()) * mask_value16).isnan().any()
 
 # %%
 # The causal map, next to full attention
 # --------------------------------------
-# Head 0 of the first sequence: the notes' layer (scaled here, so only the mask differs) spreads
-# every query over all eight keys; the causal layer keeps the lower triangle, renormalized.
+# Head 0 of the first sequence: the notes' layer (scaled here, so only the mask differs)
+# spreads every query over all the keys; the causal layer keeps the lower triangle,
+# renormalized.
 import matplotlib.pyplot as plt
 
 with torch.no_grad():
@@ -323,35 +423,38 @@ for ax, w, name in zip(axes, (full, weights), names):
     ax.set_xlabel("key position m")
 axes[0].set_ylabel("query position l")
 fig.colorbar(im, ax=axes, label="attention weight", shrink=0.8)
-fig.suptitle("The causal mask zeroes every weight above the diagonal; rows still sum to 1")
+fig.suptitle("The causal mask zeroes every weight above the diagonal; "
+             "rows still sum to 1")
 plt.show()
 
 # %%
 # Padding masks
 # -------------
 # Sequences of different lengths are batched by padding the short ones. Here the second
-# sequence has ``5`` real tokens and ``3`` padding tokens after them. In *bidirectional*
-# attention (an encoder) the padding keys must get zero weight; the ``(B, 1, 1, L)`` boolean
-# mask below (``True`` = attend) broadcasts over heads and queries.
-lengths = torch.tensor([L, 5], device=device)
+# sequence has ``6`` real tokens and ``4`` padding tokens after them. In *bidirectional*
+# attention (an encoder) the padding keys must get zero weight; the ``(B, 1, 1, L)``
+# boolean mask below (``True`` = attend) broadcasts over heads and queries.
+n = 6  # real tokens in the second sequence
+lengths = torch.tensor([L, n], device=device)
 real = torch.arange(L, device=device) < lengths[:, None]  # (B, L), True = real token
 x_pad = x.clone()  # the padding positions hold arbitrary vectors
 
 
 def encoder_attention(x, mask=None):
-    """The GPT-2 layer's projections with bidirectional attention; mask (B, 1, 1, L) or None."""
+    """GPT-2 layer's projections, bidirectional attention; mask (B, 1, 1, L) or None."""
     q, k, v = qkv_heads(gpt2, x)  # each (B, Nh, L, Dh)
-    return gpt2.c_proj(gpt2.merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)))
+    heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, Nh, L, Dh)
+    return gpt2.c_proj(gpt2.merge_heads(heads))  # (B, L, D)
 
 
 with torch.no_grad():
     q, k, v = qkv_heads(gpt2, x_pad)
     logits = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(Dh)  # (B, Nh, L, L)
-    pad_weights = logits.masked_fill(~real[:, None, None, :], float("-inf")).softmax(dim=-1)
+    pad_weights = logits.masked_fill(~real[:, None, None, :], float("-inf"))
+    pad_weights = pad_weights.softmax(dim=-1)  # (B, Nh, L, L)
     y_masked = encoder_attention(x_pad, real[:, None, None, :])  # (B, L, D)
     y_unmasked = encoder_attention(x_pad)
-    y_alone = encoder_attention(x_pad[1:, :5])  # the second sequence without its padding
-n = lengths[1].item()
+    y_alone = encoder_attention(x_pad[1:, :n])  # the second sequence, no padding
 err = (y_masked[1, :n] - y_alone[0]).abs().max().item()
 gap = (y_unmasked[1, :n] - y_alone[0]).abs().max().item()
 print(f"weight on padded keys: {pad_weights[1, ..., n:].max().item()}")
@@ -361,8 +464,8 @@ torch.testing.assert_close(y_masked[1, :n], y_alone[0])
 assert gap > 0.1, "padding no longer changes the real tokens' outputs?"
 
 # %%
-# With a causal mask, *trailing* padding needs nothing more: every padding key lies after every
-# real query, so the causal mask already hides it.
+# With a causal mask, *trailing* padding needs nothing more: every padding key lies
+# after every real query, so the causal mask already hides it.
 with torch.no_grad():
     y_causal_pad, y_causal_alone = gpt2(x_pad), gpt2(x_pad[1:, :n])
 print(f"causal layer, real tokens vs alone: "
@@ -372,21 +475,25 @@ torch.testing.assert_close(y_causal_pad[1, :n], y_causal_alone[0])
 # %%
 # ``key_padding_mask``: ``True`` means *ignore*
 # ---------------------------------------------
-# ``nn.MultiheadAttention`` takes the padding as ``key_padding_mask`` of shape ``(B, L)`` where
-# ``True`` marks a key to **ignore**: the opposite of ``scaled_dot_product_attention``'s boolean
-# ``attn_mask``, where ``True`` means attend. So ``key_padding_mask = ~real``. The weights map
-# across by transposing: ``Conv1D`` stores ``(nx, nf)``, ``nn.Linear`` stores ``(nf, nx)``.
+# ``nn.MultiheadAttention`` takes the padding as ``key_padding_mask`` of shape
+# ``(B, L)`` where ``True`` marks a key to **ignore**: the opposite of
+# ``scaled_dot_product_attention``'s boolean ``attn_mask``, where ``True`` means attend.
+# So ``key_padding_mask = ~real``. The weights map across by transposing: ``Conv1D``
+# stores ``(nx, nf)``, ``nn.Linear`` stores ``(nf, nx)``.
 mha = nn.MultiheadAttention(D, Nh, batch_first=True).to(device)
-mha.load_state_dict({"in_proj_weight": gpt2.c_attn.weight.T, "in_proj_bias": gpt2.c_attn.bias,
-                     "out_proj.weight": gpt2.c_proj.weight.T, "out_proj.bias": gpt2.c_proj.bias})
+mha.load_state_dict({"in_proj_weight": gpt2.c_attn.weight.T,
+                     "in_proj_bias": gpt2.c_attn.bias,
+                     "out_proj.weight": gpt2.c_proj.weight.T,
+                     "out_proj.bias": gpt2.c_proj.bias})
 with torch.no_grad():
     y_mha, w_mha = mha(x_pad, x_pad, x_pad, key_padding_mask=~real)
-    y_flipped, _ = mha(x_pad, x_pad, x_pad, key_padding_mask=real)  # SDPA's convention: wrong
+    y_flipped, _ = mha(x_pad, x_pad, x_pad, key_padding_mask=real)  # SDPA's, wrong
 gap = (y_flipped[1, :n] - y_masked[1, :n]).abs().max().item()
 print(f"key_padding_mask=~real: max|MHA - SDPA with attn_mask=real| = "
       f"{(y_mha - y_masked).abs().max().item():.2e}")
-print(f"key_padding_mask=real (True read as ignore): max|diff| on real tokens = {gap:.2f}, "
-      f"and the unpadded sequence, every key ignored, is all NaN: {y_flipped[0].isnan().all()}")
+print(f"key_padding_mask=real (True read as ignore): max|diff| on real tokens = "
+      f"{gap:.2f};\nthe unpadded sequence, every key ignored, is all NaN: "
+      f"{y_flipped[0].isnan().all().item()}")
 torch.testing.assert_close(y_mha, y_masked)
 assert (w_mha[1, :, n:] == 0).all()  # (B, L, L) weights: padded keys get none
 assert gap > 0.1 and y_flipped[0].isnan().all()
