@@ -28,8 +28,8 @@ print(f"device: {device}, torch {torch.__version__}")
 
 
 # %%
-# Why a positional embedding: attention is blind to order
-# -------------------------------------------------------
+# Why a positional embedding: unmasked attention is blind to order
+# ----------------------------------------------------------------
 # Self-attention with no PE and no mask compares every token with every other through
 # dot products and averages with the weights it gets: nothing in it refers to where a
 # token sits. Permute the tokens and each output is the same vector, moved with its

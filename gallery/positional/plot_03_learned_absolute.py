@@ -43,15 +43,18 @@ assert x.shape == (B, L, D) and pe.shape == (L, D) and h.shape == (B, L, D)
 
 # %%
 # The table is the module's only parameter, ``max_len * D`` numbers, and a lookup is a
-# product with one-hot rows: an independent way to compute the same codes.
+# product with one-hot rows: an independent way to compute the same codes. The product
+# runs in float64, where it is exact on every device (on CUDA a float32 matmul would be
+# exact too under PyTorch's default precision, but not if TF32 were switched on).
 params = {name: tuple(p.shape) for name, p in pos_emb.named_parameters()}
 print(f"pos_emb: num_embeddings = {pos_emb.num_embeddings}, parameters {params}")
 assert params == {"weight": (max_len, D)} and pos_emb.num_embeddings == max_len
-one_hot = torch.nn.functional.one_hot(positions, max_len).float()  # (L, max_len)
+one_hot = torch.nn.functional.one_hot(positions, max_len).double()  # (L, max_len)
 with torch.no_grad():
-    gap = (pe - one_hot @ pos_emb.weight).abs().max()
+    by_product = one_hot @ pos_emb.weight.double()  # (L, D)
+    gap = (pe.double() - by_product).abs().max()
     print(f"max|lookup - one_hot @ table| = {gap:.1e}")
-    torch.testing.assert_close(pe, one_hot @ pos_emb.weight)
+    torch.testing.assert_close(pe.double(), by_product)
     torch.testing.assert_close(h[1, 3], tok_emb.weight[ids[1, 3]] + pos_emb.weight[3])
 
 
@@ -76,10 +79,10 @@ torch.testing.assert_close(general, h)
 # The hard limit: ``max_len``
 # ---------------------------
 # A sequence longer than the table asks for rows that do not exist. On CPU that is an
-# ``IndexError``. On CUDA the same lookup trips a device-side assert, which leaves the
-# CUDA context unusable for the rest of the process; so on every device the page checks
-# the bound explicitly and shows the failure on a CPU copy of the table (the CUDA side
-# is never run here).
+# ``IndexError``. On CUDA, PyTorch reports an out-of-range index with a device-side
+# assert, which leaves the CUDA context unusable for the rest of the process; so on
+# every device the page checks the bound explicitly and shows the failure on a CPU copy
+# of the table (the CUDA failure is never run, hence not verified, here).
 long_positions = torch.arange(max_len + 8, device=device)  # (max_len + 8,)
 fits = bool(long_positions.max() < pos_emb.num_embeddings)
 print(f"largest position {long_positions.max().item()}, "

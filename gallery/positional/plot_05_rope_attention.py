@@ -143,7 +143,8 @@ def manual_attention(layer, x, pos, is_causal=False):
 # The layer calls ``scaled_dot_product_attention``, which picks a fused kernel by
 # device, dtype and mask (on CUDA in float32 the memory-efficient one; see the
 # Transformer chapter); the manual path fuses nothing. Both are float32, compared at
-# float32's default tolerances on every device.
+# float32's default tolerances on every device (on CUDA, matmuls run in full float32 by
+# PyTorch's default; TF32, if switched on, would round the rotation matrices).
 with torch.no_grad():
     for is_causal in (False, True):
         fused = layer(x, pos, is_causal=is_causal)  # (B, L, D)

@@ -53,7 +53,7 @@ assert I[-1].tolist() == [H - 1, W - 1]
 # The book's convention: channels ``(2i, 2i+1)`` form a pair, read as the complex number
 # ``x[2i] + 1j x[2i+1]``, and position ``p`` multiplies it by ``exp(1j p theta_i)`` with
 # ``theta_i = base ** (-2i / Dh)``.
-def frequencies(n, base=10000.0, dtype=torch.float32):
+def frequencies(n, base, dtype):
     """theta_i = base ** (-2i / n) for i = 0 .. n/2 - 1: (n/2,)."""
     return base ** (-torch.arange(0, n, 2, device=device, dtype=dtype) / n)
 
@@ -228,8 +228,9 @@ plt.show()
 # ``q`` and ``k`` of every head (``(B, Nh, N, Dh)``; the positions broadcast over batch
 # and heads) and leaves ``v`` alone. The layer's output is unchanged by a shift of the
 # grid, but transposing the patch positions (reading the image column by column) changes
-# it: positions matter. In float64, as above (on CUDA, ``scaled_dot_product_attention``
-# then runs its math kernel: the fused ones take 16-bit or float32 inputs only).
+# it: positions matter. In float64 on every device, for the same large angles as above;
+# whichever kernel ``scaled_dot_product_attention`` picks, the shift claim is an exact
+# identity, compared at float64's default tolerances.
 class RoPESelfAttention(torch.nn.Module):
     """Fused QKV, QK-norm, axial RoPE, attention, out_proj. (B, N, D), (N, C)."""
 
