@@ -49,10 +49,12 @@ def attention(x, is_causal=False):
 
 x = torch.randn(B, L, D, device=device)  # (B, L, D)
 reverse = torch.arange(L - 1, -1, -1, device=device)  # (L,) the order reversed
-full = attention(x[:, reverse])  # (B, L, D)
-print(f"no mask: max|attn(x[perm]) - attn(x)[perm]| = "
-      f"{(full - attention(x)[:, reverse]).abs().max():.1e}")
-torch.testing.assert_close(full, attention(x)[:, reverse])
+shuffle = torch.randperm(L, device=device)  # (L,)
+for name, perm in (("reversed", reverse), ("shuffled", shuffle)):
+    full = attention(x[:, perm])  # (B, L, D)
+    print(f"no mask, {name}: max|attn(x[perm]) - attn(x)[perm]| = "
+          f"{(full - attention(x)[:, perm]).abs().max():.1e}")
+    torch.testing.assert_close(full, attention(x)[:, perm])
 
 # %%
 # A causal mask breaks the symmetry: token ``l`` sees only tokens ``0 .. l``, so after a
@@ -63,8 +65,8 @@ torch.testing.assert_close(full, attention(x)[:, reverse])
 causal = attention(x[:, reverse], is_causal=True)  # (B, L, D)
 moved = attention(x, is_causal=True)[:, reverse]  # (B, L, D), outputs permuted
 per_token = (causal - moved).abs().amax(dim=-1)  # (B, L), change of each output
-print(f"causal:  max|attn(x[perm]) - attn(x)[perm]| per token, smallest "
-      f"{per_token.min():.2f}, largest {per_token.max():.2f}")
+print(f"causal, reversed: per token max|attn(x[perm]) - attn(x)[perm]| from "
+      f"{per_token.min():.2f} to {per_token.max():.2f}")
 assert per_token.min() > 0.05, "causal attention is permutation-equivariant?"  # 0.72
 torch.testing.assert_close(causal[:, 0], x[:, -1] @ W_v)  # first token: its own value
 
