@@ -3,18 +3,23 @@ The formulation: tokens, indices, and a PE code
 ===============================================
 
 The source notes describe every positional embedding with one interface: tokens
-``[..., N, D]``, their integer positions ``I: [..., N, C]``, a PE code computed from ``I`` and
-combined with the tokens. This page runs the notes' pseudo-code (it fails at every step of a
-minimal repair), writes a working version, and proves the index builders for sequences, image
-grids and video row-major, equal to PyTorch's ``cartesian_prod`` and ``meshgrid``, and in the
-same order as the patches of a flattened image.
+``[..., N, D]``, their integer positions ``I: [..., N, C]``, a PE code computed from
+``I`` and combined with the tokens. This page first proves why a PE is needed
+(attention without one and without a mask is blind to order; a causal mask breaks
+that), runs the notes' pseudo-code (it fails at every step of a minimal repair), writes
+a working version, and proves the index builders for sequences, image grids and video
+row-major, equal to PyTorch's ``cartesian_prod`` and ``meshgrid``, and in the same
+order as the patches of a flattened image.
 """
 
 # %%
 # Setup
 # -----
-# Every page picks its device at run time and prints it; each claim holds on CPU and GPU.
-# The notes call the tokens ``T``; the book names them ``tokens``, keeping ``T_frames`` for video.
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The proof ledger
+# (:doc:`/chapters/ledger`) shows on which devices this page was verified.
+# The notes call the tokens ``T``; the book names them ``tokens``, keeping ``T_frames``
+# for video.
 import torch
 
 torch.manual_seed(0)
@@ -23,12 +28,57 @@ print(f"device: {device}, torch {torch.__version__}")
 
 
 # %%
+# Why a positional embedding: unmasked attention is blind to order
+# ----------------------------------------------------------------
+# Self-attention with no PE and no mask compares every token with every other through
+# dot products and averages with the weights it gets: nothing in it refers to where a
+# token sits. Permute the tokens and each output is the same vector, moved with its
+# token: ``attn(x[perm]) == attn(x)[perm]`` (permutation equivariance).
+import math
+
+B, L, D = 2, 6, 16
+W_q, W_k, W_v = (torch.randn(3, D, D, device=device) / math.sqrt(D)).unbind(0)
+
+
+def attention(x, is_causal=False):
+    """Single-head self-attention without PE. (B, L, D) -> (B, L, D)."""
+    q, k, v = x @ W_q, x @ W_k, x @ W_v  # (B, L, D) each
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    return sdpa(q, k, v, is_causal=is_causal)  # (B, L, D)
+
+
+x = torch.randn(B, L, D, device=device)  # (B, L, D)
+reverse = torch.arange(L - 1, -1, -1, device=device)  # (L,) the order reversed
+shuffle = torch.randperm(L, device=device)  # (L,)
+for name, perm in (("reversed", reverse), ("shuffled", shuffle)):
+    full = attention(x[:, perm])  # (B, L, D)
+    print(f"no mask, {name}: max|attn(x[perm]) - attn(x)[perm]| = "
+          f"{(full - attention(x)[:, perm]).abs().max():.1e}")
+    torch.testing.assert_close(full, attention(x)[:, perm])
+
+# %%
+# A causal mask breaks the symmetry: token ``l`` sees only tokens ``0 .. l``, so after a
+# permutation a token has other predecessors and its output changes, not only its place.
+# Reversed, the last token comes first and sees only itself: its output is its own value
+# vector, while in the original order it averaged over all ``L`` tokens. A causal model
+# without PE is therefore not blind to order.
+causal = attention(x[:, reverse], is_causal=True)  # (B, L, D)
+moved = attention(x, is_causal=True)[:, reverse]  # (B, L, D), outputs permuted
+per_token = (causal - moved).abs().amax(dim=-1)  # (B, L), change of each output
+print(f"causal, reversed: per token max|attn(x[perm]) - attn(x)[perm]| from "
+      f"{per_token.min():.2f} to {per_token.max():.2f}")
+assert per_token.min() > 0.05, "causal attention is permutation-equivariant?"  # 0.72
+torch.testing.assert_close(causal[:, 0], x[:, -1] @ W_v)  # first token: its own value
+
+
+# %%
 # Index builders
 # --------------
-# ``I`` holds one row of ``C`` integers per token. A sequence has ``C = 1`` and ``I[n] = [n]``;
-# an ``H x W`` grid has ``C = 2`` and, row-major, ``I[i * W + j] = [i, j]``; a video of
-# ``T_frames`` frames has ``C = 3``. Row-major means the *last* index changes fastest, so the
-# indices of token ``n`` are the digits of ``n`` in the mixed radix ``(T_frames, H, W)``.
+# ``I`` holds one row of ``C`` integers per token. A sequence has ``C = 1`` and
+# ``I[n] = [n]``; an ``H x W`` grid has ``C = 2`` and, row-major,
+# ``I[i * W + j] = [i, j]``; a video of ``T_frames`` frames has ``C = 3``. Row-major
+# means the *last* index changes fastest, so the indices of token ``n`` are the digits
+# of ``n`` in the mixed radix ``(T_frames, H, W)``.
 def sequence_indices(L):
     """(L, 1) long: I[n] = [n]."""
     return torch.arange(L, device=device).unsqueeze(-1)  # (L, 1)
@@ -47,15 +97,17 @@ def video_indices(T_frames, H, W):
 
 
 L, H, W, T_frames = 7, 3, 4, 2
-I_seq, I_grid, I_video = sequence_indices(L), grid_indices(H, W), video_indices(T_frames, H, W)
+I_seq, I_grid = sequence_indices(L), grid_indices(H, W)
+I_video = video_indices(T_frames, H, W)
 for name, I in (("sequence", I_seq), ("grid", I_grid), ("video", I_video)):
-    print(f"{name:8s} I: {tuple(I.shape)} {I.dtype}, first rows {I[:5].tolist()}")
+    print(f"{name:8s} I: {tuple(I.shape)} {I.dtype}, first rows {I[:3].tolist()}")
 assert I_seq.shape == (L, 1) and I_grid.shape == (H * W, 2)
 assert I_video.shape == (T_frames * H * W, 3)
 assert I_seq.dtype == I_grid.dtype == I_video.dtype == torch.long
 
 # %%
-# The row-major property, checked the slow way: one Python loop per index, no tensor tricks.
+# The row-major property, checked the slow way: one Python loop per index, no tensor
+# tricks.
 for n in range(L):
     assert I_seq[n].tolist() == [n]
 for i in range(H):
@@ -65,50 +117,51 @@ for t in range(T_frames):
     for i in range(H):
         for j in range(W):
             assert I_video[(t * H + i) * W + j].tolist() == [t, i, j]
-print(f"row-major: I[n] matches the loops for all {L + H * W + T_frames * H * W} tokens")
+n_tokens = L + H * W + T_frames * H * W
+print(f"row-major: I[n] matches the loops for all {n_tokens} tokens")
 
 # %%
-# PyTorch builds the same tables two other ways: ``cartesian_prod`` lists tuples with the last
-# factor fastest, and ``meshgrid(indexing="ij")`` returns one ``(H, W)`` grid per axis, which
-# stacked and flattened row by row give the same rows. Integer tensors compare exactly.
+# PyTorch builds the same tables two other ways: ``cartesian_prod`` lists tuples with
+# the last factor fastest, and ``meshgrid(indexing="ij")`` returns one ``(H, W)`` grid
+# per axis, which stacked and flattened row by row give the same rows. Integer tensors
+# compare exactly.
 
 
 def r(n):
     return torch.arange(n, device=device)
 
 
+mesh_grid = torch.stack(torch.meshgrid(r(H), r(W), indexing="ij"), -1)  # (H, W, 2)
+mesh_video = torch.stack(torch.meshgrid(r(T_frames), r(H), r(W), indexing="ij"), -1)
 references = {
     "cartesian_prod (grid)": (I_grid, torch.cartesian_prod(r(H), r(W))),
     "cartesian_prod (video)": (I_video, torch.cartesian_prod(r(T_frames), r(H), r(W))),
-    "meshgrid ij (grid)": (I_grid, torch.stack(torch.meshgrid(r(H), r(W), indexing="ij"), -1)
-                           .reshape(H * W, 2)),  # (H, W, 2) -> (H*W, 2)
-    "meshgrid ij (video)": (I_video, torch.stack(torch.meshgrid(r(T_frames), r(H), r(W),
-                                                                indexing="ij"), -1)
-                            .reshape(T_frames * H * W, 3)),  # (T_frames, H, W, 3) -> (N, 3)
+    "meshgrid ij (grid)": (I_grid, mesh_grid.reshape(H * W, 2)),
+    "meshgrid ij (video)": (I_video, mesh_video.reshape(T_frames * H * W, 3)),
 }
 for name, (ours, ref) in references.items():
     print(f"{name:22s} max|ours - torch| = {(ours - ref).abs().max().item()}")
     torch.testing.assert_close(ours, ref)
 
 # %%
-# ``indexing="xy"`` (NumPy's default for ``meshgrid``) swaps the first two axes of the grids:
-# flattened, it lists the tokens column by column. The rows of ``I`` are the same set, in a
-# different order, so the tokens would be paired with the wrong positions.
-I_xy = torch.stack(torch.meshgrid(r(H), r(W), indexing="xy"), -1).reshape(H * W, 2)  # (H*W, 2)
+# ``indexing="xy"`` (NumPy's default for ``meshgrid``) swaps the first two axes of the
+# grids: flattened, it lists the tokens column by column. The rows of ``I`` are the same
+# set, in a different order, so the tokens would be paired with the wrong positions.
+I_xy = torch.stack(torch.meshgrid(r(H), r(W), indexing="xy"), -1).reshape(H * W, 2)
 wrong = (I_xy != I_grid).any(dim=-1).sum().item()
-print(f'indexing="xy": token 1 gets {I_xy[1].tolist()} instead of {I_grid[1].tolist()}; '
-      f"{wrong} of {H * W} tokens misplaced")
-assert wrong >= H * W // 2, 'indexing="xy" now matches row-major order?'
+print(f'indexing="xy": token 1 gets {I_xy[1].tolist()} instead of '
+      f"{I_grid[1].tolist()}; {wrong} of {H * W} tokens misplaced")
+assert wrong >= H * W // 2, 'indexing="xy" now matches row-major order?'  # 10 of 12
 assert sorted(I_xy.tolist()) == sorted(I_grid.tolist())  # same positions, other order
 
 # %%
 # Indexing ``I`` in the notes' prose
 # ----------------------------------
-# The notes write ``I[..., i] == [i]`` and ``I[..., i*W+j] == [i, j]``. With an ellipsis the
-# last subscript indexes the *last* axis, the ``C`` index dims, not the token axis ``N``: token
-# ``n`` is ``I[..., n, :]``. For the grid, ``I[..., 1]`` is the column of every token, and any
-# ``i*W + j >= C`` is out of range.
-print(f"I[..., 1]    = {I_grid[..., 1].tolist()}  (shape {tuple(I_grid[..., 1].shape)})")
+# The notes write ``I[..., i] == [i]`` and ``I[..., i*W+j] == [i, j]``. With an ellipsis
+# the last subscript indexes the *last* axis, the ``C`` index dims, not the token axis
+# ``N``: token ``n`` is ``I[..., n, :]``. For the grid, ``I[..., 1]`` is the column of
+# every token, and any ``i*W + j >= C`` is out of range.
+print(f"I[..., 1]    = {I_grid[..., 1].tolist()} (shape {tuple(I_grid[..., 1].shape)})")
 print(f"I[..., 1, :] = {I_grid[..., 1, :].tolist()}  (token 1 = row 0, column 1)")
 assert I_grid[..., 1].shape == (H * W,) and I_grid[..., 1, :].tolist() == [0, 1]
 try:
@@ -122,9 +175,9 @@ assert I_grid[..., 1 * W + 2, :].tolist() == [1, 2]
 # %%
 # The notes' pseudo-code, as written
 # ----------------------------------
-# The notes' plain-text copy lost its indentation (and blank lines) in the HTML extraction;
-# they are restored here, every other character is the notes'. First, it does not parse: ``def apply_PE`` lacks the
-# colon that ends a ``def`` line.
+# The notes' plain-text copy lost its indentation (and blank lines) in the HTML
+# extraction; they are restored here, every other character is the notes'. First, it
+# does not parse: ``def apply_PE`` lacks the colon that ends a ``def`` line.
 NOTES = '''\
 def indice_to_PE(I) -> I_new:
     """
@@ -145,14 +198,16 @@ def apply_PE(T, I) -> T_new
 try:
     compile(NOTES, "notes", "exec")
 except SyntaxError as err:
-    print(f"as written: SyntaxError: {err.msg} (line {err.lineno}: {err.text.strip()!r})")
+    print(f"as written: SyntaxError: {err.msg} "
+          f"(line {err.lineno}: {err.text.strip()!r})")
 else:
     raise AssertionError("expected the notes' snippet not to parse")
 
 # %%
-# With the colon added it parses, but defining the functions evaluates their return annotations
-# ``-> I_new`` and ``-> T_new``: names of results, not of types, and no such variables exist.
-# (From Python 3.14 annotations are evaluated lazily, and this step passes silently.)
+# With the colon added it parses, but defining the functions evaluates their return
+# annotations ``-> I_new`` and ``-> T_new``: names of results, not of types, and no such
+# variables exist. (From Python 3.14 annotations are evaluated lazily, and this step
+# passes silently.)
 import sys
 
 with_colon = NOTES.replace("-> T_new\n", "-> T_new:\n")
@@ -165,8 +220,8 @@ else:
     assert sys.version_info >= (3, 14), "expected a NameError from the annotations"
 
 # %%
-# Without the annotations the functions are defined, and the first call fails: the PE function
-# is defined as ``indice_to_PE`` but called as ``indices_to_PE``.
+# Without the annotations the functions are defined, and the first call fails: the PE
+# function is defined as ``indice_to_PE`` but called as ``indices_to_PE``.
 no_annotations = with_colon.replace(" -> I_new:", ":").replace(" -> T_new:", ":")
 notes = {}
 exec(no_annotations, notes)
@@ -179,11 +234,11 @@ else:
     raise AssertionError("expected the misspelled call to fail")
 
 # %%
-# With the name fixed, the structure is what fails: ``apply_PE`` calls *itself* with the PE code
-# where the indices go, so it never stops (and it has no ``return``). With the notes' ``...``
-# placeholder it recurses until Python gives up; with a real PE code, the second call feeds a
-# ``(N, D)`` code to a function that expects ``(N, C)`` indices. The combining step (add, or
-# rotate) needs a function of its own.
+# With the name fixed, the structure is what fails: ``apply_PE`` calls *itself* with the
+# PE code where the indices go, so it never stops (and it has no ``return``). With the
+# notes' ``...`` placeholder it recurses until Python gives up; with a real PE code, the
+# second call feeds a ``(N, D)`` code to a function that expects ``(N, C)`` indices. The
+# combining step (add, or rotate) needs a function of its own.
 fixed_name = no_annotations.replace("indices_to_PE(I)", "indice_to_PE(I)")
 notes = {}
 exec(fixed_name, notes)
@@ -199,7 +254,7 @@ notes["indice_to_PE"] = lambda I: I.float() @ proj  # (N, C) -> (N, D)
 try:
     notes["apply_PE"](tokens, I_seq)
 except RuntimeError as err:
-    print(f"name fixed, real PE code:   RuntimeError: {err}")
+    print(f"name fixed, real PE code:   RuntimeError: {str(err).split(' (')[0]}")
 else:
     raise AssertionError("expected the PE code of a PE code to fail")
 
@@ -208,16 +263,19 @@ else:
 # A working interface
 # -------------------
 # Two functions, each one job: ``indices_to_pe`` maps ``(..., N, C)`` indices to a
-# ``(..., N, D)`` PE code (any function will do), and ``combine`` merges code and tokens.
-# Absolute embeddings (the next two pages) combine by addition. RoPE is the multiplicative case:
-# it rotates the queries and keys of attention, not the tokens (see the RoPE pages).
+# ``(..., N, D)`` PE code (any function will do), and ``combine`` merges code and
+# tokens.
+# Absolute embeddings (the next two pages) combine by addition. RoPE is the
+# multiplicative case: it rotates the queries and keys of attention, not the tokens (see
+# the RoPE pages).
 def apply_pe(tokens, I, indices_to_pe, combine=torch.add):
     """tokens (..., N, D), I (..., N, C) long -> tokens with PE, (..., N, D)."""
     pe_code = indices_to_pe(I)  # (..., N, D)
     return combine(tokens, pe_code)  # (..., N, D)
 
 
-# The stand-in code: a fixed linear map of the indices. Shapes only: it grows without bound.
+# The stand-in code: a fixed linear map of the indices. Shapes only: it grows without
+# bound.
 D = 8
 proj = torch.randn(2, D, device=device)  # (C, D)
 
@@ -230,26 +288,29 @@ def linear_pe(I):
 tokens = torch.randn(H * W, D, device=device)  # (N, D), one token per grid cell
 out = apply_pe(tokens, I_grid, linear_pe)  # (N, D)
 print(f"apply_pe: tokens {tuple(tokens.shape)} + code of I {tuple(I_grid.shape)} "
-      f"-> {tuple(out.shape)}; max|out - (tokens + PE(I))| = "
+      f"-> {tuple(out.shape)}")
+print(f"max|out - (tokens + PE(I))| = "
       f"{(out - (tokens + linear_pe(I_grid))).abs().max().item():.2e}")
 assert out.shape == tokens.shape
 torch.testing.assert_close(out, tokens + linear_pe(I_grid))
 
 # %%
-# The position lives in ``I``, not in where a token sits in the tensor: shuffle the tokens
-# together with their indices and the output is shuffled the same way. This is why ``I`` must
-# be built in the same order as the tokens, which the next sections make sure of.
+# The position lives in ``I``, not in where a token sits in the tensor: shuffle the
+# tokens together with their indices and the output is shuffled the same way. This is
+# why ``I`` must be built in the same order as the tokens, which the next sections make
+# sure of.
 perm = torch.randperm(H * W, device=device)
 shuffled = apply_pe(tokens[perm], I_grid[perm], linear_pe)  # (N, D)
-print(f"max|apply_pe(shuffled) - shuffled(apply_pe)| = {(shuffled - out[perm]).abs().max():.2e}")
+print(f"max|apply_pe(shuffled) - shuffled(apply_pe)| = "
+      f"{(shuffled - out[perm]).abs().max():.2e}")
 torch.testing.assert_close(shuffled, out[perm])
 
 # %%
 # A batch of index tables
 # -----------------------
-# When every sequence in a batch has the same layout, one ``(N, C)`` table serves all of them:
-# ``expand`` makes a ``(B, N, C)`` view without copying (batch stride 0), and broadcasting in
-# ``combine`` lets the plain ``(N, C)`` table work as well.
+# When every sequence in a batch has the same layout, one ``(N, C)`` table serves all of
+# them: ``expand`` makes a ``(B, N, C)`` view without copying (batch stride 0), and
+# broadcasting in ``combine`` lets the plain ``(N, C)`` table work as well.
 B = 3
 tokens_b = torch.randn(B, H * W, D, device=device)  # (B, N, D)
 I_batch = I_grid.expand(B, -1, -1)  # (B, N, C), a view
@@ -265,29 +326,34 @@ torch.testing.assert_close(out_b, out_bcast)
 # %%
 # Image patches come out row-major
 # --------------------------------
-# A ViT cuts an image into ``P x P`` patches with a strided ``Conv2d`` (one output pixel per
-# patch, ``(B, D, H, W)``) and turns the grid into tokens with ``.flatten(2).transpose(1, 2)``.
-# Flattening the last two axes is row-major, so token ``n`` is patch ``I[n] = [i, j]``: check
-# every token against the patch it should come from, embedded by hand.
-# Float64: on a GPU, cuDNN may run a float32 convolution in TF32 (10-bit mantissa).
+# A ViT cuts an image into ``P x P`` patches with a strided ``Conv2d`` (one output pixel
+# per patch, ``(B, D, H, W)``) and turns the grid into tokens with
+# ``.flatten(2).transpose(1, 2)``. Flattening the last two axes is row-major, so token
+# ``n`` is patch ``I[n] = [i, j]``: check every token against the patch it should come
+# from, embedded by hand. In float64, on every device: on CUDA, cuDNN may run a
+# float32 convolution in TF32 (10-bit mantissa; cuDNN's default, unlike matmuls), and
+# the check is about the order of the tokens, not the precision of the convolution.
 P, C_img = 2, 3
-patch_embed = torch.nn.Conv2d(C_img, D, kernel_size=P, stride=P).to(device, torch.float64)
-image = torch.randn(B, C_img, H * P, W * P, device=device, dtype=torch.float64)  # (B, C, H*P, W*P)
+patch_embed = torch.nn.Conv2d(C_img, D, kernel_size=P, stride=P)
+patch_embed = patch_embed.to(device, torch.float64)
+image = torch.randn(B, C_img, H * P, W * P, device=device, dtype=torch.float64)
 with torch.no_grad():
     grid = patch_embed(image)  # (B, D, H, W), one vector per patch
     patch_tokens = grid.flatten(2).transpose(1, 2)  # (B, H*W, D)
+    # (B, H*W, D): token n embedded from the patch at I[n]
     by_hand = torch.stack([
         torch.einsum("bcpq,dcpq->bd", image[:, :, i * P:(i + 1) * P, j * P:(j + 1) * P],
                      patch_embed.weight) + patch_embed.bias
-        for i, j in I_grid.tolist()], dim=1)  # (B, H*W, D), token n from the patch at I[n]
+        for i, j in I_grid.tolist()], dim=1)
+gap = (patch_tokens - by_hand).abs().max()
 print(f"patch tokens {tuple(patch_tokens.shape)}; "
-      f"max|token n - embed(patch at I[n])| = {(patch_tokens - by_hand).abs().max():.2e}")
+      f"max|token n - embed(patch at I[n])| = {gap:.2e}")
 assert patch_tokens.shape == (B, H * W, D)
 torch.testing.assert_close(patch_tokens, by_hand)
 
 # %%
-# The same, reading one known pixel: a ``(B, C, H, W)`` grid flattened gives ``(B, H*W, C)``,
-# and the value at row 2, column 1 lands at token ``2 * W + 1``.
+# The same, reading one known pixel: a ``(B, C, H, W)`` grid flattened gives
+# ``(B, H*W, C)``, and the value at row 2, column 1 lands at token ``2 * W + 1``.
 feature_map = torch.zeros(B, C_img, H, W, device=device)  # (B, C, H, W)
 feature_map[:, :, 2, 1] = 7.0
 flat = feature_map.flatten(2).transpose(1, 2)  # (B, H*W, C)
@@ -298,13 +364,14 @@ assert hot == [2 * W + 1] and I_grid[hot[0]].tolist() == [2, 1]
 # %%
 # The token order on the grid
 # ---------------------------
-# Token ``n`` sits at row ``i = n // W``, column ``j = n % W``: the path through the tokens runs
-# along each row and then jumps to the start of the next.
+# Token ``n`` sits at row ``i = n // W``, column ``j = n % W``: the path through the
+# tokens runs along each row and then jumps to the start of the next.
 import matplotlib.pyplot as plt
 
 rows, cols = I_grid[:, 0].cpu(), I_grid[:, 1].cpu()
 fig, ax = plt.subplots()
-ax.plot(cols, rows, "-", color="gray", lw=1, zorder=1, label="token order n = 0, 1, 2, ...")
+ax.plot(cols, rows, "-", color="gray", lw=1, zorder=1,
+        label="token order n = 0, 1, 2, ...")
 ax.scatter(cols, rows, s=600, zorder=2, label="patch (i, j)")
 for n, (i, j) in enumerate(I_grid.tolist()):
     ax.annotate(f"{n}", (j, i), ha="center", va="center", color="white", fontsize=11)
@@ -314,7 +381,8 @@ ax.set_xlim(-0.6, W - 0.4)
 ax.set_ylim(H - 0.4, -0.9)  # row 0 on top, as in an image; room for the legend
 ax.set_xlabel("column j (patches)")
 ax.set_ylabel("row i (patches)")
-ax.set_title(f"Row-major order on a {H}×{W} grid: token n = i·W + j, column index fastest")
+ax.set_title(f"Row-major order on a {H}×{W} grid: token n = i·W + j, "
+             "column index fastest")
 ax.legend(loc="upper center", ncol=2, markerscale=0.4)
 plt.show()
 
@@ -322,4 +390,5 @@ plt.show()
 # References
 # ----------
 # ``torch.cartesian_prod``, ``torch.meshgrid``, ``torch.Tensor.expand``,
-# ``torch.Tensor.flatten``, ``torch.nn.Conv2d``.
+# ``torch.Tensor.flatten``, ``torch.nn.Conv2d``,
+# ``torch.nn.functional.scaled_dot_product_attention``.

@@ -3,17 +3,19 @@ Sinusoidal embeddings
 =====================
 
 The source notes leave sinusoidal positional embeddings as a TODO. This page writes the
-embedding of Vaswani et al. (2017) from scratch, checks it against the formula evaluated with
-Python loops, and proves its defining properties: moving ``k`` positions is a fixed rotation,
-the dot product of two codes depends only on their offset, the interleaved and concatenated
-layouts differ by a channel permutation only, and the 2-D version for image patches depends
-only on the 2-D offset.
+embedding of Vaswani et al. (2017) from scratch, checks it against the formula evaluated
+with Python loops, and proves its defining properties: moving ``k`` positions is a fixed
+rotation, the dot product of two codes depends only on their offset, the interleaved and
+concatenated layouts differ by a channel permutation only, and the 2-D version for image
+patches depends only on the 2-D offset.
 """
 
 # %%
 # Setup
 # -----
-# Every page picks its device at run time and prints it; each claim holds on CPU and GPU.
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The proof ledger
+# (:doc:`/chapters/ledger`) shows on which devices this page was verified.
 import torch
 
 torch.manual_seed(0)
@@ -25,10 +27,10 @@ print(f"device: {device}, torch {torch.__version__}")
 # The embedding from scratch
 # --------------------------
 # Channel pair ``(2i, 2i+1)`` holds ``sin`` and ``cos`` of ``p * w_i``, with ``D / 2``
-# frequencies ``w_i = 10000 ** (-2i / D)`` falling geometrically from 1 to almost 1 / 10000.
-# The pairs are interleaved, ``[sin, cos, sin, cos, ...]``, as in the paper.
+# frequencies ``w_i = 10000 ** (-2i / D)`` falling geometrically from 1 to almost
+# 1 / 10000. The pairs are interleaved, ``[sin, cos, sin, cos, ...]``, as in the paper.
 def sinusoidal_pe(positions, D, base=10000.0, dtype=torch.float32):
-    """positions (...,) integers -> (..., D): channels 2i, 2i+1 = sin, cos of p * w_i."""
+    """positions (...,) integers -> (..., D): channels 2i, 2i+1 = sin, cos of p w_i."""
     i = torch.arange(D // 2, device=positions.device, dtype=dtype)  # (D/2,)
     w = base ** (-2 * i / D)  # (D/2,)
     angles = positions.to(dtype)[..., None] * w  # (..., D/2)
@@ -36,8 +38,10 @@ def sinusoidal_pe(positions, D, base=10000.0, dtype=torch.float32):
 
 
 # %%
-# An independent reference: the paper's formula, ``PE(p, 2i) = sin(p / 10000^(2i/D))`` and
-# ``PE(p, 2i+1) = cos(p / 10000^(2i/D))``, one number at a time in plain Python.
+# An independent reference: the paper's formula, ``PE(p, 2i) = sin(p / 10000^(2i/D))``
+# and ``PE(p, 2i+1) = cos(p / 10000^(2i/D))``, one number at a time in plain Python.
+# Positions up to 63 and ``D = 16``: every channel but the first pair depends on the
+# base, so any other constant than 10000 fails here.
 import math
 
 
@@ -56,29 +60,33 @@ positions = torch.arange(L, device=device)  # (L,)
 ref = sinusoidal_pe_loops(L, D)  # (L, D)
 for dtype in (torch.float32, torch.float64):
     ours = sinusoidal_pe(positions, D, dtype=dtype)  # (L, D)
-    print(f"{str(dtype):13s} max|ours - loops| = {(ours - ref.to(dtype)).abs().max().item():.1e}")
+    err = (ours - ref.to(dtype)).abs().max().item()
+    print(f"{str(dtype):13s} max|ours - loops| = {err:.1e}")
     torch.testing.assert_close(ours, ref.to(dtype))  # default tolerances of each dtype
 
 # %%
 # What the code looks like
 # ------------------------
 # Each pair of channels is a clock turning at its own speed: pair ``i`` repeats every
-# ``2 pi / w_i`` positions, from ``2 pi`` (about 6 positions) for the first pair to about
-# ``2 pi * 10000 ** (1 - 2/D)`` for the last. The fast pairs tell neighbours apart, the slow
-# pairs tell far-apart positions apart, and together no two positions get the same code.
+# ``2 pi / w_i`` positions, from ``2 pi`` (about 6 positions) for the first pair to
+# about ``2 pi * 10000 ** (1 - 2/D)`` for the last. The fast pairs tell neighbours
+# apart, the slow pairs tell far-apart positions apart, and together no two positions
+# get the same code.
 import matplotlib.pyplot as plt
 
 L, D = 128, 64
 pe = sinusoidal_pe(torch.arange(L, device=device), D)  # (L, D)
-wavelengths = 2 * math.pi * 10000 ** (2 * torch.arange(D // 2) / D)  # (D/2,) in positions
-gaps = torch.cdist(pe, pe) + 1e9 * torch.eye(L, device=device)  # (L, L), self-pairs excluded
+wavelengths = 2 * math.pi * 10000 ** (2 * torch.arange(D // 2) / D)  # (D/2,) positions
+gaps = torch.cdist(pe, pe) + 1e9 * torch.eye(L, device=device)  # (L, L), no self-pairs
 print(f"wavelength of pair 0: {wavelengths[0]:.2f} positions, of pair {D // 2 - 1}: "
       f"{wavelengths[-1]:.0f} positions")
-print(f"smallest distance between the codes of two different positions < {L}: "
-      f"{gaps.min().item():.2f} (every code has norm sqrt(D/2) = {math.sqrt(D / 2):.2f})")
+print(f"smallest distance between the codes of two positions < {L}: "
+      f"{gaps.min().item():.2f}")
+print(f"(each code has norm sqrt(D/2) = {math.sqrt(D / 2):.2f})")
 assert (wavelengths[1:] > wavelengths[:-1]).all()
-assert gaps.min() > 0.5, "two positions got (nearly) the same code"
-torch.testing.assert_close(pe.norm(dim=-1), torch.full((L,), math.sqrt(D / 2), device=device))
+assert gaps.min() > 0.5, "two positions got (nearly) the same code"  # 1.47
+norm = torch.full((L,), math.sqrt(D / 2), device=device)  # (L,)
+torch.testing.assert_close(pe.norm(dim=-1), norm)
 
 fig, ax = plt.subplots()
 im = ax.imshow(pe.T.cpu(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
@@ -100,19 +108,21 @@ plt.show()
 # ``cos((p+k)w) = -sin(kw) sin(pw) + cos(kw) cos(pw)``
 #
 # so ``PE(p + k) = M_k PE(p)`` with ``M_k`` block-diagonal, blocks
-# ``[[cos kw_i, sin kw_i], [-sin kw_i, cos kw_i]]`` (the ``+sin`` sits top right because ``sin``
-# comes first in the pair). ``M_k`` does not contain ``p``: one matrix shifts every position.
+# ``[[cos kw_i, sin kw_i], [-sin kw_i, cos kw_i]]`` (the ``+sin`` sits top right because
+# ``sin`` comes first in the pair). ``M_k`` does not contain ``p``: one matrix shifts
+# every position.
 def shift_matrix(k, D, base=10000.0):
     """(D, D) float64: block-diagonal rotations that map PE(p) to PE(p + k)."""
-    w = base ** (-2 * torch.arange(D // 2, dtype=torch.float64, device=device) / D)  # (D/2,)
+    two_i = 2 * torch.arange(D // 2, dtype=torch.float64, device=device)  # (D/2,)
+    w = base ** (-two_i / D)  # (D/2,)
     c, s = torch.cos(k * w), torch.sin(k * w)  # (D/2,)
-    blocks = torch.stack([torch.stack([c, s], -1), torch.stack([-s, c], -1)], -2)  # (D/2, 2, 2)
-    return torch.block_diag(*blocks)  # (D, D)
+    rows = [torch.stack([c, s], -1), torch.stack([-s, c], -1)]  # 2 x (D/2, 2)
+    return torch.block_diag(*torch.stack(rows, -2))  # (D/2, 2, 2) blocks -> (D, D)
 
 
 # %%
-# Check it for a thousand positions and several shifts. Angles ``p * w_0`` reach 1000 rad, where
-# float32 steps are 6e-5 apart: float64 keeps the exact identity exact.
+# Check it for a thousand positions and several shifts. Angles ``p * w_0`` reach 1000
+# rad, where float32 steps are 6e-5 apart: float64 keeps the exact identity exact.
 p = torch.arange(1000, device=device)  # (P,)
 pe_p = sinusoidal_pe(p, D, dtype=torch.float64)  # (P, D)
 for k in (1, 7, 100):
@@ -120,46 +130,54 @@ for k in (1, 7, 100):
     shifted = pe_p @ M.T  # (P, D), row p is M_k PE(p)
     target = sinusoidal_pe(p + k, D, dtype=torch.float64)  # (P, D)
     wrong_sign = pe_p @ M  # the transposed blocks: M_k^T = M_(-k)
-    print(f"k = {k:3d}: max|M_k PE(p) - PE(p+k)| = {(shifted - target).abs().max():.1e}, "
+    err = (shifted - target).abs().max()
+    print(f"k = {k:3d}: max|M_k PE(p) - PE(p+k)| = {err:.1e}, "
           f"with M_k^T instead: {(wrong_sign - target).abs().max():.2f}")
     torch.testing.assert_close(shifted, target)
-    torch.testing.assert_close(M @ M.T, torch.eye(D, dtype=torch.float64, device=device))
+    eye = torch.eye(D, dtype=torch.float64, device=device)  # (D, D)
+    torch.testing.assert_close(M @ M.T, eye)
     torch.testing.assert_close(wrong_sign, sinusoidal_pe(p - k, D, dtype=torch.float64))
-    assert (wrong_sign - target).abs().max() > 0.5, "the sign of the blocks no longer matters?"
+    sign_gap = (wrong_sign - target).abs().max()
+    assert sign_gap > 0.5, "the sign of the blocks no longer matters?"  # 1.68 at k = 1
 
 # %%
-# The same check in float32 misses the default float32 tolerance (atol 1e-5) by the rounding of
-# the large angles alone: the identity is exact, the float32 inputs are not.
+# The same check in float32 misses the default float32 tolerance (atol 1e-5) by the
+# rounding of the large angles alone: the identity is exact, the float32 inputs are not.
 pe32 = sinusoidal_pe(p, D)  # (P, D) float32
-err32 = (pe32 @ shift_matrix(100, D).float().T - sinusoidal_pe(p + 100, D)).abs().max().item()
+shifted32 = pe32 @ shift_matrix(100, D).float().T  # (P, D)
+err32 = (shifted32 - sinusoidal_pe(p + 100, D)).abs().max().item()
 print(f"float32, k = 100: max|M_k PE(p) - PE(p+k)| = {err32:.1e}")
-assert err32 > 1e-5
+assert err32 > 1e-5  # 4.1e-5 on CPU
 
 # %%
 # The dot product depends only on the offset
 # ------------------------------------------
-# ``PE(p) . PE(q) = sum_i (sin pw_i sin qw_i + cos pw_i cos qw_i) = sum_i cos((p - q) w_i)``.
-# Every pair of positions with the same offset gives the same number; the offset's sign does
-# not matter (``cos`` is even), so the dot product alone cannot tell before from after.
+# ``PE(p) . PE(q) = sum_i (sin pw_i sin qw_i + cos pw_i cos qw_i)``
+# ``= sum_i cos((p - q) w_i)``. Every pair of positions with the same offset gives the
+# same number; the offset's sign does not matter (``cos`` is even), so the dot product
+# alone cannot tell before from after. The closed form writes out the base again.
 P = 200
 pe_p = sinusoidal_pe(torch.arange(P, device=device), D, dtype=torch.float64)  # (P, D)
 gram = pe_p @ pe_p.T  # (P, P), gram[p, q] = PE(p) . PE(q)
-w = 10000 ** (-2 * torch.arange(D // 2, dtype=torch.float64, device=device) / D)  # (D/2,)
+w = 10000 ** (-2 * torch.arange(D // 2, dtype=torch.float64, device=device) / D)
 offsets = torch.arange(-(P - 1), P, device=device)  # (2P - 1,)
 closed = torch.cos(offsets[:, None] * w).sum(-1)  # (2P - 1,), sum_i cos(k w_i)
-for k in range(-(P - 1), P):
+for k in (-50, -3, 0, 3, 50):
     diag = gram.diagonal(k)  # (P - |k|,), every pair (p, p + k)
-    if k in (-50, -3, 0, 3, 50):
-        print(f"offset {k:4d}: {diag.numel():3d} pairs, spread {(diag.max() - diag.min()):.0e}, "
-              f"value {diag[0].item():8.4f}, closed form {closed[k + P - 1].item():8.4f}")
-    torch.testing.assert_close(diag, closed[k + P - 1].expand_as(diag))
-print(f"all {2 * P - 1} offsets: every pair equals the closed form")
+    print(f"offset {k:4d}: {diag.numel():3d} pairs, "
+          f"spread {(diag.max() - diag.min()):.0e}, value {diag[0].item():8.4f}, "
+          f"closed form {closed[k + P - 1].item():8.4f}")
+pq = torch.arange(P, device=device)  # (P,)
+by_offset = closed[pq[:, None] - pq[None, :] + P - 1]  # (P, P): closed form at p - q
+print(f"all {P * P} pairs, {2 * P - 1} offsets: max|PE(p).PE(q) - closed form| = "
+      f"{(gram - by_offset).abs().max():.1e}")
+torch.testing.assert_close(gram, by_offset)
 torch.testing.assert_close(closed, closed.flip(0))  # even in the offset
 
 # %%
-# Plotted against the offset, all ``P**2`` dot products collapse onto one curve: the peak
-# ``D / 2`` at offset 0, then a decay with ripples, because the fast pairs decorrelate within a
-# few positions while the slow ones keep the far positions similar.
+# Plotted against the offset, all ``P**2`` dot products collapse onto one curve: the
+# peak ``D / 2`` at offset 0, then a decay with ripples, because the fast pairs
+# decorrelate within a few positions while the slow ones keep the far positions similar.
 dq = torch.arange(P, device=device)
 diff = (dq[:, None] - dq[None, :]).flatten()  # (P*P,), p - q
 fig, ax = plt.subplots()
@@ -177,14 +195,15 @@ plt.show()
 # %%
 # Interleaved or concatenated: a permutation
 # ------------------------------------------
-# Many implementations store all the ``sin`` channels first, then all the ``cos`` channels.
-# The two layouts hold the same numbers: interleaved channel ``2i`` is concatenated channel
-# ``i`` and ``2i + 1`` is ``D/2 + i``. A fixed permutation leaves every dot product, hence
-# attention on the codes alone, unchanged, and the first linear layer that reads the codes can
-# absorb it into the order of its weight columns.
+# Many implementations store all the ``sin`` channels first, then all the ``cos``
+# channels. The two layouts hold the same numbers: interleaved channel ``2i`` is
+# concatenated channel ``i`` and ``2i + 1`` is ``D/2 + i``. A fixed permutation leaves
+# every dot product, hence attention on the codes alone, unchanged, and the first linear
+# layer that reads the codes can absorb it into the order of its weight columns.
 def sinusoidal_pe_concat(positions, D, base=10000.0, dtype=torch.float32):
-    """positions (...,) -> (..., D) = [sin(p w_0) .. sin(p w_{D/2-1}), cos(p w_0) .. ]."""
-    w = base ** (-2 * torch.arange(D // 2, device=positions.device, dtype=dtype) / D)  # (D/2,)
+    """positions (...,) -> (..., D) = [sin(p w_0) .. sin(p w_(D/2-1)), cos ..]."""
+    i = torch.arange(D // 2, device=positions.device, dtype=dtype)  # (D/2,)
+    w = base ** (-2 * i / D)  # (D/2,)
     angles = positions.to(dtype)[..., None] * w  # (..., D/2)
     return torch.cat([angles.sin(), angles.cos()], dim=-1)  # (..., D)
 
@@ -193,7 +212,7 @@ L = 50
 pos = torch.arange(L, device=device)
 inter, concat = sinusoidal_pe(pos, D), sinusoidal_pe_concat(pos, D)  # (L, D) each
 half = torch.arange(D // 2, device=device)
-perm = torch.stack([half, half + D // 2], dim=-1).flatten()  # (D,) = [0, D/2, 1, D/2+1, ...]
+perm = torch.stack([half, half + D // 2], dim=-1).flatten()  # [0, D/2, 1, D/2+1, ...]
 print(f"perm = {perm[:8].tolist()} ... {perm[-2:].tolist()}")
 print(f"max|interleaved - concatenated| = {(inter - concat).abs().max():.2f}, "
       f"after permuting: {(inter - concat[:, perm]).abs().max():.1e}")
@@ -204,7 +223,7 @@ print(f"max|gram interleaved - gram concatenated| = "
 torch.testing.assert_close(inter @ inter.T, concat @ concat.T)
 lin = torch.nn.Linear(D, 8).to(device)
 with torch.no_grad():
-    absorbed = torch.nn.functional.linear(inter, lin.weight[:, perm], lin.bias)  # (L, 8)
+    absorbed = torch.nn.functional.linear(inter, lin.weight[:, perm], lin.bias)
     print(f"max|Linear(concatenated) - Linear with permuted columns(interleaved)| = "
           f"{(lin(concat) - absorbed).abs().max():.1e}")
     torch.testing.assert_close(lin(concat), absorbed)
@@ -213,14 +232,16 @@ with torch.no_grad():
 # %%
 # Image patches: one half per axis
 # --------------------------------
-# For an ``H x W`` grid of patches with row-major indices ``I: (H*W, 2)`` (page 01), split the
-# width: embed the row ``i`` with the first ``D / 2`` channels and the column ``j`` with the
-# other ``D / 2``, and concatenate. In general ``C`` index dims get ``D / C`` channels each.
+# For an ``H x W`` grid of patches with row-major indices ``I: (H*W, 2)`` (page 01),
+# split the width: embed the row ``i`` with the first ``D / 2`` channels and the column
+# ``j`` with the other ``D / 2``, and concatenate. In general ``C`` index dims get
+# ``D / C`` channels each.
 def sinusoidal_pe_nd(I, D, dtype=torch.float32):
-    """I (..., N, C) integers -> (..., N, D): axis c embedded in channels c*D/C .. (c+1)*D/C."""
+    """I (..., N, C) integers -> (..., N, D): axis c in channels c*D/C .. (c+1)*D/C."""
     C = I.shape[-1]
     assert D % (2 * C) == 0, "each axis needs an even number of channels"
-    return torch.cat([sinusoidal_pe(I[..., c], D // C, dtype=dtype) for c in range(C)], dim=-1)
+    codes = [sinusoidal_pe(I[..., c], D // C, dtype=dtype) for c in range(C)]
+    return torch.cat(codes, dim=-1)  # (..., N, D)
 
 
 H, W, D = 6, 8, 32
@@ -230,28 +251,33 @@ grid = pe2d.reshape(H, W, D)  # (H, W, D), row-major
 print(f"2-D PE: I {tuple(I.shape)} -> {tuple(pe2d.shape)}")
 assert pe2d.shape == (H * W, D)
 # Same row, same first half; same column, same second half.
-torch.testing.assert_close(grid[:, :, :D // 2], grid[:, :1, :D // 2].expand(H, W, D // 2))
-torch.testing.assert_close(grid[:, :, D // 2:], grid[:1, :, D // 2:].expand(H, W, D // 2))
+first, second = grid[..., :D // 2], grid[..., D // 2:]  # (H, W, D/2) each
+torch.testing.assert_close(first, first[:, :1].expand(H, W, D // 2))
+torch.testing.assert_close(second, second[:1, :].expand(H, W, D // 2))
 # ... and the halves are the 1-D codes of the row and of the column.
-torch.testing.assert_close(grid[:, 0, :D // 2], sinusoidal_pe(torch.arange(H, device=device),
-                                                               D // 2, dtype=torch.float64))
+rows_1d = sinusoidal_pe(torch.arange(H, device=device), D // 2, dtype=torch.float64)
+torch.testing.assert_close(first[:, 0], rows_1d)
 print("patches in one row share the first half, patches in one column the second")
 
 # %%
-# The 2-D dot product is a row term plus a column term, each the 1-D closed form on ``D / 2``
-# channels: it depends only on the offset ``(i - i', j - j')``.
-w_half = 10000 ** (-2 * torch.arange(D // 4, dtype=torch.float64, device=device) / (D // 2))
+# The 2-D dot product is a row term plus a column term, each the 1-D closed form on
+# ``D / 2`` channels: it depends only on the offset ``(i - i', j - j')``.
+two_i = 2 * torch.arange(D // 4, dtype=torch.float64, device=device)  # (D/4,)
+w_half = 10000 ** (-two_i / (D // 2))  # (D/4,), the frequencies of D/2 channels
 di = (I[:, None, 0] - I[None, :, 0]).to(torch.float64)  # (H*W, H*W), i - i'
 dj = (I[:, None, 1] - I[None, :, 1]).to(torch.float64)  # (H*W, H*W), j - j'
-closed2d = torch.cos(di[..., None] * w_half).sum(-1) + torch.cos(dj[..., None] * w_half).sum(-1)
+closed2d = (torch.cos(di[..., None] * w_half).sum(-1)
+            + torch.cos(dj[..., None] * w_half).sum(-1))  # (H*W, H*W)
 gram2d = pe2d @ pe2d.T  # (H*W, H*W)
-print(f"max|PE(i,j).PE(i',j') - f(i-i') - f(j-j')| = {(gram2d - closed2d).abs().max():.1e}")
+print(f"max|PE(i,j).PE(i',j') - f(i-i') - f(j-j')| = "
+      f"{(gram2d - closed2d).abs().max():.1e}")
 torch.testing.assert_close(gram2d, closed2d)
 
 # %%
 # Video, ``C = 3``: the same function with a third of the width per axis.
 T_frames = 3
-I_video = torch.cartesian_prod(*(torch.arange(n, device=device) for n in (T_frames, H, W)))
+I_video = torch.cartesian_prod(*(torch.arange(n, device=device)
+                                 for n in (T_frames, H, W)))  # (T_frames*H*W, 3)
 pe3d = sinusoidal_pe_nd(I_video, 48)  # (T_frames*H*W, 48)
 print(f"3-D PE: I {tuple(I_video.shape)} -> {tuple(pe3d.shape)}")
 assert pe3d.shape == (T_frames * H * W, 48)
@@ -259,15 +285,17 @@ assert pe3d.shape == (T_frames * H * W, 48)
 # %%
 # Seen from one patch
 # -------------------
-# The similarity of every patch of a 16 x 16 grid to the patch at (5, 9): the sum of a row
-# profile and a column profile, so the map is a cross of two 1-D curves, centred on the patch.
+# The similarity of every patch of a 16 x 16 grid to the patch at (5, 9): the sum of a
+# row profile and a column profile, so the map is a cross of two 1-D curves, centred on
+# the patch.
 H = W = 16
 D = 64
 I = torch.cartesian_prod(torch.arange(H, device=device), torch.arange(W, device=device))
 pe2d = sinusoidal_pe_nd(I, D)  # (H*W, D)
 i0, j0 = 5, 9
 sim = (pe2d @ pe2d[i0 * W + j0]).reshape(H, W)  # (H, W)
-print(f"largest similarity at {divmod(sim.argmax().item(), W)}: {sim.max().item():.2f} = D/2")
+print(f"largest similarity at {divmod(sim.argmax().item(), W)}: "
+      f"{sim.max().item():.2f} = D/2")
 assert divmod(sim.argmax().item(), W) == (i0, j0)
 torch.testing.assert_close(sim.max(), torch.tensor(D / 2, device=device))
 
@@ -285,5 +313,5 @@ plt.show()
 # %%
 # References
 # ----------
-# ``torch.block_diag``, ``torch.cdist``, ``torch.cartesian_prod``; Vaswani et al., "Attention
-# Is All You Need" (2017), section 3.5.
+# ``torch.block_diag``, ``torch.cdist``, ``torch.cartesian_prod``; Vaswani et al.,
+# "Attention Is All You Need" (2017), section 3.5.

@@ -2,17 +2,20 @@
 Learned absolute embeddings
 ===========================
 
-The simplest positional embedding is a table: ``nn.Embedding(max_len, D)`` holds one learned
-vector per position, added to the token embeddings. This page proves that this is the general
-formulation of page 01 with a table lookup as the PE code, shows its hard limit (a position
-``>= max_len`` has no row), and shows that a freshly initialized table, unlike the sinusoidal
-code, has no relative structure: the dot product of two codes is not a function of their offset.
+The simplest positional embedding is a table: ``nn.Embedding(max_len, D)`` holds one
+learned vector per position, added to the token embeddings. This page proves that this
+is the general formulation of page 01 with a table lookup as the PE code, shows its hard
+limit (a position ``>= max_len`` has no row), and shows that a freshly initialized
+table, unlike the sinusoidal code, has no relative structure: the dot product of two
+codes is not a function of their offset.
 """
 
 # %%
 # Setup
 # -----
-# Every page picks its device at run time and prints it; each claim holds on CPU and GPU.
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The proof ledger
+# (:doc:`/chapters/ledger`) shows on which devices this page was verified.
 import torch
 
 torch.manual_seed(0)
@@ -22,8 +25,9 @@ print(f"device: {device}, torch {torch.__version__}")
 # %%
 # Token embedding plus position embedding
 # ---------------------------------------
-# GPT-2 style: token ids ``(B, L)`` look up ``(B, L, D)`` vectors, positions ``0 .. L-1`` look
-# up ``(L, D)`` vectors in a second table, and the sum broadcasts over the batch.
+# GPT-2 style: token ids ``(B, L)`` look up ``(B, L, D)`` vectors, positions
+# ``0 .. L-1`` look up ``(L, D)`` vectors in a second table, and the sum broadcasts over
+# the batch.
 B, L, D, vocab, max_len = 2, 10, 16, 50, 64
 tok_emb = torch.nn.Embedding(vocab, D).to(device)
 pos_emb = torch.nn.Embedding(max_len, D).to(device)
@@ -33,27 +37,32 @@ with torch.no_grad():
     positions = torch.arange(L, device=device)  # (L,)
     pe = pos_emb(positions)  # (L, D)
     h = x + pe  # (B, L, D), the same codes for every sequence
-print(f"tokens {tuple(x.shape)} + pos_emb(arange(L)) {tuple(pe.shape)} -> {tuple(h.shape)}")
+print(f"tokens {tuple(x.shape)} + pos_emb(arange(L)) {tuple(pe.shape)} "
+      f"-> {tuple(h.shape)}")
 assert x.shape == (B, L, D) and pe.shape == (L, D) and h.shape == (B, L, D)
 
 # %%
-# The table is the module's only parameter, ``max_len * D`` numbers, and a lookup is a product
-# with one-hot rows: an independent way to compute the same codes.
+# The table is the module's only parameter, ``max_len * D`` numbers, and a lookup is a
+# product with one-hot rows: an independent way to compute the same codes. The product
+# runs in float64, where it is exact on every device (on CUDA a float32 matmul would be
+# exact too under PyTorch's default precision, but not if TF32 were switched on).
 params = {name: tuple(p.shape) for name, p in pos_emb.named_parameters()}
 print(f"pos_emb: num_embeddings = {pos_emb.num_embeddings}, parameters {params}")
 assert params == {"weight": (max_len, D)} and pos_emb.num_embeddings == max_len
-one_hot = torch.nn.functional.one_hot(positions, max_len).float()  # (L, max_len)
+one_hot = torch.nn.functional.one_hot(positions, max_len).double()  # (L, max_len)
 with torch.no_grad():
-    print(f"max|lookup - one_hot @ table| = {(pe - one_hot @ pos_emb.weight).abs().max():.1e}")
-    torch.testing.assert_close(pe, one_hot @ pos_emb.weight)
+    by_product = one_hot @ pos_emb.weight.double()  # (L, D)
+    gap = (pe.double() - by_product).abs().max()
+    print(f"max|lookup - one_hot @ table| = {gap:.1e}")
+    torch.testing.assert_close(pe.double(), by_product)
     torch.testing.assert_close(h[1, 3], tok_emb.weight[ids[1, 3]] + pos_emb.weight[3])
 
 
 # %%
 # An instance of the general formulation
 # --------------------------------------
-# In page 01's terms: the indices are ``I = [[0], [1], ..., [L-1]]`` (``C = 1``), the PE code
-# is the table lookup of ``I[..., 0]`` and ``combine`` is addition.
+# In page 01's terms: the indices are ``I = [[0], [1], ..., [L-1]]`` (``C = 1``), the PE
+# code is the table lookup of ``I[..., 0]`` and ``combine`` is addition.
 def apply_pe(tokens, I, indices_to_pe, combine=torch.add):
     """tokens (..., N, D), I (..., N, C) long -> tokens with PE, (..., N, D)."""
     return combine(tokens, indices_to_pe(I))  # (..., N, D)
@@ -62,19 +71,22 @@ def apply_pe(tokens, I, indices_to_pe, combine=torch.add):
 I = torch.arange(L, device=device).unsqueeze(-1)  # (L, 1), sequence indices
 with torch.no_grad():
     general = apply_pe(x, I, lambda I: pos_emb(I[..., 0]))  # (B, L, D)
-print(f"max|apply_pe(x, I, lookup) - (x + pos_emb(arange(L)))| = {(general - h).abs().max():.1e}")
+print(f"max|apply_pe(x, I, lookup) - (x + pos_emb(arange(L)))| = "
+      f"{(general - h).abs().max():.1e}")
 torch.testing.assert_close(general, h)
 
 # %%
 # The hard limit: ``max_len``
 # ---------------------------
 # A sequence longer than the table asks for rows that do not exist. On CPU that is an
-# ``IndexError``; on CUDA it is a device-side assert that poisons the CUDA context for the rest
-# of the process, so the page checks the bound explicitly and shows the failure on a CPU copy.
+# ``IndexError``. On CUDA, PyTorch reports an out-of-range index with a device-side
+# assert, which leaves the CUDA context unusable for the rest of the process; so on
+# every device the page checks the bound explicitly and shows the failure on a CPU copy
+# of the table (the CUDA failure is never run, hence not verified, here).
 long_positions = torch.arange(max_len + 8, device=device)  # (max_len + 8,)
 fits = bool(long_positions.max() < pos_emb.num_embeddings)
-print(f"largest position {long_positions.max().item()}, table rows {pos_emb.num_embeddings}: "
-      f"fits = {fits}")
+print(f"largest position {long_positions.max().item()}, "
+      f"table rows {pos_emb.num_embeddings}: fits = {fits}")
 assert not fits
 table_cpu = pos_emb.weight.detach().cpu()  # (max_len, D)
 try:
@@ -86,46 +98,74 @@ else:
 
 
 # %%
-# The sinusoidal code of page 02 is a formula, defined at any position: at ``10 * max_len`` it is
-# finite, with the same norm ``sqrt(D / 2)`` as everywhere. That does not make it useful there:
-# a model trained on positions below ``max_len`` never saw those codes.
+# The sinusoidal code of page 02 is a formula, defined at any position. Written again
+# here (a page needs no other page), it is checked again against the paper's formula
+# written out, ``PE(p, 2i) = sin(p / 10000^(2i/D))`` and
+# ``PE(p, 2i+1) = cos(p / 10000^(2i/D))``, at positions where every channel but the
+# first pair depends on the constant 10000 (at ``p = 0`` none does). Float64, because
+# ``p = 640`` is an angle of 640 rad, which float32 rounds by up to 3e-5.
+import math
+
+
 def sinusoidal_pe(positions, D, base=10000.0, dtype=torch.float32):
-    """positions (...,) integers -> (..., D): channels 2i, 2i+1 = sin, cos of p * w_i."""
-    w = base ** (-2 * torch.arange(D // 2, device=positions.device, dtype=dtype) / D)  # (D/2,)
+    """positions (...,) integers -> (..., D): channels 2i, 2i+1 = sin, cos of p w_i."""
+    i = torch.arange(D // 2, device=positions.device, dtype=dtype)  # (D/2,)
+    w = base ** (-2 * i / D)  # (D/2,)
     angles = positions.to(dtype)[..., None] * w  # (..., D/2)
     return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # (..., D)
 
 
+probe = [1, 5, 37, 10 * max_len]  # positions
+paper = [[0.0] * D for _ in probe]
+for row, p in enumerate(probe):
+    for i in range(D // 2):
+        paper[row][2 * i] = math.sin(p / 10000 ** (2 * i / D))
+        paper[row][2 * i + 1] = math.cos(p / 10000 ** (2 * i / D))
+paper = torch.tensor(paper, dtype=torch.float64, device=device)  # (4, D)
+ours = sinusoidal_pe(torch.tensor(probe, device=device), D, dtype=torch.float64)
+print(f"positions {probe}: max|sinusoidal_pe - paper's formula| = "
+      f"{(ours - paper).abs().max():.1e}")
+torch.testing.assert_close(ours, paper)
+
+# %%
+# At ``10 * max_len`` the code is finite, with the same norm ``sqrt(D / 2)`` as
+# everywhere. That does not make it useful there: a model trained on positions below
+# ``max_len`` never saw those codes.
 far = sinusoidal_pe(torch.tensor([10 * max_len], device=device), D)  # (1, D)
-print(f"sinusoidal PE at position {10 * max_len}: finite = {torch.isfinite(far).all().item()}, "
-      f"norm = {far.norm().item():.4f} (sqrt(D/2) = {(D / 2) ** 0.5:.4f})")
+print(f"sinusoidal PE at position {10 * max_len}: "
+      f"finite = {torch.isfinite(far).all().item()}, norm = {far.norm().item():.4f} "
+      f"(sqrt(D/2) = {(D / 2) ** 0.5:.4f})")
 assert torch.isfinite(far).all()
 torch.testing.assert_close(far.norm(), torch.tensor((D / 2) ** 0.5, device=device))
 
 # %%
 # No relative structure in a random table
 # ---------------------------------------
-# For the sinusoidal code ``PE(p) . PE(p + k)`` is the same number for every ``p`` (page 02).
-# For a freshly initialized table (entries drawn from ``N(0, 1)``) the rows are independent
-# random vectors: the dot product at a fixed offset scatters with a standard deviation of about
-# ``sqrt(D)``. Training may or may not teach the table a relative structure; nothing builds it in.
-# Float64 for the sinusoidal side, so that "the same number" is tested to 1e-7.
+# For the sinusoidal code ``PE(p) . PE(p + k)`` is the same number for every ``p`` (page
+# 02). For a freshly initialized table (entries drawn from ``N(0, 1)``) the rows are
+# independent random vectors: the dot product at a fixed offset scatters with a standard
+# deviation of about ``sqrt(D)``. Training may or may not teach the table a relative
+# structure; nothing builds it in. Float64 for the sinusoidal side, so that "the same
+# number" is tested to 1e-7.
 table = pos_emb.weight.detach().double()  # (max_len, D)
 sin_table = sinusoidal_pe(torch.arange(max_len, device=device), D, dtype=torch.float64)
-gram_learned, gram_sin = table @ table.T, sin_table @ sin_table.T  # (max_len, max_len) each
+gram_learned = table @ table.T  # (max_len, max_len)
+gram_sin = sin_table @ sin_table.T  # (max_len, max_len)
 offsets = range(1, 17)  # at least max_len - 16 = 48 pairs per offset
 spread_learned = torch.stack([gram_learned.diagonal(k).std() for k in offsets])  # (16,)
 spread_sin = torch.stack([gram_sin.diagonal(k).std() for k in offsets])  # (16,)
-print(f"std of PE(p).PE(p+k) over p, k = 1..16: learned min {spread_learned.min():.2f} "
-      f"(sqrt(D) = {D ** 0.5:.0f}), sinusoidal max {spread_sin.max():.0e}")
-assert spread_learned.min() > 1.0, "the random table has a relative structure?"
+print(f"std over p of PE(p).PE(p+k), k = 1..16: learned table, smallest "
+      f"{spread_learned.min():.2f} (sqrt(D) = {D ** 0.5:.0f})")
+print(f"                                          sinusoidal, largest "
+      f"{spread_sin.max():.0e}")
+assert spread_learned.min() > 1.0, "the random table has a relative structure?"  # 3.54
 for k in offsets:
     diag = gram_sin.diagonal(k)  # (max_len - k,), every pair (p, p + k)
     torch.testing.assert_close(diag, diag[:1].expand_as(diag))
 
 # %%
-# Each dot of the figure is one pair of positions ``(p, p + k)``. The sinusoidal pairs collapse
-# to one value per offset; the learned ones do not, at any offset.
+# Each dot of the figure is one pair of positions ``(p, p + k)``. The sinusoidal pairs
+# collapse to one value per offset; the learned ones do not, at any offset.
 import matplotlib.pyplot as plt
 
 fig, ax = plt.subplots()
@@ -144,4 +184,5 @@ plt.show()
 # %%
 # References
 # ----------
-# ``torch.nn.Embedding``, ``torch.nn.functional.embedding``, ``torch.nn.functional.one_hot``.
+# ``torch.nn.Embedding``, ``torch.nn.functional.embedding``,
+# ``torch.nn.functional.one_hot``.

@@ -2,18 +2,22 @@
 RoPE for images: N-D axial RoPE
 ===============================
 
-Image patches have two coordinates, ``I[i*W + j] = [i, j]``. Axial RoPE splits each head vector
-into one block of channels per coordinate and rotates block ``c`` with 1-D RoPE of coordinate
-``c``. This page proves that it reduces to 1-D RoPE for ``C = 1``, preserves norms, and makes the
-attention logits depend only on the 2-D offset between patches, so a shift of the whole grid
-changes nothing. Flattening the grid and using 1-D RoPE instead keeps the shift invariance but
-loses the geometry: it treats patches at opposite ends of two rows as neighbours.
+Image patches have two coordinates, ``I[i*W + j] = [i, j]``. Axial RoPE splits each
+head vector into one block of channels per coordinate and rotates block ``c`` with 1-D
+RoPE of coordinate ``c``. This page proves it equal to the definition written out
+independently, proves that it reduces to 1-D RoPE for ``C = 1``, preserves norms, and
+makes the attention logits depend only on the 2-D offset between patches, so a shift of
+the whole grid changes nothing. Flattening the grid and using 1-D RoPE instead keeps the
+shift invariance but loses the geometry: it treats patches at opposite ends of two rows
+as neighbours.
 """
 
 # %%
 # Setup
 # -----
-# Every page picks its device at run time and prints it; each claim holds on CPU and GPU.
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The proof ledger
+# (:doc:`/chapters/ledger`) shows on which devices this page was verified.
 import torch
 
 torch.manual_seed(0)
@@ -24,12 +28,13 @@ print(f"device: {device}, torch {torch.__version__}")
 # %%
 # Positions of a patch grid
 # -------------------------
-# The notes' formulation: tokens ``(..., N, D)`` and integer positions ``I`` of shape ``(N, C)``.
-# For an ``H x W`` grid of patches read row by row, ``C = 2`` and ``I[i*W + j] = [i, j]``.
+# The notes' formulation: tokens ``(..., N, D)`` and integer positions ``I`` of shape
+# ``(N, C)``. For an ``H x W`` grid of patches read row by row, ``C = 2`` and
+# ``I[i*W + j] = [i, j]``.
 def grid_positions(H, W):
-    """Row-major integer positions of an H x W grid: (H*W, 2), row i and column j of each patch."""
-    i, j = torch.meshgrid(torch.arange(H, device=device), torch.arange(W, device=device),
-                          indexing="ij")  # each (H, W)
+    """Row-major integer positions of an H x W grid: (H*W, 2), row i and column j."""
+    rows, cols = torch.arange(H, device=device), torch.arange(W, device=device)
+    i, j = torch.meshgrid(rows, cols, indexing="ij")  # each (H, W)
     return torch.stack([i, j], dim=-1).reshape(H * W, 2)  # (N, 2)
 
 
@@ -38,7 +43,8 @@ N, Dh = H * W, 32  # Dh divisible by 2 * C: each axis gets Dh / 2 = 16 channels,
 I = grid_positions(H, W)  # (N, 2)
 print(f"I: {tuple(I.shape)}, I[0] = {I[0].tolist()}, I[W + 3] = {I[W + 3].tolist()}, "
       f"I[-1] = {I[-1].tolist()}")
-assert I.shape == (N, 2) and I[W + 3].tolist() == [1, 3] and I[-1].tolist() == [H - 1, W - 1]
+assert I.shape == (N, 2) and I[W + 3].tolist() == [1, 3]
+assert I[-1].tolist() == [H - 1, W - 1]
 
 
 # %%
@@ -46,38 +52,30 @@ assert I.shape == (N, 2) and I[W + 3].tolist() == [1, 3] and I[-1].tolist() == [
 # ------------------------
 # The book's convention: channels ``(2i, 2i+1)`` form a pair, read as the complex number
 # ``x[2i] + 1j x[2i+1]``, and position ``p`` multiplies it by ``exp(1j p theta_i)`` with
-# ``theta_i = base ** (-2i / Dh)``. A second, real-form version with explicit cosines and sines
-# serves as the independent reference.
-def frequencies(n, base=10000.0, dtype=torch.float32):
+# ``theta_i = base ** (-2i / Dh)``.
+def frequencies(n, base, dtype):
     """theta_i = base ** (-2i / n) for i = 0 .. n/2 - 1: (n/2,)."""
     return base ** (-torch.arange(0, n, 2, device=device, dtype=dtype) / n)
 
 
 def rope_1d(x, pos, base=10000.0):
-    """Rotate adjacent pairs (2i, 2i+1) of x by pos * theta_i. x (..., N, Dh), pos (N,)."""
+    """Rotate pairs (2i, 2i+1) of x by pos * theta_i. x (..., N, Dh), pos (N,)."""
     Dh = x.shape[-1]
     angles = pos.to(x.dtype)[:, None] * frequencies(Dh, base, x.dtype)  # (N, Dh/2)
-    pairs = x.reshape(*x.shape[:-1], Dh // 2, 2)  # (..., N, Dh/2, 2): adjacent pairs (2i, 2i+1)
+    pairs = x.reshape(*x.shape[:-1], Dh // 2, 2)  # (..., N, Dh/2, 2): pairs (2i, 2i+1)
     z = torch.view_as_complex(pairs)  # (..., N, Dh/2), z_i = x[2i] + 1j x[2i+1]
     rotated = z * torch.polar(torch.ones_like(angles), angles)  # (..., N, Dh/2)
     return torch.view_as_real(rotated).flatten(-2)  # (..., N, Dh)
 
 
-def rope_reference(x, angles):
-    """Real form: rotate (x[2i], x[2i+1]) by angles[..., i]. x (..., N, Dh), angles (N, Dh/2)."""
-    x0, x1 = x[..., 0::2], x[..., 1::2]  # each (..., N, Dh/2)
-    cos, sin = angles.cos(), angles.sin()
-    out = torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1)  # (..., N, Dh/2, 2)
-    return out.flatten(-2)  # (..., N, Dh)
-
-
 # %%
 # Axial RoPE in C dimensions
 # --------------------------
-# Split ``Dh`` into ``C`` equal blocks; block ``c`` is rotated by 1-D RoPE of coordinate ``c``,
-# with its own frequency list ``theta_i = base ** (-2i / (Dh/C))`` over its ``Dh/C`` channels.
-# Other codes share the frequencies differently (interleaving the axes' pairs, or one list over
-# ``Dh``); every claim below holds for any choice where each angle is linear in one coordinate.
+# Split ``Dh`` into ``C`` equal blocks; block ``c`` is rotated by 1-D RoPE of coordinate
+# ``c``, with its own frequency list ``theta_i = base ** (-2i / (Dh/C))`` over its
+# ``Dh/C`` channels. Other codes share the frequencies differently (interleaving the
+# axes' pairs, or one list over ``Dh``); every claim below holds for any choice where
+# each angle is linear in one coordinate.
 def rope_nd(x, I, base=10000.0):
     """Axial RoPE. x (..., N, Dh), I (N, C) integer positions -> (..., N, Dh)."""
     C, Dh = I.shape[-1], x.shape[-1]
@@ -87,23 +85,47 @@ def rope_nd(x, I, base=10000.0):
 
 
 # %%
-# With ``C = 1`` (a sequence, ``I[n] = [n]``) axial RoPE is 1-D RoPE over all ``Dh`` channels.
-# Both agree with the real-form reference, and so does the 2-D case once its angles are written
-# out block by block: row angles for the first ``Dh/2`` channels, column angles for the rest.
-x = torch.randn(2, N, Dh, device=device)  # (B, N, Dh)
+# An independent reference
+# ------------------------
+# The definition written out, sharing no helper with the code above: every angle
+# computed one at a time in plain Python from ``10000 ** (-2i / (Dh/C))``, then each
+# adjacent pair turned with an explicit cosine and sine (counter-clockwise:
+# ``(a, b) -> (a cos - b sin, a sin + b cos)``). Coordinate ``c`` owns channels
+# ``c*Dh/C .. (c+1)*Dh/C``: for ``C = 2`` the row angles come first, then the columns.
+import math
+
+
+def rope_reference(x, I):
+    """Axial RoPE from the formula. x (..., N, Dh) float64, I (N, C) -> (..., N, Dh)."""
+    Dh, C = x.shape[-1], I.shape[-1]
+    n = Dh // C  # channels per coordinate
+    angles = [[p * 10000 ** (-2 * i / n) for p in row for i in range(n // 2)]
+              for row in I.tolist()]  # N lists of Dh/2 angles, coordinate by coordinate
+    angles = torch.tensor(angles, dtype=torch.float64, device=x.device)  # (N, Dh/2)
+    a, b = x[..., 0::2], x[..., 1::2]  # (..., N, Dh/2): the adjacent pairs
+    cos, sin = angles.cos(), angles.sin()
+    out = torch.stack([a * cos - b * sin, a * sin + b * cos], -1)  # (..., N, Dh/2, 2)
+    return out.flatten(-2)  # (..., N, Dh)
+
+
+# %%
+# With ``C = 1`` (a sequence, ``I[n] = [n]``) axial RoPE is 1-D RoPE over all ``Dh``
+# channels. Both agree with the reference, and so does the 2-D case. In float64: the
+# sequence positions reach 255, an angle of 255 rad, which float32 rounds by up to 8e-6
+# rad, and the reference computes its angles in float64.
+x = torch.randn(2, N, Dh, device=device, dtype=torch.float64)  # (B, N, Dh)
 seq = torch.arange(N, device=device)  # (N,)
 ours_1d = rope_nd(x, seq[:, None])  # I of shape (N, 1)
-ref_1d = rope_reference(x, seq[:, None] * frequencies(Dh))  # (B, N, Dh)
-print(f"C = 1: max|rope_nd - rope_1d| = {(ours_1d - rope_1d(x, seq)).abs().max().item():.2e}, "
-      f"max|rope_nd - real form| = {(ours_1d - ref_1d).abs().max().item():.2e}")
+ref_1d = rope_reference(x, seq[:, None])  # (B, N, Dh)
+print(f"C = 1: max|rope_nd - rope_1d| = {(ours_1d - rope_1d(x, seq)).abs().max():.2e}, "
+      f"max|rope_nd - reference| = {(ours_1d - ref_1d).abs().max():.2e}")
 torch.testing.assert_close(ours_1d, rope_1d(x, seq))
 torch.testing.assert_close(ours_1d, ref_1d)
 
-angles_2d = torch.cat([I[:, c, None] * frequencies(Dh // 2) for c in range(2)], -1)  # (N, Dh/2)
 ours_2d = rope_nd(x, I)  # (B, N, Dh)
-print(f"C = 2: max|rope_nd - real form| = "
-      f"{(ours_2d - rope_reference(x, angles_2d)).abs().max().item():.2e}")
-torch.testing.assert_close(ours_2d, rope_reference(x, angles_2d))
+ref_2d = rope_reference(x, I)  # (B, N, Dh)
+print(f"C = 2: max|rope_nd - reference| = {(ours_2d - ref_2d).abs().max():.2e}")
+torch.testing.assert_close(ours_2d, ref_2d)
 
 # %%
 # Rotations preserve length: every token keeps its norm, whatever its position.
@@ -115,37 +137,39 @@ torch.testing.assert_close(ours_2d.norm(dim=-1), x.norm(dim=-1))
 # Shifting the whole grid changes no logit
 # ----------------------------------------
 # Give every patch its own query and key, and form the ``(N, N)`` logits
-# ``<rope(q_n, I_n), rope(k_m, I_m)>``. Moving every patch by ``(di, dj)`` rotates each vector by
-# a different amount, yet leaves every logit as it was: only differences of angles survive the
-# dot product. float64: the shifted angles reach 300 rad, where float32 rounds the angle itself
-# by up to ~2e-5 rad, and the logits then drift by a few 1e-5, beyond the default tolerance.
-q64 = torch.randn(N, Dh, device=device, dtype=torch.float64)  # (N, Dh), one query per patch
+# ``<rope(q_n, I_n), rope(k_m, I_m)>``. Moving every patch by ``(di, dj)`` rotates each
+# vector by a different amount, yet leaves every logit as it was: only differences of
+# angles survive the dot product. float64: the shifted angles reach 300 rad, where
+# float32 rounds the angle itself by up to ~2e-5 rad, and the logits then drift by a few
+# 1e-5, beyond the default tolerance.
+q64 = torch.randn(N, Dh, device=device, dtype=torch.float64)  # (N, Dh), one per patch
 k64 = torch.randn(N, Dh, device=device, dtype=torch.float64)  # (N, Dh)
 shift = torch.tensor([100, -300], device=device)
 
 
 def logits(q, k, I):
-    """<rope(q_n, I_n), rope(k_m, I_m)> for all pairs: (N, Dh), (N, Dh), (N, C) -> (N, N)."""
+    """<rope(q_n, I_n), rope(k_m, I_m)> for all pairs: (N, Dh) x 2, (N, C) -> (N, N)."""
     return rope_nd(q, I) @ rope_nd(k, I).T
 
 
 moved = (rope_nd(q64, I + shift) - rope_nd(q64, I)).abs().max().item()
 gap = (logits(q64, k64, I + shift) - logits(q64, k64, I)).abs().max().item()
-print(f"shift {shift.tolist()}: rotated queries move by up to {moved:.2f}, logits by {gap:.2e}")
-assert moved > 1.0, "the shift no longer rotates the vectors?"
+print(f"shift {shift.tolist()}: rotated queries move by up to {moved:.2f}, "
+      f"logits by {gap:.2e}")
+assert moved > 1.0, "the shift no longer rotates the vectors?"  # 8.74
 torch.testing.assert_close(logits(q64, k64, I + shift), logits(q64, k64, I))
 
 # %%
 # Logits depend only on the 2-D offset
 # ------------------------------------
-# Give every patch the same query ``q`` and key ``k``: then the logit of pair ``(n, m)`` must be
-# a function ``g`` of the offset ``I_n - I_m`` alone, and it is the relative form
-# ``g(delta) = <rope(q, delta), k>``: the query rotated by the offset, the key not rotated.
-# The 65 536 pairs share only ``(2H - 1)(2W - 1) = 961`` offsets.
+# Give every patch the same query ``q`` and key ``k``: then the logit of pair ``(n, m)``
+# must be a function ``g`` of the offset ``I_n - I_m`` alone, and it is the relative
+# form ``g(delta) = <rope(q, delta), k>``: the query rotated by the offset, the key not
+# rotated. The 65 536 pairs share only ``(2H - 1)(2W - 1) = 961`` offsets.
 q1, k1 = torch.randn(Dh, device=device), torch.randn(Dh, device=device)  # (Dh,) each
 same = logits(q1.expand(N, Dh), k1.expand(N, Dh), I)  # (N, N)
 offsets = (I[:, None, :] - I[None, :, :]).reshape(N * N, 2)  # (N*N, 2), I_n - I_m
-relative = (rope_nd(q1.expand(N * N, Dh), offsets) @ k1).reshape(N, N)  # (N, N), g(I_n - I_m)
+relative = (rope_nd(q1.expand(N * N, Dh), offsets) @ k1).reshape(N, N)  # g(I_n - I_m)
 n_offsets = len(offsets.unique(dim=0))
 print(f"{N * N} pairs, {n_offsets} distinct 2-D offsets; "
       f"max|logit - g(offset)| = {(same - relative).abs().max().item():.2e}")
@@ -153,9 +177,10 @@ assert n_offsets == (2 * H - 1) * (2 * W - 1)
 torch.testing.assert_close(same, relative)
 
 # %%
-# "Axial" has a precise meaning here: the row block sees only ``di`` and the column block only
-# ``dj``, so ``g(di, dj) = g(di, 0) + g(0, dj) - g(0, 0)``: a sum of two 1-D profiles, with no
-# term that couples the axes (mixed-frequency variants add one, with angles ``a_i di + b_i dj``).
+# "Axial" has a precise meaning here: the row block sees only ``di`` and the column
+# block only ``dj``, so ``g(di, dj) = g(di, 0) + g(0, dj) - g(0, 0)``: a sum of two 1-D
+# profiles, with no term that couples the axes (mixed-frequency variants add one, with
+# angles ``a_i di + b_i dj``).
 zero = torch.zeros_like(offsets)
 g = lambda off: rope_nd(q1.expand(N * N, Dh), off) @ k1  # noqa: E731 (N*N, 2) -> (N*N,)
 separable = g(offsets * torch.tensor([1, 0], device=device)) + g(
@@ -167,23 +192,26 @@ torch.testing.assert_close(relative.reshape(-1), separable)
 # %%
 # One patch's logits over the grid
 # --------------------------------
-# Take ``q = k = 1`` (all ones) for every patch and the patch in the middle of the grid as the
-# query. Its logits peak on itself (a rotation can only lower ``<R q, q>``) and are point
-# symmetric about it: the map is the function of the offset, drawn around the query.
+# Take ``q = k = 1`` (all ones) for every patch and the patch in the middle of the grid
+# as the query. Its logits peak on itself (a rotation can only lower ``<R q, q>``) and
+# are point symmetric about it: the map is the function of the offset, drawn around the
+# query.
 import matplotlib.pyplot as plt
 
 ones = torch.ones(N, Dh, device=device)  # (N, Dh), identical tokens
 n0 = (H // 2) * W + W // 2  # patch (8, 8)
-row = logits(ones, ones, I)[n0].reshape(H, W)  # (H, W), logits of query n0 against every key
+row = logits(ones, ones, I)[n0].reshape(H, W)  # (H, W), query n0 against every key
 inner = row[1:, 1:]  # (H-1, W-1): rows/columns 1..15, the box centred on (8, 8)
-print(f"query {I[n0].tolist()}: argmax at {I[row.argmax()].tolist()}, logit {row.max():.1f} "
-      f"= Dh; max|box - box flipped| = {(inner - inner.flip(0, 1)).abs().max().item():.2e}")
+print(f"query {I[n0].tolist()}: argmax at {I[row.argmax()].tolist()}, "
+      f"logit {row.max():.1f} = Dh; "
+      f"max|box - box flipped| = {(inner - inner.flip(0, 1)).abs().max().item():.2e}")
 assert row.argmax().item() == n0
 torch.testing.assert_close(inner, inner.flip(0, 1))
 
 fig, ax = plt.subplots()
 im = ax.imshow(row.cpu())
-ax.plot(W // 2, H // 2, "x", color="C3", ms=10, mew=2, label=f"query patch ({H // 2}, {W // 2})")
+ax.plot(W // 2, H // 2, "x", color="C3", ms=10, mew=2,
+        label=f"query patch ({H // 2}, {W // 2})")
 ax.set_xlabel("key column j (patches)")
 ax.set_ylabel("key row i (patches)")
 ax.set_title("2-D axial RoPE, identical tokens: a patch's logits depend only\n"
@@ -196,12 +224,15 @@ plt.show()
 # %%
 # Inside self-attention
 # ---------------------
-# RoPE is step 2 of the notes' layer, after QK-norm and before attention: it rotates ``q`` and
-# ``k`` of every head (``(B, Nh, N, Dh)``; the positions broadcast over batch and heads) and
-# leaves ``v`` alone. The layer's output is unchanged by a shift of the grid, but transposing
-# the patch positions (reading the image column by column) changes it: positions matter.
+# RoPE is step 2 of the notes' layer, after QK-norm and before attention: it rotates
+# ``q`` and ``k`` of every head (``(B, Nh, N, Dh)``; the positions broadcast over batch
+# and heads) and leaves ``v`` alone. The layer's output is unchanged by a shift of the
+# grid, but transposing the patch positions (reading the image column by column) changes
+# it: positions matter. In float64 on every device, for the same large angles as above;
+# whichever kernel ``scaled_dot_product_attention`` picks, the shift claim is an exact
+# identity, compared at float64's default tolerances.
 class RoPESelfAttention(torch.nn.Module):
-    """Fused QKV, QK-norm, axial RoPE, attention, out_proj. (B, N, D), (N, C) -> (B, N, D)."""
+    """Fused QKV, QK-norm, axial RoPE, attention, out_proj. (B, N, D), (N, C)."""
 
     def __init__(self, D, Nh):
         super().__init__()
@@ -213,16 +244,18 @@ class RoPESelfAttention(torch.nn.Module):
 
     def forward(self, x, I):
         B, N, D = x.shape
-        qkv = self.qkv_proj(x).reshape(B, N, 3, self.Nh, D // self.Nh)  # (B, N, 3, Nh, Dh)
+        Nh, Dh = self.Nh, D // self.Nh
+        qkv = self.qkv_proj(x).reshape(B, N, 3, Nh, Dh)  # (B, N, 3, Nh, Dh)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, Nh, N, Dh)
-        q, k = rope_nd(self.q_norm(q), I), rope_nd(self.k_norm(k), I)  # rotate q, k only
-        out = torch.nn.functional.scaled_dot_product_attention(q, k, v)  # (B, Nh, N, Dh)
+        q, k = rope_nd(self.q_norm(q), I), rope_nd(self.k_norm(k), I)  # q, k only
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        out = sdpa(q, k, v)  # (B, Nh, N, Dh)
         return self.out_proj(out.transpose(1, 2).reshape(B, N, D))  # (B, N, D)
 
 
 B, Nh = 2, 4
 D = Nh * Dh  # 128
-layer = RoPESelfAttention(D, Nh).to(device, torch.float64)  # float64: same large angles as above
+layer = RoPESelfAttention(D, Nh).to(device, torch.float64)  # float64: large angles
 patches = torch.randn(B, N, D, device=device, dtype=torch.float64)  # (B, N, D)
 with torch.no_grad():
     y, y_shifted = layer(patches, I), layer(patches, I + shift)
@@ -231,15 +264,16 @@ gap = (y_transposed - y).abs().max().item()
 print(f"max|out(shifted grid) - out| = {(y_shifted - y).abs().max().item():.2e}, "
       f"max|out(transposed positions) - out| = {gap:.2e}")
 torch.testing.assert_close(y_shifted, y)
-assert gap > 0.01, "the layer no longer sees the positions?"
+assert gap > 0.01, "the layer no longer sees the positions?"  # 0.10
 
 # %%
 # Flattening the grid to 1-D positions
 # ------------------------------------
-# A tempting shortcut: number the patches ``n = i*W + j`` and apply 1-D RoPE. On a fixed grid it
-# keeps the shift invariance (a 2-D shift is a uniform 1-D shift by ``di*W + dj``), because the
-# 1-D offset ``di*W + dj`` is a function of the 2-D offset. But it is not one-to-one: the 961
-# 2-D offsets fall onto 511 1-D offsets, so distinct geometries get the same logit.
+# A tempting shortcut: number the patches ``n = i*W + j`` and apply 1-D RoPE. On a fixed
+# grid it keeps the shift invariance (a 2-D shift is a uniform 1-D shift by
+# ``di*W + dj``), because the 1-D offset ``di*W + dj`` is a function of the 2-D offset.
+# But it is not one-to-one: the 961 2-D offsets fall onto 511 1-D offsets, so distinct
+# geometries get the same logit.
 flat = I[:, 0] * W + I[:, 1]  # (N,), row-major index
 assert torch.equal(flat, torch.arange(N, device=device))
 
@@ -249,18 +283,20 @@ def logits_flat(q, k, pos):
     return rope_1d(q, pos) @ rope_1d(k, pos).T
 
 
-gap = (logits_flat(q64, k64, flat + 37 * W - 5) - logits_flat(q64, k64, flat)).abs().max().item()
+flat_shifted = logits_flat(q64, k64, flat + 37 * W - 5)  # (N, N)
+gap = (flat_shifted - logits_flat(q64, k64, flat)).abs().max().item()
 flat_offsets = (flat[:, None] - flat[None, :]).unique()
 print(f"flattened, shift (37, -5): max|logit change| = {gap:.2e}; "
-      f"{n_offsets} 2-D offsets -> {len(flat_offsets)} 1-D offsets")
-torch.testing.assert_close(logits_flat(q64, k64, flat + 37 * W - 5), logits_flat(q64, k64, flat))
+      f"{n_offsets} 2-D offsets -> {len(flat_offsets)} 1-D")
+torch.testing.assert_close(flat_shifted, logits_flat(q64, k64, flat))
 assert len(flat_offsets) == 2 * N - 1
 
 # %%
-# The row wrap in numbers: the pair (query ``(1, 0)``, key ``(0, W-1)``) is 15 columns apart,
-# 2-D offset ``(1, -15)``, yet its 1-D offset is ``W - (W - 1) = 1``, the same as a horizontal
-# neighbour's (query ``(5, 6)``, key ``(5, 5)``, 2-D offset ``(0, 1)``). Identical tokens
-# ``q = k = 1``: flattened RoPE gives both pairs the same logit, axial RoPE does not.
+# The row wrap in numbers: the pair (query ``(1, 0)``, key ``(0, W-1)``) is 15 columns
+# apart, 2-D offset ``(1, -15)``, yet its 1-D offset is ``W - (W - 1) = 1``, the same as
+# a horizontal neighbour's (query ``(5, 6)``, key ``(5, 5)``, 2-D offset ``(0, 1)``).
+# Identical tokens ``q = k = 1``: flattened RoPE gives both pairs the same logit, axial
+# RoPE does not.
 idx = lambda i, j: i * W + j  # noqa: E731 (patch index of row i, column j)
 wrap, neighbour = (idx(1, 0), idx(0, W - 1)), (idx(5, 6), idx(5, 5))
 L1, L2 = logits_flat(ones, ones, flat), logits(ones, ones, I)  # (N, N) each
@@ -269,12 +305,13 @@ print(f"flattened 1-D RoPE: wrap pair {L1[wrap].item():.3f}, neighbour pair "
 print(f"axial 2-D RoPE:     wrap pair {L2[wrap].item():.3f}, neighbour pair "
       f"{L2[neighbour].item():.3f}")
 torch.testing.assert_close(L1[wrap], L1[neighbour])
-assert (L2[neighbour] - L2[wrap]).item() > 3.0, "axial RoPE no longer separates the two pairs?"
+separation = (L2[neighbour] - L2[wrap]).item()
+assert separation > 3.0, "axial RoPE no longer separates the two pairs?"  # 7.56
 
 # %%
-# Flattening also ties the logits to the image width: the vertical neighbour of a patch is
-# ``W`` positions away, so the same 2-D offset ``(1, 0)`` gets a different logit on a wider
-# grid. Axial RoPE gives it the same logit at every resolution.
+# Flattening also ties the logits to the image width: the vertical neighbour of a patch
+# is ``W`` positions away, so the same 2-D offset ``(1, 0)`` gets a different logit on a
+# wider grid. Axial RoPE gives it the same logit at every resolution.
 W2 = 24
 I2 = grid_positions(H, W2)  # (H*W2, 2)
 ones2 = torch.ones(H * W2, Dh, device=device)  # (H*W2, Dh)
@@ -284,13 +321,13 @@ f16, f24 = L1[vert].item(), logits_flat(ones2, ones2, flat2)[vert2].item()
 a16, a24 = L2[vert].item(), logits(ones2, ones2, I2)[vert2].item()
 print(f"offset (1, 0): flattened W={W}: {f16:.3f}, W={W2}: {f24:.3f}; "
       f"axial W={W}: {a16:.3f}, W={W2}: {a24:.3f}")
-assert abs(f16 - f24) > 1.0, "flattened logits no longer depend on the width?"
+assert abs(f16 - f24) > 1.0, "flattened logits no longer depend on the width?"  # 4.01
 torch.testing.assert_close(torch.tensor(a16), torch.tensor(a24))
 
 # %%
-# Put the query at the start of row 8. Flattened RoPE scores the patch at the far right of
-# row 7, fifteen columns away, like the query's right-hand neighbour, and its vertical
-# neighbours like patches sixteen steps away along a row.
+# Put the query at the start of row 8. Flattened RoPE scores the patch at the far right
+# of row 7, fifteen columns away, like the query's right-hand neighbour, and its
+# vertical neighbours like patches sixteen steps away along a row.
 q0 = idx(8, 0)
 flat_row = L1[q0].reshape(H, W)  # (H, W)
 print(f"flattened, query (8, 0): key (7, 15) {flat_row[7, 15]:.3f}, key (8, 1) "
@@ -300,7 +337,8 @@ torch.testing.assert_close(flat_row[7, 15], flat_row[8, 1])
 fig, ax = plt.subplots()
 im = ax.imshow(flat_row.cpu())
 ax.plot(0, 8, "x", color="C3", ms=10, mew=2, label="query patch (8, 0)")
-ax.plot(15, 7, "o", mfc="none", color="C1", ms=12, mew=2, label="key (7, 15): 1-D offset 1")
+ax.plot(15, 7, "o", mfc="none", color="C1", ms=12, mew=2,
+        label="key (7, 15): 1-D offset 1")
 ax.set_xlabel("key column j (patches)")
 ax.set_ylabel("key row i (patches)")
 ax.set_title("Flattened 1-D RoPE: patch (7, 15), fifteen columns away,\n"
@@ -314,5 +352,5 @@ plt.show()
 # ----------
 # ``torch.view_as_complex``, ``torch.view_as_real``, ``torch.polar``,
 # ``torch.nn.functional.scaled_dot_product_attention``, ``torch.nn.LayerNorm``.
-# Su et al., *RoFormer* (2021) for 1-D RoPE; Heo et al., *Rotary Position Embedding for Vision
-# Transformer* (2024) for axial and mixed-frequency 2-D RoPE.
+# Su et al., *RoFormer* (2021) for 1-D RoPE; Heo et al., *Rotary Position Embedding for
+# Vision Transformer* (2024) for axial and mixed-frequency 2-D RoPE.

@@ -2,19 +2,21 @@
 ALiBi: attention with linear biases
 ===================================
 
-ALiBi (Press et al., 2022) puts no positional embedding on the tokens at all: each head adds
-``-m_h * (l - m)`` to the logit of query ``l`` and key ``m``, a penalty linear in the distance
-with a fixed, head-specific slope ``m_h``. This page builds the slopes (including the paper's
-rule for head counts that are not powers of two), passes the bias to
-``scaled_dot_product_attention`` as an additive mask and proves it equal to an explicit
-computation, then proves that the bias depends only on offsets and that for identical tokens
-each head's weights fall exactly as ``exp(-m_h * distance)``.
+ALiBi (Press et al., ICLR 2022) puts no positional embedding on the tokens at all: each
+head adds ``-m_h * (l - m)`` to the logit of query ``l`` and key ``m``, a penalty linear
+in the distance with a fixed, head-specific slope ``m_h``. This page builds the slopes
+(including the paper's rule for head counts that are not powers of two), passes the
+bias to ``scaled_dot_product_attention`` as an additive mask and proves it equal to an
+explicit computation, then proves that the bias depends only on offsets and that for
+identical tokens each head's weights fall exactly as ``exp(-m_h * distance)``.
 """
 
 # %%
 # Setup
 # -----
-# Every page picks its device at run time and prints it; each claim holds on CPU and GPU.
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The proof ledger
+# (:doc:`/chapters/ledger`) shows on which devices this page was verified.
 import math
 
 import torch
@@ -27,27 +29,29 @@ print(f"device: {device}, torch {torch.__version__}")
 # %%
 # The slopes
 # ----------
-# For ``Nh`` a power of two the slopes are the geometric sequence ``m_h = 2 ** (-8 (h + 1) / Nh)``,
-# ``h = 0 .. Nh-1``: from ``2 ** (-8 / Nh)`` down to ``2 ** -8``. Otherwise the paper takes the
-# ``P`` slopes of the largest power of two ``P < Nh``, then appends the first ``Nh - P`` slopes
-# of every other one of the ``2P``-head sequence (those fall halfway between, in log scale).
+# For ``Nh`` a power of two the slopes are the geometric sequence
+# ``m_h = 2 ** (-8 (h + 1) / Nh)``, ``h = 0 .. Nh-1``: from ``2 ** (-8 / Nh)`` down to
+# ``2 ** -8``. Otherwise the paper takes the ``P`` slopes of the largest power of two
+# ``P < Nh``, then appends the first ``Nh - P`` slopes of every other one of the
+# ``2P``-head sequence (those fall halfway between, in log scale).
 def alibi_slopes(Nh):
     """ALiBi slope of each head: (Nh,)."""
     P = 2 ** math.floor(math.log2(Nh))  # largest power of two <= Nh
     first = 2.0 ** (-8 * torch.arange(1, P + 1, device=device) / P)  # (P,)
-    # every other slope of the 2P sequence: 2 ** (-8 (2j + 1) / (2P)), j = 0 .. Nh - P - 1
+    # every other slope of the 2P sequence: 2 ** (-8 (2j + 1) / (2P)), j < Nh - P
     extra = 2.0 ** (-4 * (2 * torch.arange(Nh - P, device=device) + 1) / P)  # (Nh - P,)
     return torch.cat([first, extra])
 
 
 slopes8 = alibi_slopes(8)
 print("Nh = 8: ", [f"1/{round(1 / s)}" for s in slopes8.tolist()])
-assert torch.equal(slopes8, torch.tensor([2.0 ** -(h + 1) for h in range(8)], device=device))
+halving = torch.tensor([2.0 ** -(h + 1) for h in range(8)], device=device)  # (8,)
+assert torch.equal(slopes8, halving)  # powers of two: exact on every device
 
 
 # %%
-# For other head counts, compare with the procedure of the paper's code, written out in plain
-# Python (recursive, no torch) as an independent reference.
+# For other head counts, compare with the procedure of the paper's code, written out in
+# plain Python (recursive, no torch) as an independent reference.
 def get_slopes_reference(n):
     def power_of_2(n):
         start = 2 ** (-2 ** -(math.log2(n) - 3))  # 2 ** (-8 / n)
@@ -59,7 +63,8 @@ def get_slopes_reference(n):
     return power_of_2(closest) + get_slopes_reference(2 * closest)[0::2][: n - closest]
 
 
-print("Nh = 12:", [f"2^{math.log2(s):g}" for s in alibi_slopes(12).tolist()])
+log2_slopes = [math.log2(s) for s in alibi_slopes(12).tolist()]
+print("Nh = 12: log2(m_h) =", " ".join(f"{e:g}" for e in log2_slopes))
 for n in range(1, 65):
     ref = torch.tensor(get_slopes_reference(n), device=device)
     torch.testing.assert_close(alibi_slopes(n), ref)
@@ -70,15 +75,16 @@ print("alibi_slopes(Nh) matches the reference procedure for Nh = 1 .. 64")
 # The bias as an attention mask
 # -----------------------------
 # ``bias[h, l, m] = -m_h * (l - m)`` for keys at or before the query, ``-inf`` after it
-# (causal, as in the paper). It is added to ``q.k / sqrt(Dh)``, which is what an additive float
-# ``attn_mask`` of shape ``(Nh, L, L)`` does in ``scaled_dot_product_attention``; it broadcasts
-# over the batch.
+# (causal, as in the paper). It is added to ``q.k / sqrt(Dh)``, which is what an
+# additive float ``attn_mask`` of shape ``(Nh, L, L)`` does in
+# ``scaled_dot_product_attention``; it broadcasts over the batch.
 def alibi_bias(pos, slopes, causal=True):
     """ALiBi bias from integer positions pos (L,) and slopes (Nh,): (Nh, L, L)."""
     rel = (pos[:, None] - pos[None, :]).to(slopes.dtype)  # (L, L), l - m
     if not causal:
         return -slopes[:, None, None] * rel.abs()  # (Nh, L, L), symmetric
-    return (-slopes[:, None, None] * rel).masked_fill(rel < 0, float("-inf"))  # (Nh, L, L)
+    bias = -slopes[:, None, None] * rel  # (Nh, L, L)
+    return bias.masked_fill(rel < 0, float("-inf"))  # keys after the query: -inf
 
 
 B, L, Nh, Dh = 2, 64, 8, 16
@@ -87,81 +93,94 @@ pos = torch.arange(L, device=device)  # (L,)
 bias = alibi_bias(pos, slopes)  # (Nh, L, L)
 q, k, v = torch.randn(3, B, Nh, L, Dh, device=device).unbind(0)  # each (B, Nh, L, Dh)
 
-fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias)  # (B, Nh, L, Dh)
+# %%
+# On CUDA a float ``attn_mask`` rules out the flash kernel, and float32 inputs get the
+# memory-efficient one; on CPU the math path. The explicit computation fuses nothing;
+# both are float32, compared at float32's default tolerances on every device.
+sdpa = torch.nn.functional.scaled_dot_product_attention
+fused = sdpa(q, k, v, attn_mask=bias)  # (B, Nh, L, Dh)
 logits = torch.einsum("bhld,bhmd->bhlm", q, k) / math.sqrt(Dh) + bias  # (B, Nh, L, L)
 explicit = torch.einsum("bhlm,bhmd->bhld", logits.softmax(dim=-1), v)  # (B, Nh, L, Dh)
-print(f"max|SDPA(attn_mask=bias) - explicit| = {(fused - explicit).abs().max().item():.2e}")
+print(f"max|SDPA(attn_mask=bias) - explicit| = "
+      f"{(fused - explicit).abs().max().item():.2e}")
 torch.testing.assert_close(fused, explicit)
 
 # %%
-# The ``-inf`` sits on the right side: with all slopes zero, the bias is just the causal mask.
+# The ``-inf`` sits on the right side: with all slopes zero, the bias is just the causal
+# mask.
 no_slope = alibi_bias(pos, torch.zeros_like(slopes))  # (Nh, L, L)
-causal = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-zero_gap = (torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=no_slope)
-            - causal).abs().max().item()
+causal = sdpa(q, k, v, is_causal=True)  # (B, Nh, L, Dh)
+masked = sdpa(q, k, v, attn_mask=no_slope)  # (B, Nh, L, Dh)
+zero_gap = (masked - causal).abs().max().item()
 print(f"slopes = 0: max|SDPA(attn_mask) - SDPA(is_causal=True)| = {zero_gap:.2e}")
-torch.testing.assert_close(
-    torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=no_slope), causal)
+torch.testing.assert_close(masked, causal)
 
 # %%
 # Only offsets matter
 # -------------------
-# The bias is a Toeplitz matrix per head: its entries are a table ``f_h(l - m)`` looked up by
-# the offset, so every diagonal is constant. Building it from positions shifted by 1000 gives
-# the same tensor bit for bit: nothing absolute enters ALiBi.
+# The bias is a Toeplitz matrix per head: its entries are a table ``f_h(l - m)`` looked
+# up by the offset, so every diagonal is constant. Building it from positions shifted by
+# 1000 gives the same tensor bit for bit: nothing absolute enters ALiBi.
 d = torch.arange(-(L - 1), L, device=device)  # (2L - 1,), every offset l - m
 table = (-slopes[:, None] * d).masked_fill(d < 0, float("-inf"))  # (Nh, 2L - 1), f_h(d)
 lookup = table[:, pos[:, None] - pos[None, :] + L - 1]  # (Nh, L, L), f_h(l - m)
 print(f"bias == table[l - m]: {torch.equal(bias, lookup)}; diagonals constant: "
-      f"{torch.equal(bias[:, 1:, 1:], bias[:, :-1, :-1])}; "
-      f"shift by 1000 changes nothing: {torch.equal(alibi_bias(pos + 1000, slopes), bias)}")
+      f"{torch.equal(bias[:, 1:, 1:], bias[:, :-1, :-1])}")
+print(f"shift by 1000 changes nothing: "
+      f"{torch.equal(alibi_bias(pos + 1000, slopes), bias)}")
 assert torch.equal(bias, lookup)
 assert torch.equal(bias[:, 1:, 1:], bias[:, :-1, :-1])
 assert torch.equal(alibi_bias(pos + 1000, slopes), bias)
 
 # %%
-# The paper's code adds ``m_h * m`` (the key position only, the same row for every query)
-# instead. That differs from ``-m_h * (l - m)`` by ``-m_h * l``, a constant along each row, and
-# softmax ignores constants per row: a different mask, the same attention.
-key_only = (slopes[:, None, None] * pos.to(slopes.dtype)).expand(Nh, L, L)  # (Nh, L, L), m_h * m
-key_only = key_only.masked_fill(torch.isinf(bias), float("-inf"))
-mask_gap = (key_only - bias)[:, -1, 0].abs().max().item()  # at l = L-1, m = 0: m_h * (L-1)
-out_key_only = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=key_only)
+# The paper's code adds ``m_h * m`` (the key position only, the same row for every
+# query) instead. That differs from ``-m_h * (l - m)`` by ``-m_h * l``, a constant along
+# each row, and softmax ignores constants per row: a different mask, the same attention.
+key_only = (slopes[:, None, None] * pos.to(slopes.dtype)).expand(Nh, L, L)  # m_h * m
+key_only = key_only.masked_fill(torch.isinf(bias), float("-inf"))  # (Nh, L, L)
+mask_gap = (key_only - bias)[:, -1, 0].abs().max().item()  # l = L-1, m = 0: m_h (L-1)
+out_key_only = sdpa(q, k, v, attn_mask=key_only)  # (B, Nh, L, Dh)
 print(f"masks differ by up to {mask_gap:.1f}; max|output difference| = "
       f"{(out_key_only - fused).abs().max().item():.2e}")
-assert mask_gap > 1.0
+assert mask_gap > 1.0  # 31.5
 torch.testing.assert_close(out_key_only, fused)
 
 # %%
 # Steeper heads look more locally
 # -------------------------------
-# Give every token the same query and key: ``q.k / sqrt(Dh)`` is then the same for every pair,
-# and the bias alone decides the weights. The last query ``l = L-1`` sees keys at distance
-# ``d = 0 .. L-1``, so its weights are ``r**d (1 - r) / (1 - r**L)`` with ``r = exp(-m_h)``: a
-# normalized geometric sequence. Passing ``v = eye(L)`` makes SDPA return the weights themselves.
-same = torch.randn(Dh, device=device).expand(B, Nh, L, Dh)  # (B, Nh, L, Dh), identical tokens
-eye = torch.eye(L, device=device).expand(B, Nh, L, L)  # (B, Nh, L, L) as values: out = weights
-weights = torch.nn.functional.scaled_dot_product_attention(same, same, eye, attn_mask=bias)
+# Give every token the same query and key: ``q.k / sqrt(Dh)`` is then the same for every
+# pair, and the bias alone decides the weights. The last query ``l = L-1`` sees keys at
+# distance ``d = 0 .. L-1``, so its weights are ``r**d (1 - r) / (1 - r**L)`` with
+# ``r = exp(-m_h)``: a normalized geometric sequence. Passing ``v = eye(L)`` makes SDPA
+# return the weights themselves.
+same = torch.randn(Dh, device=device).expand(B, Nh, L, Dh)  # (B, Nh, L, Dh), all equal
+eye = torch.eye(L, device=device).expand(B, Nh, L, L)  # as values: out = weights
+weights = sdpa(same, same, eye, attn_mask=bias)  # (B, Nh, L, L)
 last = weights[0, :, -1].flip(-1)  # (Nh, L), weight at distance d = 0 .. L-1
 dist = torch.arange(L, device=device)  # (L,)
 r = torch.exp(-slopes)[:, None]  # (Nh, 1)
 closed = r**dist * (1 - r) / (1 - r**L)  # (Nh, L)
-print(f"max|SDPA weights - r^d (1 - r) / (1 - r^L)| = {(last - closed).abs().max().item():.2e}")
-print("weight on the query itself, per head:", [f"{w:.3f}" for w in last[:, 0].tolist()])
+print(f"max|SDPA weights - r^d (1 - r) / (1 - r^L)| = "
+      f"{(last - closed).abs().max().item():.2e}")
+print("weight on the query itself, per head:",
+      " ".join(f"{w:.3f}" for w in last[:, 0].tolist()))
 torch.testing.assert_close(last, closed)
 
 # %%
-# On a log scale each head's weights fall on a straight line of slope ``-m_h``: the steepest head
-# (``m = 1/2``) puts ``1 - exp(-1/2)``, 39%, of its weight on the query itself and less than
-# ``1e-4`` on any key beyond 20 tokens; the shallowest (``m = 1/256``) is nearly uniform, its
-# weights varying by only ``exp(63/256) = 1.28`` times over all 64 keys.
+# On a log scale each head's weights fall on a straight line of slope ``-m_h``: the
+# steepest head (``m = 1/2``) puts ``1 - exp(-1/2)``, 39%, of its weight on the query
+# itself and less than ``1e-4`` on any key beyond 20 tokens; the shallowest
+# (``m = 1/256``) is nearly uniform, its weights varying by only ``exp(63/256) = 1.28``
+# times over all 64 keys.
 import matplotlib.pyplot as plt
 
 spread = (last[-1].max() / last[-1].min()).item()
 print(f"m = 1/2: weight on itself {last[0, 0]:.3f}, largest beyond 20 tokens "
-      f"{last[0, 21:].max():.1e}; m = 1/256: max/min weight {spread:.3f}")
+      f"{last[0, 21:].max():.1e}")
+print(f"m = 1/256: max/min weight {spread:.3f}")
 torch.testing.assert_close(last[0, 0], 1 - torch.exp(torch.tensor(-0.5, device=device)))
-assert last[0, 21:].max() < 1e-4 and abs(spread - math.exp(63 / 256)) < 1e-3
+assert last[0, 21:].max() < 1e-4  # 1.1e-5
+assert abs(spread - math.exp(63 / 256)) < 1e-3  # 1.279 vs exp(63/256) = 1.279
 
 fig, ax = plt.subplots()
 for h in range(Nh):
@@ -179,16 +198,17 @@ plt.show()
 # %%
 # The symmetric variant
 # ---------------------
-# Encoders, where every token sees every other, use ``-m_h * |l - m|`` without the causal mask.
-# For identical tokens, the middle query's weights are then ``exp(-m_h |d|)``, normalized, on
-# both sides.
+# Encoders, where every token sees every other, use ``-m_h * |l - m|`` without the
+# causal mask. For identical tokens, the middle query's weights are then
+# ``exp(-m_h |d|)``, normalized, on both sides.
 sym = alibi_bias(pos, slopes, causal=False)  # (Nh, L, L)
 mid = L // 2
-w_sym = torch.nn.functional.scaled_dot_product_attention(same, same, eye, attn_mask=sym)
+w_sym = sdpa(same, same, eye, attn_mask=sym)  # (B, Nh, L, L)
 expected = torch.exp(-slopes[:, None] * (dist - mid).abs())  # (Nh, L)
 expected = expected / expected.sum(dim=-1, keepdim=True)
-print(f"symmetric: bias == bias^T {torch.equal(sym, sym.transpose(1, 2))}; max|SDPA weights of "
-      f"query {mid} - exp(-m|d|)/Z| = {(w_sym[0, :, mid] - expected).abs().max().item():.2e}")
+print(f"symmetric: bias == bias^T {torch.equal(sym, sym.transpose(1, 2))}; "
+      f"max|SDPA weights of query {mid} - exp(-m|d|)/Z| = "
+      f"{(w_sym[0, :, mid] - expected).abs().max().item():.2e}")
 assert torch.equal(sym, sym.transpose(1, 2))
 torch.testing.assert_close(w_sym[0, :, mid], expected)
 
@@ -196,5 +216,5 @@ torch.testing.assert_close(w_sym[0, :, mid], expected)
 # References
 # ----------
 # ``torch.nn.functional.scaled_dot_product_attention`` (``attn_mask``, ``is_causal``),
-# ``torch.einsum``. Press, Smith and Lewis, *Train Short, Test Long: Attention with Linear Biases
-# Enables Input Length Extrapolation* (ICLR 2022).
+# ``torch.einsum``. Press, Smith and Lewis, *Train Short, Test Long: Attention with
+# Linear Biases Enables Input Length Extrapolation* (ICLR 2022).
