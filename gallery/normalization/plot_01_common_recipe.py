@@ -2,12 +2,13 @@
 The common recipe, and where eps goes
 =====================================
 
-Every layer in this chapter computes ``Y = (X - mean) / sqrt(var + eps) * weight +
-bias``. They differ in three choices only: the dims reduced, whether running statistics
-are tracked, and the shape of the affine parameters. This page proves the chapter's
-comparison table cell by cell against PyTorch's own modules, draws which entries share a
-statistic in each layer, and proves that PyTorch puts ``eps`` *inside* the square root,
-where the source notes put it outside.
+Every layer in this chapter computes
+``Y = (X - mean) / sqrt(var + eps) * weight + bias``. They differ in three choices only:
+the dims reduced, whether running statistics are tracked, and the shape of the affine
+parameters. This page proves the chapter's comparison table cell by cell against
+PyTorch's own modules, draws which entries share a statistic in each layer, and proves
+that PyTorch puts ``eps`` *inside* the square root, where the source notes put it
+outside.
 """
 
 # %%
@@ -108,9 +109,9 @@ assert gap_blind > 1e-3  # measured 2e-3
 # The picture the notes had, computed from the ``reductions`` above rather than drawn by
 # hand. Fill one ``(b, c)`` cell (all of its ``H x W`` values) with ones and everything
 # else with zeros, then take the mean over the layer's dims: it is non-zero exactly on
-# the cells whose statistic includes that cell. Every reduction here covers all of ``(H,
-# W)`` (asserted), so a cell stands for a whole ``H x W`` map and the picture is a ``B x
-# C`` grid. (GroupNorm's dims are those of its ``(B, G, C/G, H, W)`` view.)
+# the cells whose statistic includes that cell. Every reduction here covers all of
+# ``(H, W)`` (asserted), so a cell stands for a whole ``H x W`` map and the picture is a
+# ``B x C`` grid. (GroupNorm's dims are those of its ``(B, G, C/G, H, W)`` view.)
 def shared_sets(view, dims):
     """(B, C) labels, equal for two cells iff one mean and variance covers both."""
     label = torch.full((B, C), -1)
@@ -211,10 +212,11 @@ assert fresh["BatchNorm2d"].momentum == 0.1 and fresh["InstanceNorm2d"].momentum
 # %%
 # ``eps`` goes inside the square root
 # -----------------------------------
-# The source notes write the recipe as ``(X - X.mean()) / (X.var(unbiased=False).sqrt()
-# + eps)``. That is a different function: it adds ``eps`` to the standard deviation,
-# PyTorch adds it to the variance. At unit variance the two agree to about ``eps / 2``
-# relative, which is why the slip goes unnoticed.
+# The source notes write the recipe as
+# ``(X - X.mean()) / (X.var(unbiased=False).sqrt() + eps)``. That is a different
+# function: it adds ``eps`` to the standard deviation, PyTorch adds it to the variance.
+# At unit variance the two agree to about ``eps / 2`` relative, which is why the slip
+# goes unnoticed.
 
 
 def normalize_notes(x, dims, eps=1e-5):
@@ -251,10 +253,10 @@ assert y_notes.std() > 3 * y_torch.std(), "eps placement no longer matters?"
 # The whole curve
 # ---------------
 # Sweep the input standard deviation ``s`` over eight decades. For zero-mean data with
-# biased standard deviation ``s``, the output standard deviation is ``s / sqrt(s**2 +
-# eps)`` with eps inside, and ``s / (s + eps)`` with eps outside. BatchNorm's measured
-# output follows the first curve and the notes' function the second, to the last digit
-# (float64, so the sweep itself adds no rounding).
+# biased standard deviation ``s``, the output standard deviation is
+# ``s / sqrt(s**2 + eps)`` with eps inside, and ``s / (s + eps)`` with eps outside.
+# BatchNorm's measured output follows the first curve and the notes' function the
+# second, to the last digit (float64, so the sweep itself adds no rounding).
 eps = 1e-5
 s = torch.logspace(-6, 1, 29, dtype=torch.float64)
 z = torch.randn(256, 1, dtype=torch.float64)

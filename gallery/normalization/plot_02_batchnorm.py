@@ -158,10 +158,10 @@ else:
 # The update rule, step by step
 # -----------------------------
 # In training mode each forward call also updates the buffers. PyTorch's ``momentum``
-# (default 0.1) weighs the *new* batch statistic: ``running = (1 - momentum) * running +
-# momentum * batch_stat``, starting from mean 0, var 1. The variance fed to the average
-# is the *unbiased* one (divide by n - 1), although the normalization itself uses the
-# biased one.
+# (default 0.1) weighs the *new* batch statistic:
+# ``running = (1 - momentum) * running + momentum * batch_stat``, starting from mean 0,
+# var 1. The variance fed to the average is the *unbiased* one (divide by n - 1),
+# although the normalization itself uses the biased one.
 bn = torch.nn.BatchNorm2d(C).to(device)
 assert bn.momentum == 0.1
 assert torch.equal(bn.running_mean, torch.zeros(C, device=device))
@@ -212,9 +212,9 @@ torch.testing.assert_close(ratio, torch.full_like(ratio, n / (n - 1)))
 # %%
 # ``momentum=None``: a plain average
 # ----------------------------------
-# With ``momentum=None`` the k-th training batch is weighted ``1 / k`` (PyTorch uses ``1
-# / num_batches_tracked``). The first factor is ``1 / 1``, so the initial 0 and 1 are
-# thrown away, and after k batches the buffers are the plain averages of the k batch
+# With ``momentum=None`` the k-th training batch is weighted ``1 / k`` (PyTorch uses
+# ``1 / num_batches_tracked``). The first factor is ``1 / 1``, so the initial 0 and 1
+# are thrown away, and after k batches the buffers are the plain averages of the k batch
 # means and of the k unbiased batch variances.
 bn = torch.nn.BatchNorm2d(C, momentum=None).to(device)
 for xb in batches:
@@ -269,9 +269,9 @@ torch.testing.assert_close(ours, ref)
 # The notes' two EMA forms are one update
 # ---------------------------------------
 # The blog notes write the moving average twice, the second as "more efficient":
-# ``moving = moving * momentum + batch * (1 - momentum)`` and ``moving -= (moving -
-# batch) * (1 - momentum)``. Expanding the second gives the first, so they agree to
-# rounding over any sequence of steps.
+# ``moving = moving * momentum + batch * (1 - momentum)`` and
+# ``moving -= (moving - batch) * (1 - momentum)``. Expanding the second gives the first,
+# so they agree to rounding over any sequence of steps.
 momentum = 0.99
 form_1 = torch.zeros(C, device=device)
 form_2 = torch.zeros(C, device=device)
@@ -372,10 +372,11 @@ assert (bn_k.running_var / keras_var - 1).min() > 0.05  # measured 0.12 to 0.13
 
 # %%
 # A trained Keras model is reproduced by copying its buffers (and gamma, beta) into a
-# PyTorch module built with ``eps=1e-3``: in inference Keras computes ``gamma * (x -
-# moving_mean) / sqrt(moving_variance + epsilon) + beta``. With PyTorch's default
-# ``eps=1e-5`` the outputs differ by about ``(1e-3 - 1e-5) / (2 * moving_variance)``,
-# relative: small, but far above float64's tolerance.
+# PyTorch module built with ``eps=1e-3``: in inference Keras computes
+# ``gamma * (x - moving_mean) / sqrt(moving_variance + epsilon) + beta``. With PyTorch's
+# default ``eps=1e-5`` the outputs differ by about
+# ``(1e-3 - 1e-5) / (2 * moving_variance)``, relative: small, but far above float64's
+# tolerance.
 gamma = torch.randn(C, device=device, dtype=f64)
 beta = torch.randn(C, device=device, dtype=f64)
 x_test = 3 + 2 * torch.randn(B, C, H, W, device=device, dtype=f64)  # (B, C, H, W)

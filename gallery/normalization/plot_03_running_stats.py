@@ -76,15 +76,16 @@ for m, (running_mean, running_var) in history.items():
 # %%
 # The expectation in closed form
 # ------------------------------
-# Taking expectations of the recursion gives ``E[running_t] = target + (start - target)
-# * (1 - m)**t``: the distance to the target shrinks by ``(1 - m)`` per step, to ``1 /
-# e`` of the start after ``1 / m`` steps. For the variance the target is exactly
-# ``sigma**2`` because the update uses the unbiased batch variance. The channel average
-# must lie within 5 standard errors of this curve at every step. The standard error uses
-# the *stationary* variance of the moving average, ``m / (2 - m)`` times the variance of
-# one batch statistic (``sigma**2 / B`` for the mean, ``2 sigma**4 / (B - 1)`` for the
-# unbiased variance), divided by ``C`` replicates. Before convergence fewer batches have
-# entered the average, and its variance is lower, so this bound is conservative.
+# Taking expectations of the recursion gives
+# ``E[running_t] = target + (start - target) * (1 - m)**t``: the distance to the target
+# shrinks by ``(1 - m)`` per step, to ``1 / e`` of the start after ``1 / m`` steps. For
+# the variance the target is exactly ``sigma**2`` because the update uses the unbiased
+# batch variance. The channel average must lie within 5 standard errors of this curve at
+# every step. The standard error uses the *stationary* variance of the moving average,
+# ``m / (2 - m)`` times the variance of one batch statistic (``sigma**2 / B`` for the
+# mean, ``2 sigma**4 / (B - 1)`` for the unbiased variance), divided by ``C``
+# replicates. Before convergence fewer batches have entered the average, and its
+# variance is lower, so this bound is conservative.
 steps = torch.arange(1, T + 1, device=device)  # (T,)
 
 

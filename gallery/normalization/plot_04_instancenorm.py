@@ -101,10 +101,10 @@ print((y1 - y2).norm())
 
 # %%
 # At unit variance that check cannot see ``eps``: ``eps`` moves these outputs by about
-# ``eps / 2 = 5e-6`` relative, under float32's tolerance, so it would pass with ``+
-# eps`` deleted. The notes' formula, line for line, on the same ``x`` scaled to variance
-# ``~1e-4`` (where ``eps`` is a 10 % term) still matches the module; without ``eps`` it
-# would not.
+# ``eps / 2 = 5e-6`` relative, under float32's tolerance, so it would pass with
+# ``+ eps`` deleted. The notes' formula, line for line, on the same ``x`` scaled to
+# variance ``~1e-4`` (where ``eps`` is a 10 % term) still matches the module; without
+# ``eps`` it would not.
 x_small = 0.01 * x  # (2, 3, 2, 2), variance ~1e-4
 mean = x_small.mean(dim=[2,3], keepdim=True)
 var = x_small.var(dim=[2,3], unbiased=False, keepdim=True)
@@ -249,10 +249,10 @@ torch.testing.assert_close(group(x), inst(x))
 # A batch of "images" whose every sample has its own brightness (mean) and contrast
 # (std) per channel, as photos taken under different light would. BatchNorm shares one
 # mean and std per channel across the batch, so the spread between samples survives;
-# InstanceNorm maps every ``(sample, channel)`` to mean 0 and std ``sqrt(var / (var +
-# eps))``, which is 1 unless the contrast is low. Float64 throughout, so that
-# subtracting a brightness of order 1 from values that vary by 0.01 costs no visible
-# rounding.
+# InstanceNorm maps every ``(sample, channel)`` to mean 0 and std
+# ``sqrt(var / (var + eps))``, which is 1 unless the contrast is low. Float64
+# throughout, so that subtracting a brightness of order 1 from values that vary by 0.01
+# costs no visible rounding.
 import matplotlib.pyplot as plt
 
 g = torch.Generator(device=device).manual_seed(1)
