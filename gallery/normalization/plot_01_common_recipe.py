@@ -165,6 +165,29 @@ fig.suptitle("BatchNorm pools samples, LayerNorm pools channels, InstanceNorm "
              "neither,\nGroupNorm channel groups: one colour = one mean and variance")
 plt.show()
 
+# %%
+# What the channels are
+# ---------------------
+# For images the notes say "the channel dimension is the RGB channel". That holds at the
+# input only. After the first convolution ``C`` counts learned feature maps, and a
+# BatchNorm there keeps one mean and variance per feature map, not per colour. A 3 -> 64
+# convolution as an example (shapes only: no values are compared, so TF32 convolutions
+# on a GPU change nothing here); a BatchNorm sized for RGB refuses its output.
+conv = torch.nn.Conv2d(3, 64, kernel_size=3, padding=1).to(device)
+rgb = torch.randn(2, 3, 8, 8, device=device)  # (B, 3, H, W): red, green, blue
+features = conv(rgb)  # (B, 64, H, W): learned feature maps
+bn_features = torch.nn.BatchNorm2d(64).to(device)
+bn_features(features)
+print(f"input {tuple(rgb.shape)} -> conv -> {tuple(features.shape)}; "
+      f"BatchNorm2d(64).running_mean {tuple(bn_features.running_mean.shape)}")
+assert features.shape[1] == 64 and bn_features.running_mean.shape == (64,)
+try:
+    torch.nn.BatchNorm2d(3).to(device)(features)
+except RuntimeError as err:
+    print(f"BatchNorm2d(3) on the features raises RuntimeError:\n    {err}")
+else:
+    raise AssertionError("a 3-channel BatchNorm accepted 64 channels")
+
 
 # %%
 # The table's other cells, read from the modules
