@@ -294,7 +294,7 @@ print(f"spread of per-sample std: BatchNorm {bn_spread:.2f}, "
 assert bn_spread > 0.2
 ax.set_xlabel(f"mean of one (sample, channel) over H×W ({B_fig}×{C} points per colour)")
 ax.set_ylabel("std of one (sample, channel) over H×W")
-ax.set_title("InstanceNorm sends every sample-channel to mean 0, std 1;\n"
+ax.set_title("InstanceNorm sends every sample-channel to mean 0, std ≈ 1;\n"
              "BatchNorm leaves the spread between samples")
 ax.legend(loc="upper right")
 plt.show()
