@@ -184,9 +184,12 @@ for bias in (False, True):
 # et al., 2023).
 import matplotlib.pyplot as plt
 
-scales = torch.logspace(-0.5, 1.5, 17)
-with_norm = torch.tensor([max_logit(s, 1.0) for s in scales])
-without = torch.tensor([max_logit(s, 1.0, qk_norm=False) for s in scales])
+scales = torch.logspace(-0.5, 1.5, 17).tolist()
+z_with = [attention_logits(s) for s in scales]  # each (B, Nh, L, L)
+z_without = [attention_logits(s, qk_norm=False) for s in scales]
+with_norm = torch.tensor([z.abs().max().item() for z in z_with])
+without = torch.tensor([z.abs().max().item() for z in z_without])
+scales = torch.tensor(scales)
 ratio = without / scales**2
 print(f"without QK-norm, max|logit| / s^2 in [{ratio.min():.5f}, {ratio.max():.5f}]")
 
@@ -196,8 +199,7 @@ with torch.no_grad():
     var_k = split_heads(W_k(x)).var(dim=-1, unbiased=False).min().item()
 s_min = scales[0].item()
 bound = math.sqrt(Dh) * eps_ln / (2 * s_min**2) * (1 / var_q + 1 / var_k)
-z_top = attention_logits(scales[-1].item())  # (B, Nh, L, L)
-move = max((attention_logits(s.item()) - z_top).abs().max().item() for s in scales)
+move = max((z - z_with[-1]).abs().max().item() for z in z_with)
 print(f"with QK-norm: max|logit| in [{with_norm.min():.4f}, {with_norm.max():.4f}]")
 print(f"              largest move of any logit {move:.1e}, bound {bound:.1e}")
 assert move <= bound + 1e-5  # + float32 rounding of logits of size ~4 (default atol)
@@ -230,14 +232,14 @@ plt.show()
 # entropy does not move with ``s``: for a row of logits ``z``,
 # ``dH/dz_m = -p_m (z_m - sum_j p_j z_j)``, so moving every logit by at most ``bound``
 # moves ``H`` by at most ``bound * (max z - min z) <= bound * 2 sqrt(Dh)``.
-def mean_entropy(s, qk_norm=True):
-    """Mean entropy (nats) of the attention rows with weights scaled by s."""
-    log_p = attention_logits(s, 1.0, qk_norm).log_softmax(dim=-1)  # (B, Nh, L, L)
+def mean_entropy(z):
+    """Mean entropy (nats) of the attention rows of logits z (B, Nh, L, L)."""
+    log_p = z.log_softmax(dim=-1)  # (B, Nh, L, L)
     return -(log_p.exp() * log_p).sum(dim=-1).mean().item()
 
 
-H_with = torch.tensor([mean_entropy(s) for s in scales])
-H_without = torch.tensor([mean_entropy(s, qk_norm=False) for s in scales])
+H_with = torch.tensor([mean_entropy(z) for z in z_with])
+H_without = torch.tensor([mean_entropy(z) for z in z_without])
 floor = math.log(1 + (L - 1) * math.exp(-2 * math.sqrt(Dh)))
 print(f"log(L) = {math.log(L):.3f}, guaranteed floor = {floor:.4f} nats")
 H_bound = (bound + 1e-5) * 2 * math.sqrt(Dh)
