@@ -2,18 +2,22 @@
 BatchNorm 1d, 2d, 3d: training, eval and the running statistics
 ===============================================================
 
-In training mode BatchNorm normalizes each channel with the mean and the biased variance of the
-current batch; in eval mode it uses two running averages instead. This page proves the training
-forward pass for 1d, 2d and 3d inputs with affine parameters, fixes the notes' eval-mode snippet
-(it crashes), and pins down the running-statistics update exactly: PyTorch's momentum convention,
-the unbiased variance it feeds the average, ``momentum=None``, ``num_batches_tracked``,
-``track_running_stats=False``, and how the notes' Keras-style momentum of 0.99 maps onto PyTorch.
+In training mode BatchNorm normalizes each channel with the mean and the biased variance
+of the current batch; in eval mode it uses two running averages instead. This page
+proves the training forward pass for 1d, 2d and 3d inputs with affine parameters, fixes
+the notes' eval-mode snippet (it crashes), and pins down the running-statistics update
+exactly: PyTorch's momentum convention, the unbiased variance it feeds the average,
+``momentum=None``, ``num_batches_tracked``, ``track_running_stats=False``, how the
+notes' Keras-style momentum of 0.99 maps onto PyTorch, and what reproducing a Keras
+model takes.
 """
 
 # %%
 # Setup
 # -----
-# Every page picks its device at run time and prints it; each claim holds on CPU and GPU.
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The proof ledger
+# (:doc:`/chapters/ledger`) shows on which devices this page was verified.
 import torch
 
 torch.manual_seed(0)
@@ -24,12 +28,13 @@ print(f"device: {device}, torch {torch.__version__}")
 # %%
 # Training mode from scratch, for any number of dims
 # --------------------------------------------------
-# BatchNorm reduces over every dim except dim 1 (channels): batch, length, height, width, depth.
-# It normalizes with the *biased* variance (divide by n) and ``eps`` inside the square root, then
-# scales and shifts each channel. The affine parameters have shape ``(C,)``, so they are
-# broadcast as ``weight[None, :, None, None]`` for a 4-d input, and so on.
+# BatchNorm reduces over every dim except dim 1 (channels): batch, length, height,
+# width, depth. It normalizes with the *biased* variance (divide by n) and ``eps``
+# inside the square root, then scales and shifts each channel. The affine parameters
+# have shape ``(C,)``, so they are broadcast as ``weight[None, :, None, None]`` for a
+# 4-d input, and so on.
 def batch_norm_train(x, weight, bias, eps=1e-5):
-    """Training-mode BatchNorm of x (B, C, *), statistics per channel; same shape as x."""
+    """Training-mode BatchNorm of x (B, C, *), statistics per channel; x's shape."""
     dims = [d for d in range(x.dim()) if d != 1]
     mean = x.mean(dim=dims, keepdim=True)  # (1, C, 1, ...)
     var = x.var(dim=dims, unbiased=False, keepdim=True)  # (1, C, 1, ...)
@@ -39,20 +44,22 @@ def batch_norm_train(x, weight, bias, eps=1e-5):
 
 
 # %%
-# Only a handful of values per channel (n = 8 or 16), as in the notes: with so few samples the
-# biased and unbiased variances differ by n / (n - 1), at least 7 %, so the check below would
-# catch the wrong one. Weights and biases are set to random values so the affine part is tested.
+# Only a handful of values per channel (n = 8 or 16), as in the notes: with so few
+# samples the unbiased variance is n / (n - 1) times the biased one, 14.3 % larger for n
+# = 8 and 6.7 % for n = 16, so the check below would catch the wrong one. The values are
+# ``0.01 * randn`` (variance ``~1e-4``, ten times ``eps``), so that ``eps`` moves the
+# output by ~5 %; the last column is the gap with ``eps`` dropped. Weights and biases
+# are random, so the affine part is tested too.
 C = 3
 inputs = {
-    "BatchNorm1d (B, C)": (torch.nn.BatchNorm1d(C), torch.randn(8, C, device=device)),
-    "BatchNorm1d (B, C, L)": (torch.nn.BatchNorm1d(C), torch.randn(2, C, 4, device=device)),
-    "BatchNorm2d (B, C, H, W)": (torch.nn.BatchNorm2d(C), torch.randn(2, C, 2, 2, device=device)),
-    "BatchNorm3d (B, C, T, H, W)": (
-        torch.nn.BatchNorm3d(C),
-        torch.randn(2, C, 2, 2, 2, device=device),
-    ),
+    "BatchNorm1d (B, C)": (torch.nn.BatchNorm1d(C), (8, C)),
+    "BatchNorm1d (B, C, L)": (torch.nn.BatchNorm1d(C), (2, C, 4)),
+    "BatchNorm2d (B, C, H, W)": (torch.nn.BatchNorm2d(C), (2, C, 2, 2)),
+    "BatchNorm3d (B, C, T, H, W)": (torch.nn.BatchNorm3d(C), (2, C, 2, 2, 2)),
 }
-for name, (bn, x) in inputs.items():
+larger = {8: 14.3, 16: 6.7}  # % by which the unbiased variance exceeds the biased one
+for name, (bn, shape) in inputs.items():
+    x = 0.01 * torch.randn(shape, device=device)  # variance ~1e-4
     bn = bn.to(device)
     with torch.no_grad():
         bn.weight.copy_(torch.randn(C, device=device))
@@ -60,8 +67,14 @@ for name, (bn, x) in inputs.items():
     assert bn.training  # a fresh module is in training mode
     ref = bn(x)
     ours = batch_norm_train(x, bn.weight, bn.bias, eps=bn.eps)
-    print(f"{name:28s} n={x.numel() // C:2d}  max|ours - torch| = {(ours - ref).abs().max():.2e}")
+    blind = batch_norm_train(x, bn.weight, bn.bias, eps=0.0)
+    n = x.numel() // C
+    gap, gap_blind = (ours - ref).abs().max(), (blind - ref).abs().max()
+    print(f"{name:27s} n={n:2d} (+{100 * (n / (n - 1) - 1):4.1f} %): "
+          f"|ours - torch| {gap:.1e}, no eps {gap_blind:.1e}")
     torch.testing.assert_close(ours, ref)
+    assert round(100 * (n / (n - 1) - 1), 1) == larger[n]
+    assert gap_blind > 1e-2  # measured 0.05 to 0.18: eps is visible at this variance
 
 
 # %%
@@ -78,27 +91,34 @@ def custom_batch_norm_2d_evalmode(input, running_mean, running_var, eps):
 
 
 # %%
-# It never gets to compare anything: ``var`` is read on the right-hand side before it is assigned
-# (it meant ``running_var``), and since ``var`` is assigned in the function Python treats it as a
-# local name, so the call raises ``UnboundLocalError``.
+# It never gets to compare anything: ``var`` is read on the right-hand side before it is
+# assigned (it meant ``running_var``), and since ``var`` is assigned in the function
+# Python treats it as a local name, so the call raises ``UnboundLocalError``. The module
+# below is trained on three batches of mean 0 and standard deviation 0.01 with
+# ``momentum=None`` (explained below: the buffers become the plain averages of the
+# batches' statistics), so that ``running_var`` is ``~1e-4`` and ``eps`` matters in eval
+# mode too.
 B, H, W = 2, 2, 2
-bn = torch.nn.BatchNorm2d(C, affine=False).to(device)
-for _ in range(3):  # a few training batches (mean 1, std 2) move the running statistics
-    bn(1 + 2 * torch.randn(B, C, H, W, device=device))
+bn = torch.nn.BatchNorm2d(C, affine=False, momentum=None).to(device)
+for _ in range(3):
+    bn(0.01 * torch.randn(B, C, H, W, device=device))
+print("running_mean", ", ".join(f"{v:.1e}" for v in bn.running_mean.tolist()))
+print("running_var ", ", ".join(f"{v:.1e}" for v in bn.running_var.tolist()))
 bn.eval()
-x = 1 + 2 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W)
+x = 0.02 + 0.01 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W), shifted 2 std
 try:
     custom_batch_norm_2d_evalmode(x, bn.running_mean, bn.running_var, bn.eps)
 except UnboundLocalError as err:
-    print(f"notes' eval-mode snippet: UnboundLocalError: {err}")
+    print(f"notes' eval-mode snippet raised UnboundLocalError:\n    {err}")
 else:
     raise AssertionError("expected the notes' snippet to fail")
 
 
 # %%
-# The fix reads ``running_var``. Eval mode then matches ``bn.eval()``, and differs clearly from
-# normalizing with the batch's own statistics: after three batches the running averages are
-# still far from the data's mean and variance.
+# The fix reads ``running_var``. Eval mode then matches ``bn.eval()``. The test batch
+# comes from a distribution shifted by two standard deviations: eval mode, normalizing
+# with what it recorded in training, shows the shift (outputs around 2); the batch's own
+# statistics would hide it (outputs around 0).
 def batch_norm_2d_eval(input, running_mean, running_var, eps):
     """Eval-mode BatchNorm2d of input (B, C, H, W) with the tracked statistics (C,)."""
     mean = running_mean[..., None, None]  # (C, 1, 1)
@@ -108,40 +128,47 @@ def batch_norm_2d_eval(input, running_mean, running_var, eps):
 
 ref = bn(x)  # eval mode
 ours = batch_norm_2d_eval(x, bn.running_mean, bn.running_var, bn.eps)
-print(f"eval mode: max|ours - torch| = {(ours - ref).abs().max():.2e}")
+blind = batch_norm_2d_eval(x, bn.running_mean, bn.running_var, 0.0)
+print(f"eval mode: max|ours - torch| = {(ours - ref).abs().max():.1e}, "
+      f"without eps {(blind - ref).abs().max():.1e}")
 torch.testing.assert_close(ours, ref)
-train_like = batch_norm_train(x, torch.ones(C, device=device), torch.zeros(C, device=device))
-gap = (ref - train_like).abs().max().item()
-print(f"eval output vs batch-statistics output: max gap = {gap:.2f}")
-assert gap > 0.1, "eval mode should use the running statistics, not the batch's"
+assert (blind - ref).abs().max() > 1e-2  # measured 0.1: eps is visible here
+ones, zeros = torch.ones(C, device=device), torch.zeros(C, device=device)
+train_like = batch_norm_train(x, ones, zeros)
+print(f"mean output: eval mode {ref.mean():.2f}, with the batch's statistics "
+      f"{train_like.mean():.2f}")
+assert ref.mean() > 1.0, "eval mode should show the shift of the test batch"
 
 # %%
 # The notes' affine snippet has a smaller slip: it is not self-contained. It starts from
-# ``x = torch.randn(B, C, H, W)`` but defines ``B, C, H, W`` only in an earlier block, so run on
-# its own (as a reader copying it would) it stops at the first line.
-notes_affine_first_lines = "import torch\ntorch.manual_seed(43)\nx = torch.randn(B, C, H, W)\n"
+# ``x = torch.randn(B, C, H, W)`` but defines ``B, C, H, W`` only in an earlier block,
+# so run on its own (as a reader copying it would) it stops at the first line.
+notes_affine_first_lines = (
+    "import torch\ntorch.manual_seed(43)\nx = torch.randn(B, C, H, W)\n"
+)
 try:
     exec(notes_affine_first_lines, {})
 except NameError as err:
     print(f"notes' affine snippet on its own: NameError: {err}")
 else:
-    raise AssertionError("expected the notes' affine snippet to need B, C, H, W from elsewhere")
+    raise AssertionError("expected the notes' affine snippet to need B, C, H, W")
 
 
 # %%
 # The update rule, step by step
 # -----------------------------
-# In training mode each forward call also updates the buffers. PyTorch's ``momentum`` (default
-# 0.1) weighs the *new* batch statistic:
-# ``running = (1 - momentum) * running + momentum * batch_stat``, starting from mean 0, var 1.
-# The variance fed to the average is the *unbiased* one (divide by n - 1), although the
-# normalization itself uses the biased one.
+# In training mode each forward call also updates the buffers. PyTorch's ``momentum``
+# (default 0.1) weighs the *new* batch statistic:
+# ``running = (1 - momentum) * running + momentum * batch_stat``, starting from mean 0,
+# var 1. The variance fed to the average is the *unbiased* one (divide by n - 1),
+# although the normalization itself uses the biased one.
 bn = torch.nn.BatchNorm2d(C).to(device)
 assert bn.momentum == 0.1
 assert torch.equal(bn.running_mean, torch.zeros(C, device=device))
 assert torch.equal(bn.running_var, torch.ones(C, device=device))
 
-batches = [1 + 2 * torch.randn(B, C, H, W, device=device) for _ in range(5)]  # (B, C, H, W)
+# Five batches (B, C, H, W) of mean 1 and standard deviation 2.
+batches = [1 + 2 * torch.randn(B, C, H, W, device=device) for _ in range(5)]
 n = B * H * W  # values per channel in one batch
 m = bn.momentum
 mean_hand = torch.zeros(C, device=device)
@@ -151,10 +178,13 @@ for xb in batches:
     bn(xb)
     batch_mean = xb.mean(dim=[0, 2, 3])  # (C,)
     mean_hand = (1 - m) * mean_hand + m * batch_mean
-    var_unbiased_hand = (1 - m) * var_unbiased_hand + m * xb.var(dim=[0, 2, 3], unbiased=True)
-    var_biased_hand = (1 - m) * var_biased_hand + m * xb.var(dim=[0, 2, 3], unbiased=False)
+    var_unbiased = xb.var(dim=[0, 2, 3], unbiased=True)  # (C,)
+    var_biased = xb.var(dim=[0, 2, 3], unbiased=False)  # (C,)
+    var_unbiased_hand = (1 - m) * var_unbiased_hand + m * var_unbiased
+    var_biased_hand = (1 - m) * var_biased_hand + m * var_biased
 
-print(f"running_mean: max|hand - torch| = {(mean_hand - bn.running_mean).abs().max():.2e}")
+print(f"running_mean: max|hand - torch| = "
+      f"{(mean_hand - bn.running_mean).abs().max():.2e}")
 print(f"running_var, unbiased update: max|hand - torch| = "
       f"{(var_unbiased_hand - bn.running_var).abs().max():.2e}")
 torch.testing.assert_close(mean_hand, bn.running_mean)
@@ -164,16 +194,18 @@ print(f"running_var, biased update:   max|hand - torch| = {biased_gap:.2e}")
 assert biased_gap > 0.01, "a biased-variance update should not match running_var"
 
 # %%
-# The factor between the two is exactly ``n / (n - 1)``. One step from a fresh module isolates
-# it: ``running_var = 0.9 * 1 + 0.1 * v``, so ``(running_var - 0.9) / 0.1`` is the variance
-# PyTorch used, and its ratio to the biased batch variance is ``8 / 7`` here.
+# The factor between the two is exactly ``n / (n - 1)``. One step from a fresh module
+# isolates it: ``running_var = 0.9 * 1 + 0.1 * v``, so ``(running_var - 0.9) / 0.1`` is
+# the variance PyTorch used, and its ratio to the biased batch variance is ``8 / 7``
+# here.
 bn = torch.nn.BatchNorm2d(C).to(device)
 xb = batches[0]
 bn(xb)
 var_used = (bn.running_var - (1 - m)) / m  # (C,)
 ratio = var_used / xb.var(dim=[0, 2, 3], unbiased=False)
 print(f"n = {n}: variance used / biased batch variance = "
-      f"{', '.join(f'{r:.6f}' for r in ratio.tolist())}; n / (n - 1) = {n / (n - 1):.6f}")
+      f"{', '.join(f'{r:.6f}' for r in ratio.tolist())}")
+print(f"       n / (n - 1) = {n / (n - 1):.6f}")
 torch.testing.assert_close(ratio, torch.full_like(ratio, n / (n - 1)))
 
 
@@ -181,17 +213,18 @@ torch.testing.assert_close(ratio, torch.full_like(ratio, n / (n - 1)))
 # ``momentum=None``: a plain average
 # ----------------------------------
 # With ``momentum=None`` the k-th training batch is weighted ``1 / k`` (PyTorch uses
-# ``1 / num_batches_tracked``). The first factor is ``1 / 1``, so the initial 0 and 1 are thrown
-# away, and after k batches the buffers are the plain averages of the k batch means and of the k
-# unbiased batch variances.
+# ``1 / num_batches_tracked``). The first factor is ``1 / 1``, so the initial 0 and 1
+# are thrown away, and after k batches the buffers are the plain averages of the k batch
+# means and of the k unbiased batch variances.
 bn = torch.nn.BatchNorm2d(C, momentum=None).to(device)
 for xb in batches:
     bn(xb)
 mean_avg = torch.stack([xb.mean(dim=[0, 2, 3]) for xb in batches]).mean(dim=0)  # (C,)
-var_avg = torch.stack([xb.var(dim=[0, 2, 3], unbiased=True) for xb in batches]).mean(dim=0)
-print(f"momentum=None, {len(batches)} batches: max|average - running_mean| = "
-      f"{(mean_avg - bn.running_mean).abs().max():.2e}, "
-      f"max|average - running_var| = {(var_avg - bn.running_var).abs().max():.2e}")
+var_avg = torch.stack([xb.var(dim=[0, 2, 3], unbiased=True) for xb in batches])
+var_avg = var_avg.mean(dim=0)  # (C,)
+print(f"momentum=None, {len(batches)} batches:")
+print(f"  max|average - running_mean| = {(mean_avg - bn.running_mean).abs().max():.2e}")
+print(f"  max|average - running_var|  = {(var_avg - bn.running_var).abs().max():.2e}")
 torch.testing.assert_close(bn.running_mean, mean_avg)
 torch.testing.assert_close(bn.running_var, var_avg)
 
@@ -199,29 +232,32 @@ torch.testing.assert_close(bn.running_var, var_avg)
 # %%
 # ``num_batches_tracked`` and ``track_running_stats=False``
 # ---------------------------------------------------------
-# ``num_batches_tracked`` counts training-mode forward calls; eval-mode calls leave it (and the
-# running statistics) alone.
+# ``num_batches_tracked`` counts training-mode forward calls; eval-mode calls leave it
+# (and the running statistics) alone.
 bn = torch.nn.BatchNorm2d(C).to(device)
 for xb in batches:
     bn(xb)
-print(f"after {len(batches)} training calls: num_batches_tracked = {bn.num_batches_tracked}")
+print(f"after {len(batches)} training calls: "
+      f"num_batches_tracked = {bn.num_batches_tracked.item()}")
 assert bn.num_batches_tracked.item() == len(batches)
 saved = (bn.running_mean.clone(), bn.running_var.clone())
 bn.eval()
 for xb in batches:
     bn(xb)
-print(f"after {len(batches)} more eval calls:  num_batches_tracked = {bn.num_batches_tracked}")
+print(f"after {len(batches)} more eval calls:  "
+      f"num_batches_tracked = {bn.num_batches_tracked.item()}")
 assert bn.num_batches_tracked.item() == len(batches)
 assert torch.equal(bn.running_mean, saved[0]) and torch.equal(bn.running_var, saved[1])
 
 # %%
-# With ``track_running_stats=False`` there is nothing to track: the three buffers are ``None``,
-# and eval mode has no choice but to normalize with the batch's own statistics, exactly like
-# training mode.
+# With ``track_running_stats=False`` there is nothing to track: the three buffers are
+# ``None``, and eval mode has no choice but to normalize with the batch's own
+# statistics, exactly like training mode.
 bn = torch.nn.BatchNorm2d(C, track_running_stats=False).to(device).eval()
-print(f"track_running_stats=False: running_mean={bn.running_mean}, running_var={bn.running_var}, "
-      f"num_batches_tracked={bn.num_batches_tracked}")
-assert bn.running_mean is None and bn.running_var is None and bn.num_batches_tracked is None
+print(f"track_running_stats=False: running_mean={bn.running_mean}, "
+      f"running_var={bn.running_var}, num_batches_tracked={bn.num_batches_tracked}")
+assert bn.running_mean is None and bn.running_var is None
+assert bn.num_batches_tracked is None
 ref = bn(x)  # eval mode
 ours = batch_norm_train(x, bn.weight, bn.bias, eps=bn.eps)
 print(f"eval mode without running stats: max|batch statistics - torch| = "
@@ -234,8 +270,8 @@ torch.testing.assert_close(ours, ref)
 # ---------------------------------------
 # The blog notes write the moving average twice, the second as "more efficient":
 # ``moving = moving * momentum + batch * (1 - momentum)`` and
-# ``moving -= (moving - batch) * (1 - momentum)``. Expanding the second gives the first, so they
-# agree to rounding over any sequence of steps.
+# ``moving -= (moving - batch) * (1 - momentum)``. Expanding the second gives the first,
+# so they agree to rounding over any sequence of steps.
 momentum = 0.99
 form_1 = torch.zeros(C, device=device)
 form_2 = torch.zeros(C, device=device)
@@ -250,15 +286,17 @@ torch.testing.assert_close(form_1, form_2)
 # %%
 # Keras' momentum is one minus PyTorch's
 # --------------------------------------
-# The blog notes say momentum "is generally chosen to be close to 1". In their formula momentum
-# weighs the *old* value: that is the Keras convention (its ``BatchNormalization`` defaults to
-# ``momentum=0.99``). PyTorch's momentum weighs the *new* batch statistic and defaults to 0.1.
-# So the notes' 0.99 is PyTorch's ``momentum=1 - 0.99 = 0.01``: fed with the same batch
-# statistics (the unbiased variance for the variance), the notes' update reproduces that
-# module's buffers step for step.
+# The blog notes say momentum "is generally chosen to be close to 1". In their formula
+# momentum weighs the *old* value: that is the Keras convention (its
+# ``BatchNormalization`` defaults to ``momentum=0.99``). PyTorch's momentum weighs the
+# *new* batch statistic and defaults to 0.1. So the notes' 0.99 is PyTorch's
+# ``momentum=1 - 0.99 = 0.01``: fed with the same batch statistics (the unbiased
+# variance for the variance), the notes' update reproduces that module's buffers step
+# for step.
 momentum_keras = 0.99
 bn_torch = torch.nn.BatchNorm2d(C, momentum=1 - momentum_keras).to(device)
-bn_naive = torch.nn.BatchNorm2d(C, momentum=momentum_keras).to(device)  # 0.99 plugged in as is
+# 0.99 plugged in as is:
+bn_naive = torch.nn.BatchNorm2d(C, momentum=momentum_keras).to(device)
 moving_mean = torch.zeros(C, device=device)
 moving_var = torch.ones(C, device=device)
 for _ in range(100):
@@ -269,18 +307,92 @@ for _ in range(100):
     moving_mean = moving_mean * momentum_keras + batch_mean * (1 - momentum_keras)
     moving_var = moving_var * momentum_keras + batch_var * (1 - momentum_keras)
 
-print(f"notes' update (0.99) vs BatchNorm2d(momentum=0.01): max|diff| = "
-      f"{(moving_mean - bn_torch.running_mean).abs().max():.2e} (mean), "
-      f"{(moving_var - bn_torch.running_var).abs().max():.2e} (var)")
+print(f"notes' update (0.99) vs BatchNorm2d(momentum=0.01): max|diff| "
+      f"{(moving_mean - bn_torch.running_mean).abs().max():.1e} (mean),")
+print(f"{'':51s}max|diff| {(moving_var - bn_torch.running_var).abs().max():.1e} (var)")
 torch.testing.assert_close(moving_mean, bn_torch.running_mean)
 torch.testing.assert_close(moving_var, bn_torch.running_var)
 
 # %%
-# Plugging 0.99 straight into PyTorch does the opposite: the buffers follow the last batch
-# almost entirely, and after 100 steps they are nowhere near the notes' averages. To reproduce a
-# Keras model's statistics, also set ``eps=1e-3`` (Keras' default) instead of PyTorch's ``1e-5``.
+# Plugging 0.99 straight into PyTorch does the opposite: the buffers follow the last
+# batch almost entirely, and after 100 steps they are nowhere near the notes' averages.
 naive_gap = (moving_mean - bn_naive.running_mean).abs().max().item()
-print(f"notes' update (0.99) vs BatchNorm2d(momentum=0.99): max|diff| = {naive_gap:.2f} (mean)")
-print(f"running_mean after 100 steps: momentum=0.01 {bn_torch.running_mean.tolist()}")
-print(f"                              momentum=0.99 {bn_naive.running_mean.tolist()}")
+print(f"notes' update (0.99) vs BatchNorm2d(momentum=0.99): max|diff| {naive_gap:.2f}")
+print("running_mean after 100 steps:")
+print("  momentum=0.01:", ", ".join(f"{v:.3f}" for v in bn_torch.running_mean.tolist()))
+print("  momentum=0.99:", ", ".join(f"{v:.3f}" for v in bn_naive.running_mean.tolist()))
 assert naive_gap > 0.5, "momentum=0.99 in PyTorch should not match the notes' 0.99"
+
+
+# %%
+# What reproducing a Keras model takes
+# ------------------------------------
+# Keras 3's ``BatchNormalization``
+# (``keras/src/layers/normalization/batch_normalization.py``) defaults to
+# ``momentum=0.99`` and ``epsilon=1e-3``, and it updates ``moving_variance`` with the
+# variance returned by ``ops.moments``, which divides by n: the *biased* batch variance,
+# where PyTorch feeds the unbiased one. Its update, written out from that source (the
+# page needs no Keras):
+def keras_update(moving_mean, moving_var, xb, momentum=0.99):
+    """One training step of Keras' moving statistics for a batch xb (B, C, H, W)."""
+    mean = xb.mean(dim=[0, 2, 3])  # (C,)
+    var = (xb - mean[:, None, None]).pow(2).mean(dim=[0, 2, 3])  # (C,), divides by n
+    return (moving_mean * momentum + mean * (1 - momentum),
+            moving_var * momentum + var * (1 - momentum))
+
+
+# %%
+# Train a PyTorch module with ``momentum=0.01`` and the Keras update side by side, in
+# float64 so that 100 steps of rounding do not blur the comparison. Both start from mean
+# 0 and variance 1. The means agree. The variances differ by exactly ``n / (n - 1)`` on
+# the part learned from the data: after t steps both buffers still hold ``0.99**t`` of
+# their initial 1, and the rest is ``n / (n - 1)`` times larger in PyTorch, so as the
+# start is forgotten PyTorch's running variance tends to 8 / 7 times Keras' (n = 8
+# values per channel here).
+f64 = torch.float64
+steps = 100
+bn_k = torch.nn.BatchNorm2d(C, momentum=0.01, eps=1e-3, device=device, dtype=f64)
+keras_mean = torch.zeros(C, device=device, dtype=f64)
+keras_var = torch.ones(C, device=device, dtype=f64)
+for _ in range(steps):
+    xb = 3 + 2 * torch.randn(B, C, H, W, device=device, dtype=f64)  # (B, C, H, W)
+    bn_k(xb)
+    keras_mean, keras_var = keras_update(keras_mean, keras_var, xb)
+left = 0.99**steps  # what remains of the initial variance 1 in both
+ratio = (bn_k.running_var - left) / (keras_var - left)  # (C,)
+gap_mean = (keras_mean - bn_k.running_mean).abs().max()
+print(f"running_mean: max|Keras - torch| = {gap_mean:.1e}")
+print(f"running_var: torch {[round(v, 3) for v in bn_k.running_var.tolist()]}, "
+      f"Keras {[round(v, 3) for v in keras_var.tolist()]}")
+print(f"learned parts, torch / Keras = {[round(r, 6) for r in ratio.tolist()]}, "
+      f"n / (n - 1) = {n / (n - 1):.6f}")
+torch.testing.assert_close(bn_k.running_mean, keras_mean)  # float64 defaults
+torch.testing.assert_close(ratio, torch.full_like(ratio, n / (n - 1)))
+assert (bn_k.running_var / keras_var - 1).min() > 0.05  # measured 0.12 to 0.13
+
+# %%
+# A trained Keras model is reproduced by copying its buffers (and gamma, beta) into a
+# PyTorch module built with ``eps=1e-3``: in inference Keras computes
+# ``gamma * (x - moving_mean) / sqrt(moving_variance + epsilon) + beta``. With PyTorch's
+# default ``eps=1e-5`` the outputs differ by about
+# ``(1e-3 - 1e-5) / (2 * moving_variance)``, relative: small, but far above float64's
+# tolerance.
+gamma = torch.randn(C, device=device, dtype=f64)
+beta = torch.randn(C, device=device, dtype=f64)
+x_test = 3 + 2 * torch.randn(B, C, H, W, device=device, dtype=f64)  # (B, C, H, W)
+per_c = (C, 1, 1)
+y_keras = (gamma.view(per_c) * (x_test - keras_mean.view(per_c))
+           / torch.sqrt(keras_var.view(per_c) + 1e-3) + beta.view(per_c))
+outputs = {}
+for eps in (1e-3, 1e-5):
+    bn_eval = torch.nn.BatchNorm2d(C, eps=eps, device=device, dtype=f64).eval()
+    with torch.no_grad():
+        bn_eval.weight.copy_(gamma)
+        bn_eval.bias.copy_(beta)
+        bn_eval.running_mean.copy_(keras_mean)
+        bn_eval.running_var.copy_(keras_var)
+    outputs[eps] = bn_eval(x_test)
+    print(f"BatchNorm2d(eps={eps:g}) with Keras' buffers: max|torch - Keras| = "
+          f"{(outputs[eps] - y_keras).abs().max():.1e}")
+torch.testing.assert_close(outputs[1e-3], y_keras)  # float64 defaults
+assert (outputs[1e-5] - y_keras).abs().max() > 1e-5  # measured 5.6e-4; tolerance 1e-7

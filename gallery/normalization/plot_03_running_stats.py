@@ -2,18 +2,21 @@
 Running statistics converge, plotted
 ====================================
 
-BatchNorm's running mean and variance are exponential moving averages of noisy batch statistics.
-This page feeds ``BatchNorm1d`` batches from a known distribution and proves, step by step, that
-the buffers follow the moving-average recursion exactly, that their average over many runs
-follows the closed-form expectation (reaching the population value in about ``1 / momentum``
-steps), that their leftover noise shrinks as ``1 / sqrt(B)``, and that the gap between eval-mode
-and training-mode outputs closes as they converge.
+BatchNorm's running mean and variance are exponential moving averages of noisy batch
+statistics. This page feeds ``BatchNorm1d`` batches from a known distribution and
+proves, step by step, that the buffers follow the moving-average recursion exactly, that
+their average over many runs follows the closed-form expectation (reaching the
+population value in about ``1 / momentum`` steps), that their leftover noise shrinks as
+``1 / sqrt(B)``, and that the gap between eval-mode and training-mode outputs closes as
+they converge.
 """
 
 # %%
 # Setup
 # -----
-# Every page picks its device at run time and prints it; each claim holds on CPU and GPU.
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The proof ledger
+# (:doc:`/chapters/ledger`) shows on which devices this page was verified.
 import torch
 
 torch.manual_seed(0)
@@ -23,16 +26,17 @@ print(f"device: {device}, torch {torch.__version__}")
 # %%
 # One experiment, 1024 times over
 # -------------------------------
-# BatchNorm treats every channel on its own, so ``C = 1024`` channels fed independent data are
-# 1024 independent replicates of one experiment: a single channel shows one noisy run, the
-# channel average shows the expectation. Every batch ``(B, C)`` is drawn from
-# ``N(mu, sigma**2)``; the buffers start at mean 0 and variance 1.
+# BatchNorm treats every channel on its own, so ``C = 1024`` channels fed independent
+# data are 1024 independent replicates of one experiment: a single channel shows one
+# noisy run, the channel average shows the expectation. Every batch ``(B, C)`` is drawn
+# from ``N(mu, sigma**2)``; the buffers start at mean 0 and variance 1.
 mu, sigma = 2.0, 3.0
 B, C, T = 32, 1024, 300  # batch size, channels (replicates), training steps
 momenta = [0.01, 0.03, 0.1, 0.3]
 xs = mu + sigma * torch.randn(T, B, C, device=device)  # (T, B, C): T batches of (B, C)
 
-history = {}  # momentum -> (running_mean, running_var), each (T, C): the buffers after each step
+# momentum -> (running_mean, running_var), each (T, C): the buffers after each step
+history = {}
 for m in momenta:
     bn = torch.nn.BatchNorm1d(C, momentum=m, affine=False).to(device)
     means, variances = [], []
@@ -45,14 +49,14 @@ for m in momenta:
 # %%
 # The buffers are exactly the moving average of the batch statistics
 # -------------------------------------------------------------------
-# Replaying ``running = (1 - m) * running + m * batch_stat`` on the batch means and on the
-# *unbiased* batch variances reproduces every recorded value of every channel.
+# Replaying ``running = (1 - m) * running + m * batch_stat`` on the batch means and on
+# the *unbiased* batch variances reproduces every recorded value of every channel.
 batch_mean = xs.mean(dim=1)  # (T, C)
 batch_var = xs.var(dim=1, unbiased=True)  # (T, C)
 
 
 def ema(stats, m, start):
-    """Moving averages of stats (T, C) with weight m on the new value; (T, C), one row a step."""
+    """Moving averages of stats (T, C), weight m on the new value; (T, C)."""
     running = torch.full_like(stats[0], start)
     out = []
     for s in stats:
@@ -63,23 +67,25 @@ def ema(stats, m, start):
 
 for m, (running_mean, running_var) in history.items():
     mean_replay, var_replay = ema(batch_mean, m, 0.0), ema(batch_var, m, 1.0)
-    print(f"momentum {m:4}: max|replay - buffer| = {(mean_replay - running_mean).abs().max():.1e}"
-          f" (mean), {(var_replay - running_var).abs().max():.1e} (var)")
+    print(f"momentum {m:4}: max|replay - buffer| = "
+          f"{(mean_replay - running_mean).abs().max():.1e} (mean), "
+          f"{(var_replay - running_var).abs().max():.1e} (var)")
     torch.testing.assert_close(mean_replay, running_mean)
     torch.testing.assert_close(var_replay, running_var)
 
 # %%
 # The expectation in closed form
 # ------------------------------
-# Taking expectations of the recursion gives ``E[running_t] = target + (start - target) *
-# (1 - m)**t``: the distance to the target shrinks by ``(1 - m)`` per step, to ``1 / e`` of the
-# start after ``1 / m`` steps. For the variance the target is exactly ``sigma**2`` because the
-# update uses the unbiased batch variance. The channel average must lie within 5 standard errors
-# of this curve at every step. The standard error uses the *stationary* variance of the moving
-# average, ``m / (2 - m)`` times the variance of one batch statistic (``sigma**2 / B`` for the
-# mean, ``2 sigma**4 / (B - 1)`` for the unbiased variance), divided by ``C`` replicates. Before
-# convergence fewer batches have entered the average, and its variance is lower, so this bound
-# is conservative.
+# Taking expectations of the recursion gives
+# ``E[running_t] = target + (start - target) * (1 - m)**t``: the distance to the target
+# shrinks by ``(1 - m)`` per step, to ``1 / e`` of the start after ``1 / m`` steps. For
+# the variance the target is exactly ``sigma**2`` because the update uses the unbiased
+# batch variance. The channel average must lie within 5 standard errors of this curve at
+# every step. The standard error uses the *stationary* variance of the moving average,
+# ``m / (2 - m)`` times the variance of one batch statistic (``sigma**2 / B`` for the
+# mean, ``2 sigma**4 / (B - 1)`` for the unbiased variance), divided by ``C``
+# replicates. Before convergence fewer batches have entered the average, and its
+# variance is lower, so this bound is conservative.
 steps = torch.arange(1, T + 1, device=device)  # (T,)
 
 
@@ -93,8 +99,8 @@ for m, (running_mean, running_var) in history.items():
     se_mean = (m / (2 - m) * sigma**2 / B / C) ** 0.5
     se_var = (m / (2 - m) * 2 * sigma**4 / (B - 1) / C) ** 0.5
     z_mean = (running_mean.mean(dim=1) - expected(0.0, mu, m)).abs() / se_mean  # (T,)
-    z_var = (running_var.mean(dim=1) - expected(1.0, sigma**2, m)).abs() / se_var  # (T,)
-    print(f"momentum {m:4}: largest deviation from the closed form over {T} steps = "
+    z_var = (running_var.mean(dim=1) - expected(1.0, sigma**2, m)).abs() / se_var
+    print(f"momentum {m:4}: farthest from the closed form in {T} steps: "
           f"{z_mean.max():.2f} SE (mean), {z_var.max():.2f} SE (var)")
     assert z_mean.max() < 5 and z_var.max() < 5, f"momentum {m}: off the closed form"
 
@@ -102,9 +108,10 @@ for m, (running_mean, running_var) in history.items():
 # %%
 # Figure: the running mean
 # ------------------------
-# Faint: one channel, i.e. one training run. Solid: the average over the 1024 channels. Dashed:
-# the closed form, with a dot at step ``1 / m``, where 63 % of the way is covered. A small
-# momentum converges slowly but smoothly; a large one converges fast and stays noisy.
+# Faint: one channel, i.e. one training run. Solid: the average over the 1024 channels.
+# Dashed: the closed form, with a dot at step ``1 / m``, where 63 % of the way is
+# covered. A small momentum converges slowly but smoothly; a large one converges fast
+# and stays noisy.
 import matplotlib.pyplot as plt
 
 
@@ -135,8 +142,8 @@ plt.show()
 # %%
 # Figure: the running variance
 # ----------------------------
-# The same for ``running_var``, which starts at 1 and settles at ``sigma**2 = 9``, not at the
-# biased ``(B - 1) / B * 9``: the unbiased update has no bias to leave behind.
+# The same for ``running_var``, which starts at 1 and settles at ``sigma**2 = 9``, not
+# at the biased ``(B - 1) / B * 9``: the unbiased update has no bias to leave behind.
 fig, ax = plt.subplots()
 plot_convergence(ax, 1, 1.0, sigma**2)
 ax.set_ylabel("running_var")
@@ -148,11 +155,11 @@ plt.show()
 # Small batches leave noisy statistics
 # ------------------------------------
 # After convergence ``running_mean`` still fluctuates around ``mu``: it averages about
-# ``(2 - m) / m`` batch means, each with variance ``sigma**2 / B``, so its standard deviation is
-# ``sqrt(m / (2 - m) * sigma**2 / B)``. Measure it as the spread across the 1024 channels after
-# 100 steps at momentum 0.1 (``0.9**100 < 1e-4``: the start is forgotten). A standard deviation
-# estimated from C independent values has a relative standard error of ``1 / sqrt(2 (C - 1))``
-# (2.2 % here); the check allows 4 of them.
+# ``(2 - m) / m`` batch means, each with variance ``sigma**2 / B``, so its standard
+# deviation is ``sqrt(m / (2 - m) * sigma**2 / B)``. Measure it as the spread across the
+# 1024 channels after 100 steps at momentum 0.1 (``0.9**100 < 1e-4``: the start is
+# forgotten). A standard deviation estimated from C independent values has a relative
+# standard error of ``1 / sqrt(2 (C - 1))`` (2.2 % here); the check allows 4 of them.
 m = 0.1
 batch_sizes = [2, 4, 8, 16, 32, 64, 128]
 spread, predicted = [], []
@@ -167,7 +174,7 @@ rel_tol = 4 / (2 * (C - 1)) ** 0.5
 for b, s, p in zip(batch_sizes, spread, predicted):
     print(f"B = {b:3d}: std of running_mean across channels {s:.4f}, formula {p:.4f}, "
           f"ratio {s / p:.3f}")
-    assert abs(s / p - 1) < rel_tol, f"B = {b}: spread off the formula by more than 4 SE"
+    assert abs(s / p - 1) < rel_tol, f"B = {b}: spread off the formula by over 4 SE"
 
 fig, ax = plt.subplots()
 ax.loglog(batch_sizes, predicted, "k--", label="sqrt(m / (2 - m) · σ² / B)")
@@ -186,18 +193,20 @@ plt.show()
 # %%
 # The train/eval gap closes
 # -------------------------
-# In eval mode BatchNorm normalizes with the running statistics, in training mode with the
-# batch's own. Track the relative gap between the two on one fixed test batch while training at
-# momentum 0.1. The training-mode output is computed with ``torch.nn.functional.batch_norm``
-# and no running statistics, so it does not touch the module's buffers; eval-mode calls never do.
-# The dashed curve uses the closed-form expected statistics instead: the gap first falls with
-# their bias, ``(1 - m)**t``, then levels off at the sampling noise of ``x_test``'s own statistics
-# (512 values per channel). The measured curve sits above that floor by the noise of the running
+# In eval mode BatchNorm normalizes with the running statistics, in training mode with
+# the batch's own. Track the relative gap between the two on one fixed test batch while
+# training at momentum 0.1. The training-mode output is computed with
+# ``torch.nn.functional.batch_norm`` and no running statistics, so it does not touch the
+# module's buffers; eval-mode calls never do. The dashed curve uses the closed-form
+# expected statistics instead: the gap first falls with their bias, ``(1 - m)**t``, then
+# levels off at the sampling noise of ``x_test``'s own statistics (512 values per
+# channel). The measured curve sits above that floor by the noise of the running
 # statistics themselves.
 import torch.nn.functional as F
 
 x_test = mu + sigma * torch.randn(512, C, device=device)  # (512, C), fixed
-y_train = F.batch_norm(x_test, None, None, training=True)  # normalized with x_test's own stats
+# Normalized with x_test's own statistics:
+y_train = F.batch_norm(x_test, None, None, training=True)
 y_train_norm = y_train.norm()
 
 
@@ -213,7 +222,8 @@ for t, xb in enumerate(xs, start=1):
     bn(xb)  # one training step updates the buffers
     bn.eval()
     gaps.append(rel_gap(bn(x_test)))
-    mean_t = mu + (0.0 - mu) * (1 - m) ** t  # expected running_mean, the same in every channel
+    # The expected running statistics, the same in every channel:
+    mean_t = mu + (0.0 - mu) * (1 - m) ** t
     var_t = sigma**2 + (1.0 - sigma**2) * (1 - m) ** t
     gaps_expected.append(rel_gap((x_test - mean_t) / (var_t + bn.eps) ** 0.5))
 
@@ -223,9 +233,11 @@ assert gaps[-1] < gaps[0] / 10, "the eval output should approach the training ou
 
 fig, ax = plt.subplots()
 ax.semilogy(steps.cpu(), gaps, label="BatchNorm1d, momentum 0.1")
-ax.semilogy(steps.cpu(), gaps_expected, "k--", lw=1, label="with the expected running stats")
+ax.semilogy(steps.cpu(), gaps_expected, "k--", lw=1,
+            label="with the expected running stats")
 ax.set_xlabel("training step (batches seen)")
 ax.set_ylabel("‖eval − train‖ / ‖train‖ on x_test")
-ax.set_title(f"The train/eval gap shrinks {gaps[0] / gaps[-1]:.0f}x, then stalls at a noise floor")
+ax.set_title(f"The train/eval gap shrinks {gaps[0] / gaps[-1]:.0f}x, "
+             "then stalls at a noise floor")
 ax.legend()
 plt.show()
