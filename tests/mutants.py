@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted(ROOT.glob("gallery/*/plot_*.py"))
 EQUIVALENTS = ROOT / "tests" / "mutation_equivalents.txt"
 REPORT = ROOT / "tests" / "artifacts" / "mutation_sweep.txt"
-PER_KIND = 1
+PER_KIND = 2
 TIMEOUT_MIN, TIMEOUT_MAX, TIMEOUT_FACTOR = 10.0, 30.0, 4.0
 
 PLOT_NAMES = {"plt", "matplotlib", "mpl", "fig", "ax", "axs", "axes"}
@@ -624,7 +624,21 @@ class Analysis:
                         self.modules.add(a.asname or a.name)
                     except ImportError:
                         pass
-        self.functions = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+        # Page functions -> positions of the parameters they may mutate (store into, or call an
+        # in-place method on): calling them mutates those arguments.
+        self.functions = {}
+        for f in ast.walk(tree):
+            if isinstance(f, ast.FunctionDef):
+                params = [a.arg for a in f.args.posonlyargs + f.args.args]
+                touched = set()
+                for n in ast.walk(f):
+                    if isinstance(n, (ast.Attribute, ast.Subscript)) \
+                            and isinstance(n.ctx, ast.Store):
+                        touched.add(base_name(n))
+                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (
+                            call_name(n).endswith("_") or call_name(n) in MUTATING_METHODS):
+                        touched.add(base_name(n.func.value))
+                self.functions[f.name] = {i for i, p in enumerate(params) if p in touched}
         # Classes whose methods (other than __init__) store on self: calling them updates them.
         stateful = set(STATEFUL_MODULES)
         for c in ast.walk(tree):
@@ -720,7 +734,8 @@ class Analysis:
                     if f.id in self.stateful:
                         weak.add(f.id)
                     if f.id in self.functions:
-                        weak |= {base_name(a) for a in n.args}
+                        weak |= {base_name(a) for i, a in enumerate(n.args)
+                                 if i in self.functions[f.id]}
                 if (name.endswith("_") and n.args) or name in MUTATING_FUNCTIONS:
                     weak |= {base_name(a) for a in n.args}
         weak.discard(None)
@@ -928,9 +943,12 @@ def candidates(path):
 
 
 def literal(node):
-    """Numbers, tuples and lists of numbers (an `if` on the device may choose between them)."""
+    """Numbers, tuples and lists of numbers, ranges of numbers (an `if` on the device may
+    choose between them)."""
     if isinstance(node, ast.IfExp):
         return literal(node.body) and literal(node.orelse)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range":
+        return all(literal(a) for a in node.args)  # for n in range(1, 65)
     return all(isinstance(n, (ast.Constant, ast.Tuple, ast.List, ast.UnaryOp, ast.BinOp,
                               ast.Load, ast.unaryop, ast.operator)) for n in ast.walk(node))
 
@@ -957,8 +975,12 @@ def measured_or_drawn(stmt, src):
             name = call_name(n)
             if name in MEASURES:
                 f = n.func
-                subs = [t for t in [getattr(f, "value", None), *n.args[:1]]
-                        if isinstance(t, ast.BinOp) and isinstance(t.op, ast.Sub)]
+                subs = []
+                for t in [getattr(f, "value", None), *n.args[:1]]:
+                    while isinstance(t, ast.Subscript):  # (a - b)[:, -1].abs()
+                        t = t.value
+                    if isinstance(t, ast.BinOp) and isinstance(t.op, ast.Sub):
+                        subs.append(t)
                 if subs:
                     target = subs[0]
                     top = n
@@ -1040,15 +1062,23 @@ def read_equivalents(path=EQUIVALENTS):
         if not line.strip() or line.startswith("#"):
             continue
         try:
-            body, reason = line.rsplit(" ## ", 1)
-            page, rest = body.split(": ", 1)
-            before, after = rest.split(" => ")
-        except ValueError:
-            raise SystemExit(f"{path.name}:{n}: expected `page: before => after ## reason`")
-        if not reason.strip():
-            raise SystemExit(f"{path.name}:{n}: an equivalent needs a reason")
-        out[(page.strip(), before.strip(), after.strip())] = reason.strip()
+            out.update(read_equivalents_line(line))
+        except ValueError as err:
+            raise SystemExit(f"{path.name}:{n}: {err}")
     return out
+
+
+def read_equivalents_line(line):
+    """`page: before => after ## reason` -> {(page, before, after): reason}."""
+    try:
+        body, reason = line.rsplit(" ## ", 1)
+        page, rest = body.split(": ", 1)
+        before, after = rest.split(" => ")
+    except ValueError:
+        raise ValueError("expected `page: original line => mutated line ## reason`") from None
+    if not reason.strip():
+        raise ValueError("an equivalent needs a reason")
+    return {(page.strip(), before.strip(), after.strip()): reason.strip()}
 
 
 # --------------------------------------------------------------------------------------------
@@ -1373,8 +1403,20 @@ def main(argv=None):
     ap.add_argument("--all", action="store_true", help="with --list: every candidate")
     ap.add_argument("--report", default=str(REPORT))
     ap.add_argument("--json", default=None, help="also write the result as JSON here")
+    ap.add_argument("--template", action="store_true",
+                    help="print the survivors as lines for the equivalents file (reason blank)")
+    ap.add_argument("--prune", action="store_true",
+                    help="delete the stale lines of the equivalents file, run nothing")
     args = ap.parse_args(argv)
     pages = [p for p in PAGES if re.search(args.page, str(p.relative_to(ROOT)))]
+    if args.prune:
+        stale = set(sweep(PAGES, args.per_kind, list_only=True).stale)
+        kept = [line for line in EQUIVALENTS.read_text().splitlines()
+                if not (line.strip() and not line.startswith("#")
+                        and set(read_equivalents_line(line)) & stale)]
+        EQUIVALENTS.write_text("\n".join(kept) + "\n")
+        print(f"removed {len(stale)} stale lines from {EQUIVALENTS.name}")
+        return 0
     if args.list:
         if args.all:
             muts = [m for p in pages for m in candidates(p)[1]]
@@ -1401,6 +1443,10 @@ def main(argv=None):
     print(head.rstrip())
     print(summary(result))
     print(f"full report: {args.report}")
+    if args.template:
+        print("\nFor tests/mutation_equivalents.txt, only if truly equivalent (add the reason):")
+        for m in result.unexplained:
+            print(f"{m.page}: {m.before} => {m.after} ## ")
     return 1 if result.unexplained or result.stale or result.killed_listed else 0
 
 

@@ -2,7 +2,8 @@
 
 `tests/mutants.py` makes the mutants and runs them; this test runs it once over every page and
 fails on each surviving mutant that `tests/mutation_equivalents.txt` does not explain. By hand:
-``.venv/bin/python tests/mutants.py [--page REGEX] [--list] [--per-kind K]``.
+``.venv/bin/python tests/mutants.py [--page REGEX] [--list] [--per-kind K] [--template]``
+(``--template`` prints the survivors as equivalents lines; ``--prune`` drops stale ones).
 
 What was decided, and why:
 
@@ -41,10 +42,12 @@ What was decided, and why:
   arithmetic around them) and the measurement a check makes (around ``(a - b).abs()`` or
   ``(a - b).norm()`` everything but ``a`` and ``b``), and dropping a keyword whose value is
   the callee's default (``unbiased=True``, ``affine=True``, ...).
-* **Subset.** Every candidate site is enumerated (about 3,900); per (page, kind) the
-  `mutants.PER_KIND` sites with the smallest SHA-1 of (page, kind, line text, occurrence) are
-  run, so a page's selection changes only when that kind's sites on that page change, and a
-  larger ``--per-kind`` runs a superset.
+* **Subset.** Every candidate site is enumerated (about 3,900 on 22 pages); per (page, kind)
+  the `mutants.PER_KIND` = 2 sites with the smallest SHA-1 of (page, kind, line text,
+  occurrence) are run (about 790 mutants), so a page's selection changes only when that
+  kind's sites on that page change, and a larger ``--per-kind`` runs a superset. Two per kind
+  fit the budget: about 2.5 min wall on 2 cores shared with other jobs (load 3-5), about
+  1.5 min of CPU.
 * **Verdict.** A mutant is *killed* when its page exits non-zero: an ``AssertionError`` (a
   claim caught it; the report gives the check's line), another exception (a crash: also a
   detected slip, counted apart) or a timeout (4 x the page's own time, at least 10 s, at most
@@ -62,9 +65,10 @@ What was decided, and why:
   ``sympy`` that ``assert_close`` pulls in, is then imported in the parent), freezes the
   garbage collector, then forks one child per mutant, one per core, each with one torch
   thread, ``CUDA_VISIBLE_DEVICES=""``, a fresh temporary directory and the page executed as
-  ``__main__`` (the page seeds itself). A child costs the page's own run time (0.1-0.5 s for
-  most pages, 2 s for the running-statistics page); a ``python page.py`` subprocess costs
-  2-3 s more (importing torch, and sympy on the first ``assert_close``).
+  ``__main__`` (the page seeds itself). A child costs the page's own run time (0.15-0.5 s for
+  most pages, 2.2 s for the running-statistics page); a ``python page.py`` subprocess per
+  mutant cost 4.2 s each (same 12 mutants, same machine: importing torch, and sympy on the
+  first ``assert_close``), which would make the sweep about 25 min on 2 cores.
 * **Output.** The score is killed / (mutants - listed equivalents); the full report (every
   mutant, its outcome and time, per kind, per page) is written to
   `tests/artifacts/mutation_sweep.txt`, and the summary line ends the pytest run.
@@ -90,6 +94,7 @@ class _Summary:
         terminalreporter.write_line(self.line)
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the sweep's runner forks (POSIX only)")
 def test_every_plausible_slip_fails_its_page(tmp_path, request):
     out = tmp_path / "sweep.json"
     report = ARTIFACTS / "mutation_sweep.txt"
