@@ -898,7 +898,10 @@ def candidates(path):
             branch = node.orelse if taken else node.body
             branch = branch if isinstance(branch, list) else [branch]
             cuda_spans += [src.span(b) for b in branch]
-        if isinstance(node, ast.FunctionDef) and "cuda" in src.seg(node):
+        if isinstance(node, ast.FunctionDef) and any(
+                isinstance(n, ast.Attribute) and n.attr == "cuda"
+                and isinstance(src.parent.get(n), ast.Attribute) for n in ast.walk(node)):
+            # calls torch.cuda.something(): only CUDA can run it
             cuda_spans += [(src.span(node.body[0])[0], src.span(node)[1])]
     out, seen = [], set()
 
@@ -1113,8 +1116,7 @@ def child(path, source, trace, wfd):
     result = {"status": "survived", "detail": "", "lines": [], "modules": []}
     preloaded = set(sys.modules)
     try:
-        tmp = tempfile.mkdtemp(prefix="mutant-")
-        os.chdir(tmp)
+        os.chdir(tempfile.mkdtemp(prefix="mutant-", dir=_TMP_ROOT))
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 1)
         os.dup2(null, 2)
@@ -1167,8 +1169,20 @@ def child(path, source, trace, wfd):
     os._exit(0)
 
 
+_TMP_ROOT = None  # the sweep's temporary directory; each child works in a folder of its own
+
+
 def run_all(jobs, workers, progress=None):
     """jobs: list of (key, path, source, trace, timeout). Returns {key: result}."""
+    global _TMP_ROOT
+    _TMP_ROOT = tempfile.mkdtemp(prefix="mutation-sweep-")
+    try:
+        return _run_all(jobs, workers, progress)
+    finally:
+        shutil.rmtree(_TMP_ROOT, ignore_errors=True)
+
+
+def _run_all(jobs, workers, progress):
     pending = list(jobs)
     running = {}  # pid -> (key, rfd, started, timeout, chunks)
     results = {}
@@ -1373,6 +1387,15 @@ def report(result):
         k = sum(m.outcome in ("assert", "error", "timeout") for m in ms)
         lines.append(f"  {name:18s} {len(ms):4d} {k:4d}  {desc}")
     lines.append("")
+    lines.append("Per page (selected / by an assertion / by another exception / timeout / "
+                 "equivalent / survived):")
+    for page in sorted({m.page for m in result.mutants}):
+        ms = [m for m in result.mutants if m.page == page]
+        n = {o: sum(m.outcome == o for m in ms) for o in
+             ("assert", "error", "timeout", "equivalent", "survived", "unexecuted")}
+        lines.append(f"  {page:42s} {len(ms):4d} {n['assert']:4d} {n['error']:4d} "
+                     f"{n['timeout']:3d} {n['equivalent']:4d} {n['survived'] + n['unexecuted']:4d}")
+    lines.append("")
     if result.baseline:
         lines.append("Baseline (traced) seconds per page:")
         lines += [f"  {pid}: {r['seconds']:.1f}" for pid, r in sorted(result.baseline.items())]
@@ -1393,7 +1416,10 @@ def summary(result):
 
 
 def main(argv=None):
-    os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported
+    # Before torch is imported: one OpenMP thread, and no GPU (a CUDA context must not exist
+    # before fork; the sweep judges the checks on the CPU).
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
     os.environ.setdefault("MPLBACKEND", "Agg")
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--page", default="", help="regex on the page paths")

@@ -34,7 +34,7 @@ What was decided, and why:
   themselves; ``print``; plotting (statements naming ``plt``, ``fig``, ``ax``, ``axes``,
   ``matplotlib`` or a name assigned from them); strings, f-strings and docstrings; seeds;
   ``device=``/``generator=`` arguments; code only CUDA runs (the branch of an ``if`` on the
-  device the CPU does not take, the body of an unexecuted function naming ``cuda``): the
+  device that the CPU does not take, the body of a function calling ``torch.cuda.*``): the
   sweep runs on the CPU, as CI does. Also not mutated, because a claim must hold for every
   input and mutating an input tests the input, not the code: the experiment's inputs
   (``B, L, D = 4, 6, 8``-style literal assignments, except names containing ``eps``; loops
@@ -98,7 +98,7 @@ class _Summary:
 def test_every_plausible_slip_fails_its_page(tmp_path, request):
     out = tmp_path / "sweep.json"
     report = ARTIFACTS / "mutation_sweep.txt"
-    env = {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "mutants.py"),
                            "--report", str(report), "--json", str(out)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
