@@ -38,16 +38,18 @@ What was decided, and why:
   sweep runs on the CPU, as CI does. Also not mutated, because a claim must hold for every
   input and mutating an input tests the input, not the code: the experiment's inputs
   (``B, L, D = 4, 6, 8``-style literal assignments, except names containing ``eps``; loops
-  over literal tuples; random draws and sample grids, ``randn``/``linspace``/..., with the
-  arithmetic around them) and the measurement a check makes (around ``(a - b).abs()`` or
-  ``(a - b).norm()`` everything but ``a`` and ``b``), and dropping a keyword whose value is
-  the callee's default (``unbiased=True``, ``affine=True``, ...).
+  over literal tuples or ranges; random draws and sample grids, ``randn``/``linspace``/...,
+  with the arithmetic around them) and the measurement a check makes (around
+  ``(a - b).abs()`` or ``(a - b).norm()`` everything but ``a`` and ``b``). Not generated,
+  being no change: dropping a keyword whose value is the callee's default
+  (``unbiased=True``, ``affine=True``, ...), swapping the arguments of a symmetric call
+  (``transpose(1, 2)``, ``maximum``).
 * **Subset.** Every candidate site is enumerated (about 3,900 on 22 pages); per (page, kind)
   the `mutants.PER_KIND` = 2 sites with the smallest SHA-1 of (page, kind, line text,
   occurrence) are run (about 790 mutants), so a page's selection changes only when that
   kind's sites on that page change, and a larger ``--per-kind`` runs a superset. Two per kind
-  fit the budget: about 2.5 min wall on 2 cores shared with other jobs (load 3-5), about
-  1.5 min of CPU.
+  fit the budget: measured 92 s wall on 2 cores shared with other jobs (load average 2-2.5)
+  and 145 s at load 3-5, for about 2 min of CPU (half of it kernel time: forks, page faults).
 * **Verdict.** A mutant is *killed* when its page exits non-zero: an ``AssertionError`` (a
   claim caught it; the report gives the check's line), another exception (a crash: also a
   detected slip, counted apart) or a timeout (4 x the page's own time, at least 10 s, at most
