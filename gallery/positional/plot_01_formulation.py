@@ -147,11 +147,18 @@ for name, (ours, ref) in references.items():
 # ``indexing="xy"`` (NumPy's default for ``meshgrid``) swaps the first two axes of the
 # grids: flattened, it lists the tokens column by column. The rows of ``I`` are the same
 # set, in a different order, so the tokens would be paired with the wrong positions.
+# Row ``n = a*H + b`` of the ``"xy"`` table is ``[b, a]``, so the token ``(i, j)`` keeps
+# its place only when ``j*H + i = i*W + j``, i.e. ``j (H - 1) = i (W - 1)``: for
+# ``(H, W) = (3, 4)`` only ``(0, 0)`` and ``(2, 3)``, the first and the last token.
 I_xy = torch.stack(torch.meshgrid(r(H), r(W), indexing="xy"), -1).reshape(H * W, 2)
 wrong = (I_xy != I_grid).any(dim=-1).sum().item()
+kept = [(i, j) for i in range(H) for j in range(W) if j * (H - 1) == i * (W - 1)]
 print(f'indexing="xy": token 1 gets {I_xy[1].tolist()} instead of '
       f"{I_grid[1].tolist()}; {wrong} of {H * W} tokens misplaced")
-assert wrong >= H * W // 2, 'indexing="xy" now matches row-major order?'  # 10 of 12
+print(f"tokens (i, j) with j (H - 1) = i (W - 1), which keep their place: {kept}")
+in_place = [tuple(t) for t in I_grid[(I_xy == I_grid).all(dim=-1)].tolist()]
+assert wrong == H * W - 2  # 10 of 12: all but the two corners
+assert in_place == kept == [(0, 0), (H - 1, W - 1)]
 assert sorted(I_xy.tolist()) == sorted(I_grid.tolist())  # same positions, other order
 
 # %%

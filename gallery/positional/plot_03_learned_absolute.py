@@ -81,20 +81,28 @@ torch.testing.assert_close(general, h)
 # A sequence longer than the table asks for rows that do not exist. On CPU that is an
 # ``IndexError``. On CUDA, PyTorch reports an out-of-range index with a device-side
 # assert, which leaves the CUDA context unusable for the rest of the process; so on
-# every device the page checks the bound explicitly and shows the failure on a CPU copy
-# of the table (the CUDA failure is never run, hence not verified, here).
-long_positions = torch.arange(max_len + 8, device=device)  # (max_len + 8,)
-fits = bool(long_positions.max() < pos_emb.num_embeddings)
-print(f"largest position {long_positions.max().item()}, "
-      f"table rows {pos_emb.num_embeddings}: fits = {fits}")
-assert not fits
+# every device the page checks the bound explicitly, at the boundary: ``max_len``
+# tokens (positions ``0 .. max_len-1``) fit, one token more does not. The check is
+# compared with the lookup itself on a CPU copy of the table (the CUDA failure is never
+# run, hence not verified, here).
+def fits(positions):
+    """True when every position has a row in the table."""
+    return bool(positions.max() < pos_emb.num_embeddings)
+
+
 table_cpu = pos_emb.weight.detach().cpu()  # (max_len, D)
-try:
-    torch.nn.functional.embedding(long_positions.cpu(), table_cpu)
-except IndexError as err:
-    print(f"lookup past max_len on CPU: IndexError: {err}")
-else:
-    raise AssertionError("expected positions >= max_len to fail")
+outcomes = {}  # n_tokens -> (fits, CPU lookup works)
+for n_tokens in (max_len, max_len + 1):  # the longest sequence that fits, one more
+    positions = torch.arange(n_tokens, device=device)  # (n_tokens,)
+    try:
+        torch.nn.functional.embedding(positions.cpu(), table_cpu)  # (n_tokens, D)
+        looked_up, outcome = True, "lookup works"
+    except IndexError as err:
+        looked_up, outcome = False, f"IndexError: {err}"
+    print(f"{n_tokens} tokens, {pos_emb.num_embeddings} rows: "
+          f"fits = {fits(positions)}; on CPU: {outcome}")
+    outcomes[n_tokens] = (fits(positions), looked_up)
+assert outcomes == {max_len: (True, True), max_len + 1: (False, False)}
 
 
 # %%

@@ -267,6 +267,26 @@ torch.testing.assert_close(y_shifted, y)
 assert gap > 0.01, "the layer no longer sees the positions?"  # 0.10
 
 # %%
+# Both checks are invariances: a layer that mixes up its heads keeps them (merging the
+# heads without the transpose, ``out.reshape(B, N, D)``, scrambles tokens and heads
+# alike for every grid). So the layer is also compared with a reference written head by
+# head: head ``h`` owns channels ``h*Dh .. (h+1)*Dh - 1`` of each of ``q``, ``k``,
+# ``v``; its weights ``softmax(q k^T / sqrt(Dh))`` are computed explicitly, and the
+# heads are concatenated along the channels before ``out_proj``.
+with torch.no_grad():
+    q_all, k_all, v_all = layer.qkv_proj(patches).split(D, dim=-1)  # each (B, N, D)
+    heads = []
+    for h in range(Nh):
+        cols = slice(h * Dh, (h + 1) * Dh)  # this head's channels
+        q_h = rope_nd(layer.q_norm(q_all[..., cols]), I)  # (B, N, Dh)
+        k_h = rope_nd(layer.k_norm(k_all[..., cols]), I)  # (B, N, Dh)
+        weights = torch.softmax(q_h @ k_h.mT / math.sqrt(Dh), dim=-1)  # (B, N, N)
+        heads.append(weights @ v_all[..., cols])  # (B, N, Dh)
+    y_ref = layer.out_proj(torch.cat(heads, dim=-1))  # (B, N, D)
+print(f"max|layer - head-by-head reference| = {(y - y_ref).abs().max().item():.2e}")
+torch.testing.assert_close(y, y_ref)
+
+# %%
 # Flattening the grid to 1-D positions
 # ------------------------------------
 # A tempting shortcut: number the patches ``n = i*W + j`` and apply 1-D RoPE. On a fixed

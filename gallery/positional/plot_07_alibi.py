@@ -146,6 +146,21 @@ assert mask_gap > 1.0  # 31.5
 torch.testing.assert_close(out_key_only, fused)
 
 # %%
+# Either mask gives the keys after the query a weight of exactly zero, ``exp(-inf) = 0``
+# (``v = eye(L)`` makes SDPA return the weights). A large finite fill such as ``-100``
+# would leave them about ``exp(-100) = 4e-44``, invisible next to the other weights,
+# which is why the outputs above cannot tell, but not zero: float32 denormals (on this
+# page's CPU run, half of them nonzero, the largest 1.9e-42).
+eye_v = torch.eye(L, device=device).expand(B, Nh, L, L)  # as values: out = weights
+future = torch.isinf(bias[0])  # (L, L), keys after the query
+n_future = future.sum().item() * B * Nh  # weights on keys after the query
+nonzero = {name: (sdpa(q, k, eye_v, attn_mask=mask)[..., future] != 0).sum().item()
+           for name, mask in (("bias", bias), ("key-only", key_only))}
+print(f"nonzero weights on keys after the query, of {n_future}:",
+      ", ".join(f"{name} {n}" for name, n in nonzero.items()))
+assert nonzero == {"bias": 0, "key-only": 0}  # a -100 fill: 16182 on CPU
+
+# %%
 # Steeper heads look more locally
 # -------------------------------
 # Give every token the same query and key: ``q.k / sqrt(Dh)`` is then the same for every
