@@ -172,7 +172,8 @@ plt.show()
 # input only. After the first convolution ``C`` counts learned feature maps, and a
 # BatchNorm there keeps one mean and variance per feature map, not per colour. A 3 -> 64
 # convolution as an example (shapes only: no values are compared, so TF32 convolutions
-# on a GPU change nothing here); a BatchNorm sized for RGB refuses its output.
+# on a GPU change nothing here); a BatchNorm sized for RGB accepts the image and refuses
+# the convolution's output.
 conv = torch.nn.Conv2d(3, 64, kernel_size=3, padding=1).to(device)
 rgb = torch.randn(2, 3, 8, 8, device=device)  # (B, 3, H, W): red, green, blue
 features = conv(rgb)  # (B, 64, H, W): learned feature maps
@@ -181,8 +182,11 @@ bn_features(features)
 print(f"input {tuple(rgb.shape)} -> conv -> {tuple(features.shape)}; "
       f"BatchNorm2d(64).running_mean {tuple(bn_features.running_mean.shape)}")
 assert features.shape[1] == 64 and bn_features.running_mean.shape == (64,)
+bn_rgb = torch.nn.BatchNorm2d(rgb.shape[1]).to(device)  # one statistic per colour
+y_rgb = bn_rgb(rgb)  # accepted at the input: (B, 3, H, W)
+assert y_rgb.shape == rgb.shape
 try:
-    torch.nn.BatchNorm2d(3).to(device)(features)
+    bn_rgb(features)
 except RuntimeError as err:
     print(f"BatchNorm2d(3) on the features raises RuntimeError:\n    {err}")
 else:
@@ -242,7 +246,7 @@ assert fresh["BatchNorm2d"].momentum == 0.1 and fresh["InstanceNorm2d"].momentum
 # goes unnoticed.
 
 
-def normalize_notes(x, dims, eps=1e-5):
+def normalize_notes(x, dims, eps):
     """The notes' version: eps added to the standard deviation (not PyTorch's)."""
     mean = x.mean(dim=dims, keepdim=True)
     std = x.var(dim=dims, unbiased=False, keepdim=True).sqrt()
@@ -252,7 +256,7 @@ def normalize_notes(x, dims, eps=1e-5):
 bn = torch.nn.BatchNorm2d(C, affine=False).to(device)
 unit = torch.randn(B, C, H, W, device=device)
 y_unit = bn(unit)
-gap = (normalize_notes(unit, [0, 2, 3]) - y_unit).abs().max()
+gap = (normalize_notes(unit, [0, 2, 3], bn.eps) - y_unit).abs().max()
 rel = (gap / y_unit.abs().max()).item()
 print(f"unit variance: max relative gap notes vs torch = {rel:.1e}")
 assert 1e-7 < rel < 1e-4  # tiny, but not zero: about eps / 2 = 5e-6
@@ -266,7 +270,7 @@ assert 1e-7 < rel < 1e-4  # tiny, but not zero: about eps / 2 = 5e-6
 tiny = 1e-3 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W), std ~ 1e-3
 y_torch = bn(tiny)
 y_inside = normalize(tiny, [0, 2, 3])
-y_notes = normalize_notes(tiny, [0, 2, 3])
+y_notes = normalize_notes(tiny, [0, 2, 3], bn.eps)
 print(f"output std: torch {y_torch.std():.3f}, eps inside {y_inside.std():.3f}, "
       f"notes (eps outside) {y_notes.std():.3f}")
 torch.testing.assert_close(y_inside, y_torch)

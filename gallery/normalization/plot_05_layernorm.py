@@ -223,14 +223,26 @@ class Norm(nn.Module):
 # ``forward``'s comment says "x_norm is the same shape with u". It is not: ``u`` keeps
 # the reduced dim with size 1, ``(B, L, 1)``, and ``x_norm = (x - u) / ...`` broadcasts
 # back to ``x``'s shape ``(B, L, D)``. ``forward``'s first three lines, run on their own
-# for ``dim=-1``:
+# for ``dim=-1``, on features of standard deviation ``1e-6``: their variance ``~1e-12``
+# is the size of the class's ``eps``, so ``eps`` shows in the values. (Centred at 0,
+# such numbers keep float32's full relative precision: ``x - u`` loses no digits.)
 B, L, D = 4, 6, 8
-x = torch.randn(B, L, D, device=device)  # (B, L, D)
+x = 1e-6 * torch.randn(B, L, D, device=device)  # (B, L, D), variance ~1e-12
 u = x.mean(-1, keepdim=True)
 s = (x - u).pow(2).mean(-1, keepdim=True)
 x_norm = (x - u) / torch.sqrt(s + 1e-12)
 print(f"x {tuple(x.shape)}, u {tuple(u.shape)}, x_norm {tuple(x_norm.shape)}")
 assert u.shape == (B, L, 1) and x_norm.shape == x.shape == (B, L, D)
+
+# %%
+# The values are PyTorch's ``layer_norm`` over the last dim with ``eps=1e-12``; with
+# ``eps=0`` they would not be.
+F = torch.nn.functional
+err = (x_norm - F.layer_norm(x, (D,), eps=1e-12)).abs().max().item()
+gap = (x_norm - F.layer_norm(x, (D,), eps=0.0)).abs().max().item()
+print(f"max|x_norm - layer_norm(eps=1e-12)| = {err:.1e}, with eps=0 {gap:.1e}")
+torch.testing.assert_close(x_norm, F.layer_norm(x, (D,), eps=1e-12))
+assert gap > 0.1  # measured 1.0
 
 # %%
 # Right for LayerNorm

@@ -46,7 +46,7 @@ def group_norm(x, G, weight, bias, eps=1e-5):
     return y * weight[:, None, None] + bias[:, None, None]
 
 
-B, C, H, W = 4, 6, 5, 5
+B, C, H, W = 4, 6, 5, 4  # H != W, so a reshape that swapped them would show
 G = 3
 x = 0.01 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W), variance ~1e-4
 
@@ -160,6 +160,8 @@ assert (rms_norm(quiet, rms.weight, 0.0) - y).abs().max() > 0.01, "eps default i
 # module rounds its float32 result once, which is within them.
 u = torch.randn(B, L, D, device=device, dtype=torch.float64)
 u = u / u.pow(2).mean(dim=-1, keepdim=True).sqrt()  # every token has RMS exactly 1
+torch.testing.assert_close(u.norm(dim=-1), torch.full((B, L), D**0.5, device=device,
+                                                     dtype=torch.float64))
 w = torch.randn(D, device=device, dtype=torch.float64)
 f32, f64 = torch.float32, torch.float64
 cases = [(f32, 1e-3, f32), (torch.bfloat16, 1e-3, f32), (torch.float16, 1e-3, f32),
@@ -179,7 +181,7 @@ for dt, r, uses in cases:
         module.weight.copy_(w)
     xr = (r * u).to(dt)  # (B, L, D), rounded to dt
     y = module(xr)
-    x64, w64 = xr.double(), module.weight.double()
+    x64, w64 = xr.double(), w.to(dt).double()  # the weight as the module stores it
     formula = {name: rms_norm(x64, w64, torch.finfo(e).eps)
                for name, e in [("float32", f32), ("own", dt), ("float64", f64)]}
     print(f"{str(dt):15s}{r:10.0e}{out_rms(y, w64):8.4f} | {'':15s}"

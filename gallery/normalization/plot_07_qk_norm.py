@@ -109,7 +109,9 @@ assert q.norm(dim=-1).max() <= math.sqrt(Dh)
 
 # %%
 # The bound holds at every scale: multiply the projection weights by ``s`` and the input
-# by ``a`` over four decades each. ``logits`` recomputes them from scratch. Only when
+# by ``a`` over four decades each. ``attention_logits`` recomputes them from scratch (at
+# ``s = a = 1`` they are the logits above, and without the norms the raw ``W_q(x)``,
+# ``W_k(x)`` logits; both checked). Only when
 # the variance of ``q`` falls to the order of ``eps`` (``s * a = 1e-2`` and below) do
 # the normalized rows, and with them the logits, shrink (to 0.73 of their size at
 # ``s * a = 1`` here).
@@ -127,6 +129,16 @@ def max_logit(s, a, qk_norm=True):
     """Largest |attention logit| with weights scaled by s and input scaled by a."""
     return attention_logits(s, a, qk_norm).abs().max().item()
 
+
+with torch.no_grad():
+    raw_logits = torch.einsum("bhld,bhmd->bhlm", split_heads(W_q(x)),
+                              split_heads(W_k(x))) / math.sqrt(Dh)  # (B, Nh, L, L)
+gap_n = (attention_logits(1.0) - logits).abs().max().item()
+gap_raw = (attention_logits(1.0, qk_norm=False) - raw_logits).abs().max().item()
+print(f"s = a = 1: max|attention_logits - logits above| = {gap_n:.1e}, "
+      f"without the norms vs raw W_q(x), W_k(x) logits {gap_raw:.1e}")
+torch.testing.assert_close(attention_logits(1.0), logits)
+torch.testing.assert_close(attention_logits(1.0, qk_norm=False), raw_logits)
 
 grid = {}
 for s in (1e-2, 1.0, 1e2):
@@ -160,12 +172,17 @@ for bias in (False, True):
                 norm.bias.copy_(torch.randn(Dh))
         q_big = qn(split_heads(x @ (100 * W_q.weight).T))  # (B, Nh, L, Dh)
         k_big = kn(split_heads(x @ (100 * W_k.weight).T))  # (B, Nh, L, Dh)
-    z_big = torch.einsum("bhld,bhmd->bhlm", q_big, k_big) / math.sqrt(Dh)
+        z_big = torch.einsum("bhld,bhmd->bhlm", q_big, k_big) / math.sqrt(Dh)
+        # z_big are the logits scaled_dot_product_attention uses on q_big, k_big.
+        out_big = torch.einsum("bhlm,bhmd->bhld", z_big.softmax(dim=-1), v)
+        sdpa_big = torch.nn.functional.scaled_dot_product_attention(q_big, k_big, v)
+    torch.testing.assert_close(out_big, sdpa_big)
     largest = z_big.abs().max()
     cap_q = math.sqrt(Dh) * qn.weight.abs().max() + (qn.bias.norm() if bias else 0)
     cap_k = math.sqrt(Dh) * kn.weight.abs().max() + (kn.bias.norm() if bias else 0)
     cap = (cap_q * cap_k / math.sqrt(Dh)).item()
-    print(f"bias={bias!s:5}: max|logit| = {largest:.3f} <= bound {cap:.3f}")
+    print(f"bias={bias!s:5}: max|logit| = {largest:.3f} <= bound {cap:.3f}; "
+          f"max|softmax(z) v - sdpa| = {(out_big - sdpa_big).abs().max():.1e}")
     assert largest <= cap
 
 # %%
@@ -179,7 +196,8 @@ for bias in (False, True):
 # between ``s = 0.32`` and ``s = 32`` no logit can move by more than
 # ``sqrt(Dh) * eps / (2 s**2) * (1 / var_q + 1 / var_k)``, with the smallest row
 # variances at ``s = 1`` and LayerNorm's default ``eps = 1e-5``, the QK-norm the notes
-# build. The page measures the largest move of any logit against that bound. This is why
+# build. The page measures the largest move of any logit against that bound (it is
+# within a factor 2 of it). This is why
 # QK-norm is used to stop attention-logit growth in large models, e.g. ViT-22B (Dehghani
 # et al., 2023).
 import matplotlib.pyplot as plt
@@ -197,12 +215,13 @@ eps_ln = 1e-5  # nn.LayerNorm's default, as in the notes' QK-norm
 with torch.no_grad():
     var_q = split_heads(W_q(x)).var(dim=-1, unbiased=False).min().item()
     var_k = split_heads(W_k(x)).var(dim=-1, unbiased=False).min().item()
-s_min = scales[0].item()
+s_min, s_max = scales[0].item(), scales[-1].item()
 bound = math.sqrt(Dh) * eps_ln / (2 * s_min**2) * (1 / var_q + 1 / var_k)
 move = max((z - z_with[-1]).abs().max().item() for z in z_with)
 print(f"with QK-norm: max|logit| in [{with_norm.min():.4f}, {with_norm.max():.4f}]")
 print(f"              largest move of any logit {move:.1e}, bound {bound:.1e}")
 assert move <= bound + 1e-5  # + float32 rounding of logits of size ~4 (default atol)
+assert move > bound / 2  # measured 0.57 of it: the bound is not loose
 assert with_norm.max() <= math.sqrt(Dh)
 
 fig, ax = plt.subplots()
@@ -215,6 +234,24 @@ ax.set_ylabel("max |attention logit|")
 ax.set_title("Logits grow as s² without QK-norm; with it they stay put, below √Dh")
 ax.legend()
 plt.show()
+
+
+# %%
+# The bound's ingredient, measured directly: the largest relative shrink of a
+# normalized row between ``s_max`` and ``s_min`` is, to first order, ``eps / (2 s_min**2
+# var)`` at the smallest row variance, for ``q`` and for ``k``. Tolerance 1 %: the
+# second-order term (``eps / (s_min**2 var) ~ 2e-3`` relative) and float32 rounding of
+# row norms near ``sqrt(Dh)`` (``~1e-4`` of a shrink of ``~1e-3``) are below it.
+with torch.no_grad():
+    shrink = [(1 - nm(s_min * raw).norm(dim=-1) / nm(s_max * raw).norm(dim=-1)).max()
+              for nm, raw in ((q_norm, split_heads(W_q(x))),
+                                (k_norm, split_heads(W_k(x))))]
+shrink = torch.stack(shrink).double()  # (2,): q, k
+first_order = torch.tensor([eps_ln / (2 * s_min**2 * v) for v in (var_q, var_k)],
+                           dtype=torch.float64)
+print(f"largest row shrink: q {shrink[0]:.4e}, k {shrink[1]:.4e}; first order "
+      f"{first_order[0]:.4e}, {first_order[1]:.4e}")
+torch.testing.assert_close(shrink, first_order, rtol=1e-2, atol=0.0)
 
 
 # %%
@@ -241,7 +278,13 @@ def mean_entropy(z):
 H_with = torch.tensor([mean_entropy(z) for z in z_with])
 H_without = torch.tensor([mean_entropy(z) for z in z_without])
 floor = math.log(1 + (L - 1) * math.exp(-2 * math.sqrt(Dh)))
-print(f"log(L) = {math.log(L):.3f}, guaranteed floor = {floor:.4f} nats")
+# The row with one logit at +sqrt(Dh) and the rest at -sqrt(Dh) attains the floor.
+worst = torch.full((L,), -math.sqrt(Dh), dtype=torch.float64)  # (L,)
+worst[0] = math.sqrt(Dh)
+floor_attained = -worst.softmax(dim=-1).max().log().item()
+print(f"log(L) = {math.log(L):.3f}, guaranteed floor = {floor:.4f} nats, "
+      f"-log max p of the worst row {floor_attained:.4f}")
+torch.testing.assert_close(floor, floor_attained)  # float64 defaults
 H_bound = (bound + 1e-5) * 2 * math.sqrt(Dh)
 print(f"with QK-norm: entropy in [{H_with.min():.4f}, {H_with.max():.4f}], spread "
       f"{H_with.max() - H_with.min():.1e}, bound {H_bound:.1e}")

@@ -82,7 +82,7 @@ def rms_norm(x, weight, eps=EPS64):
 # that subtract a mean, mean square ``1e-16`` against float64's ``2.2e-16`` for RMSNorm.
 # ``out.backward(g)`` fills ``.grad``. The last column is the input gradient's gap to
 # PyTorch with ``eps`` dropped from the from-scratch layer, relative to its size.
-B, C, H, W = 4, 6, 5, 5
+B, C, H, W = 4, 6, 5, 4  # H != W, so a reshape that swapped them would show
 z = torch.randn(B, C, H, W, device=device, dtype=f64)  # (B, C, H, W), unit variance
 g = torch.randn(B, C, H, W, device=device, dtype=f64)  # upstream gradient dL/dy
 
