@@ -191,8 +191,17 @@ torch.testing.assert_close(row_sums, torch.ones_like(row_sums))  # softmax over 
 
 # %%
 # (The notes' row sums are an illustration, not a check: a softmax row sums to 1, so
-# times ``c`` it sums to ``c``. What the notes' *module* computes is checked below.)
-#
+# times ``c`` it sums to ``c``.) The check is on the weights themselves: the notes' row
+# is the softmax at temperature 1, ``softmax(q k^T)``, times ``1 / sqrt(Dh)``, computed
+# here independently with ``@`` instead of ``einsum``. What the notes' *module*
+# computes is checked below.
+with torch.no_grad():
+    unscaled_w = (q @ k.transpose(-2, -1)).softmax(dim=-1)  # (B, Nh, L, L), no scale
+print(f"max|notes' weights - softmax(q k^T) / sqrt(Dh)| = "
+      f"{(attn_notes - unscaled_w / math.sqrt(Dh)).abs().max().item():.2e}")
+torch.testing.assert_close(attn_notes, unscaled_w / math.sqrt(Dh))
+
+# %%
 # Scale first, then softmax, is what ``scaled_dot_product_attention`` computes: its
 # default ``scale`` is ``1 / sqrt(q.size(-1))``. The notes' output is a different,
 # shrunken one.
@@ -281,8 +290,11 @@ torch.testing.assert_close(y_notes, y_named)
 import matplotlib.pyplot as plt
 
 notes_renorm = attn_notes / attn_notes.sum(dim=-1, keepdim=True)  # softmax(q k^T)
+print(f"max|notes renormalized - softmax(q k^T)| = "
+      f"{(notes_renorm - unscaled_w).abs().max().item():.2e}")
 print(f"largest weight, mean over rows: corrected {attn.amax(-1).mean().item():.3f}, "
       f"notes renormalized {notes_renorm.amax(-1).mean().item():.3f}")
+torch.testing.assert_close(notes_renorm, unscaled_w)
 assert (notes_renorm.amax(-1) >= attn.amax(-1)).all()
 
 keys = torch.arange(L)

@@ -139,7 +139,8 @@ torch.testing.assert_close(ours, fast)
 # native op computes ``bmm`` and ``softmax`` itself, and ``need_weights=False`` reaches
 # SDPA's CPU flash kernel only on the Python path. On CUDA the kernels underneath depend
 # on dtype and shape; the page prints them and asserts the dispatch that does not depend
-# on the device until a GPU build of the book records them.
+# on the device (and that no ``_for_cpu`` kernel ran) until a GPU build of the book
+# records them.
 def aten_ops(fn):
     """The names of the aten ops that fn() dispatches, as the profiler records them."""
     # The autograd profiler without Kineto: it records the same op names and starts in
@@ -156,8 +157,8 @@ ops_sdpa = aten_ops(lambda: mha(x, x, x, need_weights=False))  # autograd on
 ops_weights = aten_ops(lambda: mha(x, x, x, need_weights=True))
 for name, ops in (("no_grad", ops_fast), ("autograd, need_weights=False", ops_sdpa),
                   ("autograd, need_weights=True", ops_weights)):
-    shown = [op for op in sorted(ops) if "attention" in op or op in KERNELS]
-    print(f"{name}:", *shown, sep="\n    ")
+    print(f"{name}:", *(op for op in sorted(ops) if "attention" in op or op in KERNELS),
+          sep="\n    ")
 assert "aten::_native_multi_head_attention" in ops_fast
 assert "aten::_native_multi_head_attention" not in ops_sdpa | ops_weights
 assert "aten::scaled_dot_product_attention" in ops_sdpa
@@ -167,6 +168,8 @@ if device == "cpu":  # the CPU kernels, torch 2.13
     assert "aten::_scaled_dot_product_flash_attention_for_cpu" in ops_sdpa
     assert KERNELS <= ops_fast
     assert not any("scaled_dot_product" in op for op in ops_fast)
+else:  # CUDA tensors dispatch no CPU kernel; which CUDA ones is printed, not asserted
+    assert not any(op.endswith("_for_cpu") for op in ops_fast | ops_sdpa | ops_weights)
 
 # %%
 # A fused QKV projection loads as it is

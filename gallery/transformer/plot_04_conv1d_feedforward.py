@@ -66,6 +66,8 @@ assert conv.weight.shape == (D, 4 * D)
 
 linear = nn.Linear(D, 4 * D).to(device)
 print(f"nn.Linear({D}, {4 * D}).weight:  {tuple(linear.weight.shape)} (out, in)")
+print(f"Conv1D's bias at init: max|b| = {conv.bias.abs().max().item()}")
+assert torch.equal(conv.bias, torch.zeros(4 * D, device=device))  # starts at zero
 with torch.no_grad():
     conv.bias.normal_()
     linear.weight.copy_(conv.weight.T)  # (4D, D)
@@ -215,8 +217,8 @@ assert out768.shape == x768.shape
 # -----------------------------------------------
 # At ``D = 32``, with every parameter redrawn at a scale where GELU is far from linear
 # (pre-activations of order 1, not GPT-2's init ``std=0.02``), copy the weights into
-# PyTorch's own MLP. ``eval()`` turns both dropouts into the identity (proven at the end
-# of the page).
+# PyTorch's own MLP. ``eval()`` turns the block's dropout into the identity (proven on
+# this very module at the end of the page).
 ff = FeedForwardFixed(dropout=0.1, d_model=D, n_state=4 * D).to(device).eval()
 mlp = nn.Sequential(nn.Linear(D, 4 * D), nn.GELU(), nn.Linear(4 * D, D))
 mlp = mlp.to(device).eval()
@@ -275,6 +277,20 @@ assert 30 < over[(xs - at).abs().argmin()] < 40  # measured 35
 assert 40 < over.max() < 55  # measured 47, at x = -2.70
 
 # %%
+# The largest ratio is exactly the factor by which both tolerances would have to grow:
+# ``torch.isclose``, the comparison ``assert_close`` makes, accepts every point at that
+# factor and, a part in a million below it, rejects one point: the worst one.
+MARGIN = 1e-6  # far above float64 rounding (1e-16), far below a 1e-3 slip in `over`
+r = over.max().item()
+exact, tanh = F.gelu(xs), F.gelu(xs, approximate="tanh")  # (2401,) each
+above, below = (torch.isclose(exact, tanh, rtol=RTOL * f, atol=ATOL * f)  # (2401,)
+                for f in (r * (1 + MARGIN), r * (1 - MARGIN)))
+rejected = (~below).nonzero().flatten().tolist()  # indices into xs
+print(f"isclose at {r:.6f} x the tolerances rejects {(~above).sum().item()} points; "
+      f"a part in a million less, x = {[round(xs[i].item(), 3) for i in rejected]}")
+assert above.all() and rejected == [over.argmax().item()]
+
+# %%
 # The notes' ``FeedForward`` uses ``F.gelu``, the exact form. Loading GPT-2's weights
 # into it would not reproduce GPT-2's numbers: on the block above the tanh form moves
 # the output by more than ``assert_close`` allows. Pass ``approximate="tanh"`` to match
@@ -311,13 +327,14 @@ plt.show()
 # fraction has standard deviation ``sqrt(p (1 - p) / n)``; six of those bound it (a miss
 # has probability about ``2e-9``). The notes' ``Attention`` hard-wires
 # ``nn.Dropout(0.1)`` on its attention weights: it cannot be switched off by argument,
-# only by ``eval()``.
+# only by ``eval()``. The dropout checked is the fixed block's own, ``ff.dropout``, the
+# one the comparison with ``nn.Sequential`` above ran in eval mode.
 #
 # The input is ``linspace(1, 2, n)``: no entry is zero by construction, so in train mode
 # a zero in the output marks exactly a dropped entry (a random input might hold an
 # exact zero: ``torch.randn`` on CUDA does for some seeds).
 p = 0.1
-drop = nn.Dropout(p)
+drop = ff.dropout  # the block's own nn.Dropout(0.1), in eval mode since its comparison
 z = torch.linspace(1, 2, 2**20, device=device)  # (n,), entries in [1, 2]
 
 drop.eval()

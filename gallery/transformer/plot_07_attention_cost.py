@@ -62,13 +62,14 @@ def qkv_of_length(L):
 
 # %%
 # The score tensor alone takes ``B * Nh * L * L * 4`` bytes in float32: arithmetic,
-# shown on a real tensor at the largest ``L`` (an illustration; the measured peaks
-# below are the check).
+# checked against a real tensor's size at the largest ``L`` (the measured peaks below
+# are checked against it).
 q, k, v = qkv_of_length(Ls[-1])
 scores = q @ k.transpose(-2, -1)  # (B, Nh, L, L)
 score_bytes = [B * Nh * L * L * 4 for L in Ls]
 print(f"L = {Ls[-1]}: scores {tuple(scores.shape)} take "
       f"{scores.numel() * scores.element_size():,} bytes = B*Nh*L*L*4")
+assert scores.numel() * scores.element_size() == score_bytes[-1]  # 67,108,864 on CPU
 del q, k, v, scores
 
 # %%
