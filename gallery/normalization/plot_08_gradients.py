@@ -15,8 +15,8 @@ it does not.
 # Setup
 # -----
 # Every page picks its device at run time, prints it, and asserts its claims there;
-# where a device behaves differently, the page asserts each side. The proof ledger
-# (:doc:`/chapters/ledger`) shows on which devices this page was verified.
+# where a device behaves differently, the page asserts each side. The
+# :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
 # Everything is float64, so float64's default tolerances (1e-7) apply.
 import torch
 

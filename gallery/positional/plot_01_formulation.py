@@ -16,8 +16,8 @@ order as the patches of a flattened image.
 # Setup
 # -----
 # Every page picks its device at run time, prints it, and asserts its claims there;
-# where a device behaves differently, the page asserts each side. The proof ledger
-# (:doc:`/chapters/ledger`) shows on which devices this page was verified.
+# where a device behaves differently, the page asserts each side. The
+# :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
 # The notes call the tokens ``T``; the book names them ``tokens``, keeping ``T_frames``
 # for video.
 import torch

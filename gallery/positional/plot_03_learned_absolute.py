@@ -14,8 +14,8 @@ codes is not a function of their offset.
 # Setup
 # -----
 # Every page picks its device at run time, prints it, and asserts its claims there;
-# where a device behaves differently, the page asserts each side. The proof ledger
-# (:doc:`/chapters/ledger`) shows on which devices this page was verified.
+# where a device behaves differently, the page asserts each side. The
+# :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
 import torch
 
 torch.manual_seed(0)

@@ -15,8 +15,8 @@ identical tokens each head's weights fall exactly as ``exp(-m_h * distance)``.
 # Setup
 # -----
 # Every page picks its device at run time, prints it, and asserts its claims there;
-# where a device behaves differently, the page asserts each side. The proof ledger
-# (:doc:`/chapters/ledger`) shows on which devices this page was verified.
+# where a device behaves differently, the page asserts each side. The
+# :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
 import math
 
 import torch
