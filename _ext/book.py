@@ -14,6 +14,10 @@ from pathlib import Path
 import build_pages
 import recording
 import rerun
+from docutils import nodes
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,6 +81,41 @@ def _find_source(gallery_conf, fname):
     return found[0] if found else None
 
 
+def _cell_ids(app, doctree):
+    """On a gallery page: the id ``cell-n`` around its n-th code cell, which the ledger links to.
+
+    sphinx-gallery writes each code block of the page as a ``Python`` literal block, in the
+    order of its splitter (``build_pages.code_cells``, which the ledger uses to find the cell
+    holding a line); printed output is a literal block of another language.
+    """
+    parts = app.env.docname.split("/")
+    if len(parts) != 3 or parts[0] != "generated":
+        return
+    source = ROOT / "gallery" / parts[1] / f"{parts[2]}.py"
+    if not source.is_file():
+        return
+    blocks = [node for node in doctree.findall(nodes.literal_block)
+              if node.get("language") == "Python"]
+    cells = build_pages.code_cells(source)
+    if len(blocks) != len(cells):
+        logger.warning(f"{len(blocks)} code blocks for {len(cells)} code cells of {source.name}: "
+                       "the ledger's links would point at the wrong cells",
+                       location=app.env.docname)
+        return
+    # The id goes on a container around the block: sphinx-gallery's code links replace the
+    # literal block itself by a node of their own (a post-transform) that writes no id.
+    for n, node in enumerate(blocks, 1):
+        cell = nodes.container(ids=[f"cell-{n}"], classes=["code-cell"])
+        node.replace_self(cell)
+        cell += node
+
+
+def _ledger_js(app, pagename, templatename, context, doctree):
+    """Filters and sorting for the proof ledger (_ext/static/ledger.js), on that page only."""
+    if pagename == "chapters/ledger":
+        app.add_js_file("ledger.js", loading_method="defer")
+
+
 def _ledger_css(app):
     """Serve _ext/static/ledger.css (the ledger's columns: stale greyed, failed red)."""
     app.config.html_static_path.append(str(ROOT / "_ext" / "static"))
@@ -101,4 +140,6 @@ def setup(app):
     app.connect("builder-inited", build_pages.write_build_pages, priority=900)
     app.connect("builder-inited", _ledger_css)
     app.add_css_file("ledger.css")
+    app.connect("doctree-read", _cell_ids)
+    app.connect("html-page-context", _ledger_js)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

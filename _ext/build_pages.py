@@ -62,6 +62,33 @@ def _list_table(header, rows, css):
     return "\n".join(lines + [":::", ""])
 
 
+def code_cells(source):
+    """``[(first, last), ...]``: the lines of the page's source that each code cell shows.
+
+    sphinx-gallery's own splitter, so the cells are those it renders, in the same order: the
+    n-th ``Python`` code block of the generated page (1-based) is cell ``n``, and
+    ``book.py`` gives it the id ``cell-n`` there. Blank lines around a cell are left out.
+    """
+    from sphinx_gallery.py_source_parser import split_code_and_text_blocks
+
+    cells = []
+    if not Path(source).is_file():  # a record of a page that is not here: no cells to link to
+        return cells
+    for label, content, start in split_code_and_text_blocks(str(source))[1]:
+        if label == "code":
+            lines = [i for i, text in enumerate(content.split("\n")) if text.strip()]
+            cells.append((start + lines[0], start + lines[-1]))
+    return cells
+
+
+def cell_of(cells, line):
+    """(n, first, last) of the cell holding ``line`` (1-based n), or None."""
+    for n, (first, last) in enumerate(cells, 1):
+        if first <= line <= last:
+            return n, first, last
+    return None
+
+
 def _sci(x):
     return "" if x is None else f"{x:.1e}"
 
@@ -113,8 +140,10 @@ def _sets_table(sets, n_pages):
                     "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
     header = "".join(f"<th>{h}</th>" for h in ("device", "torch", "records from",
                                                "last verified", "current pages", "stale pages"))
-    return ["```{raw} html", '<table class="docutils align-default ledger-sets">',
-            f"<thead><tr>{header}</tr></thead>", "<tbody>", *rows, "</tbody></table>", "```", ""]
+    return ["```{raw} html", '<div class="ledger-wrap">',
+            '<table class="docutils align-default ledger-sets">',
+            f"<thead><tr>{header}</tr></thead>", "<tbody>", *rows, "</tbody></table></div>",
+            "```", ""]
 
 
 def ledger_markdown(sets, current):
@@ -125,7 +154,9 @@ def ledger_markdown(sets, current):
     tables are raw HTML: as a MyST list-table, the 300-odd rows cost about 2.5 s to parse,
     index and write on every change (measured); as HTML they cost nothing.
     """
-    out = ["# Record sets", "", *_sets_table(sets, len(current))]
+    out = ["# Record sets", "", *_sets_table(sets, len(current)),
+           # ledger.js puts its filters here; without JavaScript the div stays empty.
+           "```{raw} html", '<div id="ledger-filters" class="ledger-filters"></div>', "```", ""]
     heads = ""
     for s in sets:
         device, name, torch = s["machine"]
@@ -146,24 +177,44 @@ def ledger_markdown(sets, current):
             by_line = [{c["line"]: c for c in s["records"].get(page, {"claims": []})["claims"]}
                        for s in sets]
             stem = page.split("/")[1]
-            link = f'<a href="../generated/{page}.html">{html.escape(stem)}</a>'
+            cells_of_page = code_cells(ROOT / "gallery" / f"{page}.py")
             for c in template["claims"]:
                 code = " ".join(c["code"].split())
                 tol = "" if c.get("rtol") is None else f"{_sci(c['rtol'])} / {_sci(c['atol'])}"
+                # The link goes to the code cell holding the claim's line (its id: book.py).
+                cell = cell_of(cells_of_page, c["line"])
+                anchor, title = "", f"{stem}.py"
+                if cell is not None:
+                    anchor = f"#cell-{cell[0]}"
+                    title = f"code cell {cell[0]} of {stem}: lines {cell[1]}-{cell[2]} of {stem}.py"
+                link = (f'<a href="../generated/{page}.html{anchor}" '
+                        f'title="{html.escape(title)}">{html.escape(stem)}</a>')
+                dtypes = ", ".join(c.get("dtype", []))
                 cells = [f"<td>{x}</td>" for x in (
                     link, str(c["line"]), html.escape(c["section"].replace("``", "")),
-                    f"<code>{html.escape(code)}</code>", tol, ", ".join(c.get("dtype", [])))]
+                    f"<code>{html.escape(code)}</code>", tol, dtypes)]
+                statuses, numbers = [], []
                 for s, claims in zip(sets, by_line):
                     status, text, tip = _cell(s, page, c["line"], claims)
+                    measured = claims.get(c["line"], {}).get("max_abs")
+                    ok = status in ("held", "failed") and measured is not None
+                    numbers.append(repr(float(measured)) if ok else "-")
+                    statuses.append(status)
                     cells.append(f'<td class="set {_column_class(s)} {status}" '
                                  f'title="{html.escape(tip)}">{text}</td>')
-                attrs = _attrs(page=page, line=c["line"], kind=c["kind"])
+                # For ledger.js: each record set's max abs ("-": none), in column order, and
+                # the largest of them.
+                attrs = _attrs(page=page, line=c["line"], kind=c["kind"], dtype=dtypes,
+                               status=" ".join(dict.fromkeys(statuses)),
+                               set_max_abs=" ".join(numbers))
+                if any(x != "-" for x in numbers):
+                    attrs += _attrs(max_abs=max((x for x in numbers if x != "-"), key=float))
                 rows.append(f'<tr class="claim"{attrs}>' + "".join(cells) + "</tr>")
         if rows:
-            out += [f"# {chapter.capitalize()}", "", "```{raw} html",
+            out += [f"# {chapter.capitalize()}", "", "```{raw} html", '<div class="ledger-wrap">',
                     f'<table class="docutils align-default ledger"{_attrs(chapter=chapter)}>'
                     f"<thead><tr>{header}</tr></thead>", "<tbody>", *rows, "</tbody></table>",
-                    "```", ""]
+                    "</div>", "```", ""]
     return "\n".join(out)
 
 

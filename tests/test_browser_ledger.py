@@ -1,0 +1,176 @@
+"""The proof ledger as readers see it, in headless chromium (fixtures of test_browser.py).
+
+Every column of the ledger is visible, or reachable by scrolling the table's own wrapper,
+at desktop widths and on a phone, and the page itself never scrolls sideways; the filters
+hide exactly the rows that do not match; sorting by discrepancy orders the rows by it; a
+row's link lands on the code cell that holds the claim. Screenshots at 1400 and 390 px land
+in tests/artifacts/screenshots/ for a person to look at.
+"""
+
+import re
+from urllib.parse import urlsplit
+
+import pytest
+from conftest import ROOT
+from test_browser import SCREENSHOTS, Visit, base_url, browser, visit  # noqa: F401
+
+LEDGER = "chapters/ledger.html"
+
+# Per table wrapper: can every header cell be reached, and does the page stay put?
+LAYOUT_JS = """() => {
+    const wraps = [...document.querySelectorAll("article .ledger-wrap")];
+    return {
+        page_width: document.documentElement.scrollWidth,
+        body_width: document.body.scrollWidth,
+        window_width: window.innerWidth,
+        wraps: wraps.map(w => {
+            const box = w.getBoundingClientRect();
+            return {
+                left: box.left, right: box.right, client: w.clientWidth, scroll: w.scrollWidth,
+                overflow: getComputedStyle(w).overflowX,
+                // each header cell's right edge, measured from the wrapper's left edge
+                heads: [...w.querySelectorAll("th")].map(
+                    th => th.getBoundingClientRect().right - box.left + w.scrollLeft),
+            };
+        }),
+        // furo's "On this page" panel, where it is shown
+        toc: [...document.querySelectorAll(".toc-drawer")].map(t => {
+            const r = t.getBoundingClientRect();
+            return getComputedStyle(t).display === "none" || r.width === 0 ? null : [r.left, r.right];
+        }).filter(Boolean),
+    };
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 1400, 1920, 390])
+def test_every_column_is_reachable_and_the_page_does_not_scroll_sideways(browser, base_url,
+                                                                          width):
+    visit = Visit(browser, base_url, color_scheme="light",
+                  viewport={"width": width, "height": 900})
+    try:
+        page = visit.open(LEDGER)
+        info = page.evaluate(LAYOUT_JS)
+        assert not visit.problems, visit.problems
+    finally:
+        visit.close()
+    assert info["page_width"] <= info["window_width"], \
+        f"at {width} px the page scrolls sideways: {info['page_width']} > {info['window_width']}"
+    assert info["body_width"] <= info["window_width"], info
+    assert len(info["wraps"]) >= 2, "the record sets and at least one chapter table"
+    for wrap in info["wraps"]:
+        assert wrap["right"] <= info["window_width"] + 0.5, f"a table runs off the window: {wrap}"
+        for toc_left, toc_right in info["toc"]:  # nothing lies under the "On this page" panel
+            assert wrap["right"] <= toc_left or wrap["left"] >= toc_right, (wrap, info["toc"])
+        assert max(wrap["heads"]) <= wrap["scroll"] + 1, f"a column is out of reach: {wrap}"
+        if wrap["scroll"] > wrap["client"]:  # wider than the window: it scrolls itself
+            assert wrap["overflow"] in ("auto", "scroll"), wrap
+    if width >= 1400:  # on a desktop the chapter tables fit without scrolling
+        assert all(w["scroll"] <= w["client"] for w in info["wraps"]), info["wraps"]
+
+
+COUNT_JS = """() => [...document.querySelectorAll("table.ledger tbody tr")].filter(
+    r => r.offsetParent !== null).length"""
+
+
+def test_filters_hide_the_rows_that_do_not_match(visit):
+    page = visit.open(LEDGER)
+    rows = page.locator("table.ledger tbody tr")
+    total = rows.count()
+    assert total > 100 and page.evaluate(COUNT_JS) == total
+    assert f"{total} of {total} claims shown" in page.locator(".ledger-count").inner_text()
+
+    stem = "plot_02_batchnorm"
+    page.select_option("#ledger-filters select[name=page]", label=stem)
+    expected = page.locator(f'table.ledger tbody tr[data-page$="/{stem}"]').count()
+    assert 0 < expected < total and page.evaluate(COUNT_JS) == expected
+    visible_pages = page.evaluate("""() => [...document.querySelectorAll(
+        "table.ledger tbody tr")].filter(r => r.offsetParent).map(r => r.dataset.page)""")
+    assert set(visible_pages) == {f"normalization/{stem}"}
+    # the other chapters' tables (with their headings) are hidden too
+    assert page.locator("table.ledger[data-chapter=transformer]").is_hidden()
+
+    page.select_option("#ledger-filters select[name=page]", value="")
+    page.select_option("#ledger-filters select[name=status]", value="not-run")
+    not_run = page.evaluate("""() => [...document.querySelectorAll("table.ledger tbody tr")]
+        .filter(r => r.querySelector("td.set.not-run")).length""")
+    assert 0 < not_run < total and page.evaluate(COUNT_JS) == not_run
+
+    page.select_option("#ledger-filters select[name=status]", value="")
+    dtype = "float64"
+    page.select_option("#ledger-filters select[name=dtype]", value=dtype)
+    with_dtype = page.evaluate(f"""() => [...document.querySelectorAll("table.ledger tbody tr")]
+        .filter(r => (r.dataset.dtype || "").split(", ").includes("{dtype}")).length""")
+    assert 0 < with_dtype < total and page.evaluate(COUNT_JS) == with_dtype
+
+    # One record set: only its column is left.
+    page.select_option("#ledger-filters select[name=dtype]", value="")
+    sets = page.locator("#ledger-filters select[name=set] option").count() - 1
+    assert sets >= 1
+    page.select_option("#ledger-filters select[name=set]", index=1)
+    visible_heads = page.evaluate("""() => [...document.querySelectorAll(
+        "table.ledger thead th.set")].filter(th => th.offsetParent).length""")
+    assert visible_heads == len(page.locator("table.ledger").all())
+    assert not visit.problems, visit.problems
+
+
+def test_sorting_by_discrepancy_orders_rows_by_max_abs(visit):
+    page = visit.open(LEDGER)
+    page.select_option("#ledger-filters select[name=sort]", value="max-abs-desc")
+    per_table = page.evaluate("""() => [...document.querySelectorAll("table.ledger")].map(
+        t => [...t.tBodies[0].rows].map(r => r.dataset.maxAbs === undefined ? null
+                                                : parseFloat(r.dataset.maxAbs)))""")
+    for values in per_table:
+        numbers = [x for x in values if x is not None]
+        assert numbers, "a chapter without a single assert_close?"
+        assert values[:len(numbers)] == numbers, "rows without a discrepancy come last"
+        assert numbers == sorted(numbers, reverse=True)
+    # back to page and line order
+    page.select_option("#ledger-filters select[name=sort]", value="order")
+    order = page.evaluate("""() => [...document.querySelectorAll("table.ledger tbody tr")].map(
+        r => [r.dataset.page, +r.dataset.line])""")
+    for (page_a, line_a), (page_b, line_b) in zip(order, order[1:]):
+        assert page_a != page_b or line_a < line_b, (page_a, line_a, line_b)
+
+
+def test_a_row_links_to_the_code_cell_holding_its_claim(visit):
+    page = visit.open(LEDGER)
+    links = page.evaluate("""() => [...document.querySelectorAll("table.ledger tbody tr")].map(
+        r => [r.dataset.page, +r.dataset.line, r.querySelector("td a").href,
+              r.querySelector("td a").title])""")
+    assert all("#cell-" in href for _, _, href, _ in links), "a row without a link to its cell"
+    # Rows of three pages: the first claim, one in the middle, the last claim of the book.
+    for source_page, line, href, title in [links[0], links[len(links) // 2], links[-1]]:
+        # the link's title names the cell's lines in the .py, and they hold the claim's line
+        first, last = map(int, re.search(r"lines (\d+)-(\d+)", title).groups())
+        assert first <= line <= last, (title, line)
+        code_line = (ROOT / "gallery" / f"{source_page}.py").read_text().splitlines()[line - 1]
+        parts = urlsplit(href)
+        target = visit.open(f"{parts.path.lstrip('/')}#{parts.fragment}")
+        cell = target.locator(f"#{parts.fragment}")
+        assert cell.count() == 1, f"no element with id {parts.fragment} on {parts.path}"
+        assert code_line.strip() in cell.inner_text(), \
+            f"{href} does not show line {line}: {code_line!r}"
+        # the browser scrolls to the cell (once the page's layout has settled)
+        target.wait_for_function(f"""() => {{
+            const top = document.getElementById('{parts.fragment}').getBoundingClientRect().top;
+            return 0 <= top && top < innerHeight / 2; }}""")
+        assert not visit.problems, visit.problems
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_ledger_screenshots(browser, base_url, width):
+    """The top of the ledger at a desktop width and on a phone, for a person to look at."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    visit = Visit(browser, base_url, color_scheme="light",
+                  viewport={"width": width, "height": 1400 if width > 400 else 844})
+    try:
+        page = visit.open(LEDGER)
+        page.evaluate("""() => window.scrollTo(0, scrollY - 80 +
+            document.getElementById('ledger-filters').getBoundingClientRect().top)""")
+        page.wait_for_timeout(300)  # furo's header and "back to top" button settle
+        target = SCREENSHOTS / f"chapters_ledger_{width}.png"
+        page.screenshot(path=target)
+        assert target.stat().st_size > 10_000, f"{target.name} is nearly empty"
+        assert not visit.problems, visit.problems
+    finally:
+        visit.close()
