@@ -186,9 +186,11 @@ def ledger_markdown(sets, current):
                 anchor, title = "", f"{stem}.py"
                 if cell is not None:
                     anchor = f"#cell-{cell[0]}"
-                    title = f"code cell {cell[0]} of {stem}: lines {cell[1]}-{cell[2]} of {stem}.py"
+                    title = f"code cell {cell[0]}: lines {cell[1]}-{cell[2]} of {stem}.py"
                 link = (f'<a href="../generated/{page}.html{anchor}" '
-                        f'title="{html.escape(title)}">{html.escape(stem)}</a>')
+                        f'title="{html.escape(title)}">'
+                        # may break after an underscore: the record-set columns fit at 1280 px
+                        f'{html.escape(stem).replace("_", "_<wbr>")}</a>')
                 dtypes = ", ".join(c.get("dtype", []))
                 cells = [f"<td>{x}</td>" for x in (
                     link, str(c["line"]), html.escape(c["section"].replace("``", "")),
