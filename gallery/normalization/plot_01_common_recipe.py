@@ -166,6 +166,8 @@ fig.suptitle("BatchNorm pools samples, LayerNorm pools channels, InstanceNorm "
 plt.show()
 
 # %%
+# .. _errata-norm-channels:
+#
 # What the channels are
 # ---------------------
 # For images the notes say "the channel dimension is the RGB channel". That holds at the
@@ -194,6 +196,8 @@ else:
 
 
 # %%
+# .. _errata-norm-defaults-table:
+#
 # The table's other cells, read from the modules
 # ----------------------------------------------
 # Defaults are not folklore: construct each module with only its required arguments and
@@ -237,6 +241,8 @@ print("every cell of the table matches the modules' defaults")
 assert fresh["BatchNorm2d"].momentum == 0.1 and fresh["InstanceNorm2d"].momentum == 0.1
 
 # %%
+# .. _errata-norm-eps-inside:
+#
 # ``eps`` goes inside the square root
 # -----------------------------------
 # The source notes write the recipe as

@@ -78,6 +78,8 @@ for name, (bn, shape) in inputs.items():
 
 
 # %%
+# .. _errata-bn-eval-crash:
+#
 # Eval mode: the notes' snippet crashes
 # -------------------------------------
 # The notes compare eval mode with this function, copied verbatim:
@@ -284,6 +286,8 @@ torch.testing.assert_close(form_1, form_2)
 
 
 # %%
+# .. _errata-bn-keras-momentum:
+#
 # Keras' momentum is one minus PyTorch's
 # --------------------------------------
 # The blog notes say momentum "is generally chosen to be close to 1". In their formula

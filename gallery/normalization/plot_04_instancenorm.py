@@ -64,6 +64,8 @@ for cls, x in inputs.items():
     assert (blind - ref).abs().max() > 1e-2  # measured 0.1 to 0.2: eps is visible
 
 # %%
+# .. _errata-instancenorm-defaults:
+#
 # The real defaults
 # -----------------
 # The notes build ``InstanceNorm2d(3, affine=True, track_running_stats=True)`` with the
@@ -79,6 +81,8 @@ assert list(defaults.parameters()) == []
 assert torch.nn.BatchNorm2d(C).affine is True
 
 # %%
+# .. _errata-instancenorm-affine:
+#
 # The notes' check passes by accident
 # -----------------------------------
 # Here is the notes' snippet, verbatim. It switches the affine on, but its reference

@@ -128,6 +128,8 @@ print(f"max|train - eval| = {(y_train - y_eval).abs().max().item():.1e}")
 assert torch.equal(y_train, y_eval)
 
 # %%
+# .. _errata-ln-transposed-bn:
+#
 # "LayerNorm is a transposed BatchNorm", made precise
 # ---------------------------------------------------
 # For ``x`` of shape ``(N, D)`` (N tokens of D features), LayerNorm reduces each row
@@ -218,6 +220,8 @@ class Norm(nn.Module):
 
 
 # %%
+# .. _errata-norm-comment-shape:
+#
 # Its comment gets one shape wrong
 # --------------------------------
 # ``forward``'s comment says "x_norm is the same shape with u". It is not: ``u`` keeps
@@ -286,6 +290,8 @@ print(f"feature std 1e-3: output std with eps 1e-12 {std_12:.3f}, "
 assert std_12 > 2.5 * std_5, "eps should matter at variance below eps"
 
 # %%
+# .. _errata-norm-dim0:
+#
 # Wrong for BatchNorm with ``dim=0``
 # ----------------------------------
 # On channels-last images ``(B, H, W, C)``, ``dim=0`` reduces over the batch alone: one

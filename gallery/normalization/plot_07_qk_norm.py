@@ -63,6 +63,8 @@ print(f"max|manual - scaled_dot_product_attention| = "
 torch.testing.assert_close(manual, fused)
 
 # %%
+# .. _errata-qk-scale-after-softmax:
+#
 # The notes scale after the softmax
 # ---------------------------------
 # The notes' ``forward`` computes ``softmax(q k^T)`` first and multiplies the
@@ -89,6 +91,8 @@ torch.testing.assert_close(out_notes, temperature_1 / math.sqrt(Dh))
 assert gap > 0.1, "the notes' order now matches scaled_dot_product_attention?"
 
 # %%
+# .. _errata-qk-norm-bounds:
+#
 # What QK-norm bounds
 # -------------------
 # LayerNorm without affine returns a row with zero mean and mean square

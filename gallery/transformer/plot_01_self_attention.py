@@ -71,6 +71,8 @@ class SelfAttention(torch.nn.Module):
 
 
 # %%
+# .. _errata-attn-does-not-run:
+#
 # The notes' example does not run
 # -------------------------------
 # Their example moves the module with ``.cuda()``, which raises on a machine without a
@@ -169,6 +171,8 @@ print(f"reshape(B, L, Nh, 3, Dh) instead: max|q_swapped - q| = {gap:.2f}")
 assert gap > 0.1, "the axis order of the reshape no longer matters?"
 
 # %%
+# .. _errata-attn-scale-after-softmax:
+#
 # The notes scale after the softmax
 # ---------------------------------
 # The notes multiply the *probabilities* by ``1 / sqrt(Dh)``; the scale is a temperature

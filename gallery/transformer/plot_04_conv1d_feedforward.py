@@ -83,6 +83,8 @@ with torch.no_grad():
 
 
 # %%
+# .. _errata-conv1d-view:
+#
 # A strided input breaks it
 # -------------------------
 # ``forward`` flattens the leading dims with ``x.view(-1, nx)``, and a view needs
@@ -140,6 +142,8 @@ print(f"max|Conv1D - nn.Conv1d(kernel_size=1)| = {(ours - ref).abs().max().item(
 torch.testing.assert_close(ours, ref)
 
 # %%
+# .. _errata-ff-swapped-widths:
+#
 # The notes' FeedForward swaps the widths
 # ---------------------------------------
 # The notes build GPT-2's feed-forward block, ``d_model -> 4 d_model -> d_model``, as
@@ -319,6 +323,8 @@ ax.legend(loc="lower center")
 plt.show()
 
 # %%
+# .. _errata-ff-dropout:
+#
 # Dropout: identity in eval mode, rescaled mask in train mode
 # -----------------------------------------------------------
 # ``nn.Dropout(p)`` in eval mode returns its input untouched. In train mode it zeroes
