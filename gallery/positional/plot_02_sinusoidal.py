@@ -90,6 +90,7 @@ torch.testing.assert_close(pe.norm(dim=-1), norm)
 
 fig, ax = plt.subplots()
 im = ax.imshow(pe.T.cpu(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
+ax.grid(False)  # grid lines would cut through the cells
 ax.set_xlabel("position p (tokens)")
 ax.set_ylabel("channel (2i = sin, 2i+1 = cos)")
 ax.set_title("Low channels oscillate fast, high channels slowly:\n"
@@ -299,15 +300,23 @@ print(f"largest similarity at {divmod(sim.argmax().item(), W)}: "
 assert divmod(sim.argmax().item(), W) == (i0, j0)
 torch.testing.assert_close(sim.max(), torch.tensor(D / 2, device=device))
 
-fig, ax = plt.subplots()
+from matplotlib.ticker import MaxNLocator
+
+# A square map: a near-square canvas, no grid over the cells, integer patch indices,
+# and the legend below the axes, off the data.
+fig, ax = plt.subplots(figsize=(5.2, 5.2), layout="constrained")
 im = ax.imshow(sim.cpu(), cmap="viridis")
-ax.plot(j0, i0, "r+", ms=12, label=f"patch ({i0}, {j0})")
+ax.grid(False)
+ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+ax.plot(j0, i0, "r+", ms=12, mew=2, label=f"patch ({i0}, {j0})")
 ax.set_xlabel("column j (patches)")
 ax.set_ylabel("row i (patches)")
 ax.set_title("2-D sinusoidal PE: similarity to a patch is a row term plus\n"
              "a column term, a cross centred on the patch")
-fig.colorbar(im, ax=ax, label=f"PE({i0}, {j0}) · PE(i, j)")
-ax.legend(loc="lower left")
+cax = ax.inset_axes([1.04, 0, 0.05, 1])  # a colorbar exactly as tall as the map
+fig.colorbar(im, cax=cax, label=f"PE({i0}, {j0}) · PE(i, j)")
+fig.legend(loc="outside lower center")
 plt.show()
 
 # %%

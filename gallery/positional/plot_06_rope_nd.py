@@ -208,16 +208,24 @@ print(f"query {I[n0].tolist()}: argmax at {I[row.argmax()].tolist()}, "
 assert row.argmax().item() == n0
 torch.testing.assert_close(inner, inner.flip(0, 1))
 
-fig, ax = plt.subplots()
+from matplotlib.ticker import MaxNLocator
+
+# A square map: a near-square canvas, no grid over the cells, integer patch indices,
+# and the legend below the axes, off the data.
+fig, ax = plt.subplots(figsize=(5.2, 5.2), layout="constrained")
 im = ax.imshow(row.cpu())
+ax.grid(False)
+ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 ax.plot(W // 2, H // 2, "x", color="C3", ms=10, mew=2,
         label=f"query patch ({H // 2}, {W // 2})")
 ax.set_xlabel("key column j (patches)")
 ax.set_ylabel("key row i (patches)")
 ax.set_title("2-D axial RoPE, identical tokens: a patch's logits depend only\n"
              "on the 2-D offset, so the pattern is centred on the query")
-fig.colorbar(im, ax=ax, label="logit <rope(q), rope(k)> (q = k = ones)")
-ax.legend(loc="upper right")
+cax = ax.inset_axes([1.04, 0, 0.05, 1])  # a colorbar exactly as tall as the map
+fig.colorbar(im, cax=cax, label="logit <rope(q), rope(k)> (q = k = ones)")
+fig.legend(loc="outside lower center")
 plt.show()
 
 
@@ -354,8 +362,11 @@ print(f"flattened, query (8, 0): key (7, 15) {flat_row[7, 15]:.3f}, key (8, 1) "
       f"{flat_row[8, 1]:.3f}, key (7, 0) {flat_row[7, 0]:.3f}")
 torch.testing.assert_close(flat_row[7, 15], flat_row[8, 1])
 
-fig, ax = plt.subplots()
+fig, ax = plt.subplots(figsize=(5.2, 5.2), layout="constrained")
 im = ax.imshow(flat_row.cpu())
+ax.grid(False)  # as above: no grid, integer ticks, legend below the axes
+ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 ax.plot(0, 8, "x", color="C3", ms=10, mew=2, label="query patch (8, 0)")
 ax.plot(15, 7, "o", mfc="none", color="C1", ms=12, mew=2,
         label="key (7, 15): 1-D offset 1")
@@ -363,8 +374,9 @@ ax.set_xlabel("key column j (patches)")
 ax.set_ylabel("key row i (patches)")
 ax.set_title("Flattened 1-D RoPE: patch (7, 15), fifteen columns away,\n"
              "scores like the query's right-hand neighbour (8, 1)")
-fig.colorbar(im, ax=ax, label="logit <rope(q), rope(k)> (q = k = ones)")
-ax.legend(loc="lower right")
+cax = ax.inset_axes([1.04, 0, 0.05, 1])  # a colorbar exactly as tall as the map
+fig.colorbar(im, cax=cax, label="logit <rope(q), rope(k)> (q = k = ones)")
+fig.legend(loc="outside lower center", ncol=2)
 plt.show()
 
 # %%

@@ -96,8 +96,10 @@ for causal in (False, True):
 # %%
 # The four maps of head 0, as an image each: query position down, key position across.
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
-fig, axes = plt.subplots(2, 2, figsize=(6.4, 6.4), sharex=True, sharey=True)
+fig, axes = plt.subplots(2, 2, figsize=(6.4, 6.4), sharex=True, sharey=True,
+                         layout="constrained")
 for row, qk in enumerate((False, True)):
     for col, causal in enumerate((False, True)):
         ax = axes[row, col]
@@ -105,6 +107,8 @@ for row, qk in enumerate((False, True)):
         kind = "causal" if causal else "full"
         ax.set_title(f"{kind} {'with' if qk else 'without'} QK-norm")
         ax.grid(False)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions are integers
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 for ax in axes[1]:
     ax.set_xlabel("key position m")
 for ax in axes[:, 0]:
