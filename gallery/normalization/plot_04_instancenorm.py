@@ -272,7 +272,7 @@ outputs = {
     "after BatchNorm2d": torch.nn.BatchNorm2d(C, affine=False, **f64)(photos),
     "after InstanceNorm2d": torch.nn.InstanceNorm2d(C, **f64)(photos),
 }
-fig, ax = plt.subplots()
+fig, ax = plt.subplots(layout="constrained")
 markers = {"input": ("o", 18), "after BatchNorm2d": ("o", 18),
            "after InstanceNorm2d": ("*", 160)}
 for label, y in outputs.items():
@@ -300,5 +300,5 @@ ax.set_xlabel(f"mean of one (sample, channel) over H×W ({B_fig}×{C} points per
 ax.set_ylabel("std of one (sample, channel) over H×W")
 ax.set_title("InstanceNorm sends every sample-channel to mean 0, std ≈ 1;\n"
              "BatchNorm leaves the spread between samples")
-ax.legend(loc="upper right")
+fig.legend(loc="outside lower center", ncol=3)  # below the axes, off the points
 plt.show()
