@@ -50,9 +50,10 @@ assert I[-1].tolist() == [H - 1, W - 1]
 # %%
 # 1-D RoPE, adjacent pairs
 # ------------------------
-# The book's convention: channels ``(2i, 2i+1)`` form a pair, read as the complex number
-# ``x[2i] + 1j x[2i+1]``, and position ``p`` multiplies it by ``exp(1j p theta_i)`` with
-# ``theta_i = base ** (-2i / Dh)``.
+# The book's convention: channels :math:`(2i, 2i+1)` form a pair, read as the complex
+# number :math:`x_{2i} + \mathrm{i}\, x_{2i+1}`, and position :math:`p` multiplies it by
+# :math:`e^{\mathrm{i} p \theta_i}` with :math:`\theta_i = b^{-2i / D_h}` (base
+# :math:`b`, ``base``).
 def frequencies(n, base, dtype):
     """theta_i = base ** (-2i / n) for i = 0 .. n/2 - 1: (n/2,)."""
     return base ** (-torch.arange(0, n, 2, device=device, dtype=dtype) / n)
@@ -72,7 +73,7 @@ def rope_1d(x, pos, base=10000.0):
 # Axial RoPE in C dimensions
 # --------------------------
 # Split ``Dh`` into ``C`` equal blocks; block ``c`` is rotated by 1-D RoPE of coordinate
-# ``c``, with its own frequency list ``theta_i = base ** (-2i / (Dh/C))`` over its
+# ``c``, with its own frequency list :math:`\theta_i = b^{-2i / (D_h/C)}` over its
 # ``Dh/C`` channels. Other codes share the frequencies differently (interleaving the
 # axes' pairs, or one list over ``Dh``); every claim below holds for any choice where
 # each angle is linear in one coordinate.
@@ -88,10 +89,11 @@ def rope_nd(x, I, base=10000.0):
 # An independent reference
 # ------------------------
 # The definition written out, sharing no helper with the code above: every angle
-# computed one at a time in plain Python from ``10000 ** (-2i / (Dh/C))``, then each
+# computed one at a time in plain Python from :math:`10000^{-2i / (D_h/C)}`, then each
 # adjacent pair turned with an explicit cosine and sine (counter-clockwise:
-# ``(a, b) -> (a cos - b sin, a sin + b cos)``). Coordinate ``c`` owns channels
-# ``c*Dh/C .. (c+1)*Dh/C``: for ``C = 2`` the row angles come first, then the columns.
+# :math:`(u, w) \mapsto (u \cos\phi - w \sin\phi,\ u \sin\phi + w \cos\phi)`).
+# Coordinate ``c`` owns channels ``c*Dh/C .. (c+1)*Dh/C``: for ``C = 2`` the row angles
+# come first, then the columns.
 import math
 
 
@@ -279,8 +281,8 @@ assert gap > 0.01, "the layer no longer sees the positions?"  # 0.10
 # heads without the transpose, ``out.reshape(B, N, D)``, scrambles tokens and heads
 # alike for every grid). So the layer is also compared with a reference written head by
 # head: head ``h`` owns channels ``h*Dh .. (h+1)*Dh - 1`` of each of ``q``, ``k``,
-# ``v``; its weights ``softmax(q k^T / sqrt(Dh))`` are computed explicitly, and the
-# heads are concatenated along the channels before ``out_proj``.
+# ``v``; its weights :math:`\mathrm{softmax}(q k^\top / \sqrt{D_h})` are computed
+# explicitly, and the heads are concatenated along the channels before ``out_proj``.
 with torch.no_grad():
     q_all, k_all, v_all = layer.qkv_proj(patches).split(D, dim=-1)  # each (B, N, D)
     heads = []
