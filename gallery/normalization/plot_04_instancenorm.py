@@ -105,10 +105,10 @@ print((y1 - y2).norm())
 
 # %%
 # At unit variance that check cannot see ``eps``: ``eps`` moves these outputs by about
-# ``eps / 2 = 5e-6`` relative, under float32's tolerance, so it would pass with
-# ``+ eps`` deleted. The notes' formula, line for line, on the same ``x`` scaled to
-# variance ``~1e-4`` (where ``eps`` is a 10 % term) still matches the module; without
-# ``eps`` it would not.
+# :math:`\epsilon / 2 = 5 \cdot 10^{-6}` relative, under float32's tolerance, so it
+# would pass with ``+ eps`` deleted. The notes' formula, line for line, on the same
+# ``x`` scaled to variance ``~1e-4`` (where ``eps`` is a 10 % term) still matches the
+# module; without ``eps`` it would not.
 x_small = 0.01 * x  # (2, 3, 2, 2), variance ~1e-4
 mean = x_small.mean(dim=[2,3], keepdim=True)
 var = x_small.var(dim=[2,3], unbiased=False, keepdim=True)
@@ -147,13 +147,13 @@ torch.testing.assert_close(y1, y2_fixed)
 # In train mode the output still uses each instance's own statistics; the module only
 # records running statistics on the side. Each sample gets its own mean and scale here,
 # so that averaging per-instance statistics and pooling over the batch give visibly
-# different answers. Candidate rules for one step with momentum ``m``, where ``mean_bc``
-# and ``var_bc`` are per-instance:
+# different answers. Candidate rules for one step with momentum :math:`m`, where
+# :math:`\mu_{bc}` and :math:`\sigma^2_{bc}` are per-instance:
 #
-# * ``running_mean <- (1 - m) running_mean + m * mean over b of mean_bc``
-# * ``running_var  <- (1 - m) running_var  + m * mean over b of var_bc``, with
-#   ``var_bc`` *unbiased* (divide by ``H * W - 1``), *biased*, or BatchNorm's pooled
-#   variance over ``(B, H, W)``.
+# * ``running_mean``: :math:`r \leftarrow (1 - m)\, r + \frac{m}{B} \sum_b \mu_{bc}`
+# * ``running_var``: :math:`r \leftarrow (1 - m)\, r + \frac{m}{B} \sum_b \sigma^2_{bc}`
+#   with :math:`\sigma^2_{bc}` *unbiased* (divide by :math:`HW - 1`), *biased*, or
+#   BatchNorm's pooled variance over ``(B, H, W)``.
 #
 # For the mean the two views coincide (every instance has ``H * W`` values, so the mean
 # of the per-instance means is the pooled mean); only the variance tells them apart, and
@@ -254,9 +254,9 @@ torch.testing.assert_close(group(x), inst(x))
 # (std) per channel, as photos taken under different light would. BatchNorm shares one
 # mean and std per channel across the batch, so the spread between samples survives;
 # InstanceNorm maps every ``(sample, channel)`` to mean 0 and std
-# ``sqrt(var / (var + eps))``, which is 1 unless the contrast is low. Float64
-# throughout, so that subtracting a brightness of order 1 from values that vary by 0.01
-# costs no visible rounding.
+# :math:`\sqrt{v / (v + \epsilon)}` (variance :math:`v`), which is 1 unless the contrast
+# is low. Float64 throughout, so that subtracting a brightness of order 1 from values
+# that vary by 0.01 costs no visible rounding.
 import matplotlib.pyplot as plt
 
 g = torch.Generator(device=device).manual_seed(1)

@@ -98,10 +98,10 @@ torch.testing.assert_close(ours, y1)
 
 # %%
 # But at unit variance the snippet's check cannot see ``eps``: ``eps`` moves these
-# outputs by about ``eps / 2 = 5e-6`` relative, under float32's tolerance, so the check
-# would pass with ``+ eps`` deleted. The snippet's formula, line for line, on the same
-# ``x`` scaled to variance ``~1e-4`` (where ``eps`` is a 10 % term) still matches the
-# module; without ``eps`` it would not.
+# outputs by about :math:`\epsilon / 2 = 5 \cdot 10^{-6}` relative, under float32's
+# tolerance, so the check would pass with ``+ eps`` deleted. The snippet's formula, line
+# for line, on the same ``x`` scaled to variance ``~1e-4`` (where ``eps`` is a 10 %
+# term) still matches the module; without ``eps`` it would not.
 x_small = 0.01 * x  # (B, C, H, W), variance ~1e-4
 mean = x_small.mean(dim=[1,2,3], keepdim=True)
 var = x_small.var(dim=[1,2,3], unbiased=False, keepdim=True)
@@ -253,10 +253,10 @@ assert gap > 0.1  # measured 1.0
 # -------------------
 # With ``dim=-1`` on ``(B, L, D)`` it is ``nn.LayerNorm(D)``, provided ``eps`` matches:
 # the class defaults to ``1e-12`` (BERT's TensorFlow value), ``nn.LayerNorm`` to
-# ``1e-5``. At unit variance the two agree to about ``1e-5 / 2`` relative, so a check
-# there could not tell them apart. The features here have standard deviation ``1e-3``
-# (variance ``1e-6``, a tenth of ``1e-5``), centred at 0 so that ``x - mean`` loses no
-# digits: the class matches ``LayerNorm(D, eps=1e-12)`` and is far from
+# ``1e-5``. At unit variance the two agree to about :math:`10^{-5} / 2` relative, so a
+# check there could not tell them apart. The features here have standard deviation
+# ``1e-3`` (variance ``1e-6``, a tenth of ``1e-5``), centred at 0 so that ``x - mean``
+# loses no digits: the class matches ``LayerNorm(D, eps=1e-12)`` and is far from
 # ``LayerNorm(D)``. The affine is random.
 tiny = 1e-3 * torch.randn(B, L, D, device=device)  # (B, L, D), variance ~1e-6
 norm = Norm(D).to(device)
