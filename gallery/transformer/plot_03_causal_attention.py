@@ -382,10 +382,10 @@ for name, out in versions.items():
 # %%
 # Why ``-1e4`` is enough here, and why it is not ``-inf``
 # -------------------------------------------------------
-# In float32 ``exp(-1e4 - max)`` underflows to exactly ``0``, so the future gets weight
-# exactly zero; but a finite constant works only while it lies far below every real
-# logit (and fits the dtype), which fails for logits of magnitude ``1e4`` and, for
-# OpenAI's ``1e10``, in float16.
+# In float32 :math:`e^{-10^4 - z_{\max}}` (:math:`z_{\max}` the row's largest logit)
+# underflows to exactly 0, so the future gets weight exactly zero; but a finite constant
+# works only while it lies far below every real logit (and fits the dtype), which fails
+# for logits of magnitude ``1e4`` and, for OpenAI's ``1e10``, in float16.
 with torch.no_grad():
     logits = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(Dh)  # (B, Nh, L, L)
     b = gpt2.bias[:, :, :L, :L]  # (1, 1, L, L)
