@@ -27,9 +27,10 @@ print(f"device: {device}, torch {torch.__version__}")
 # %%
 # The recipe from scratch
 # -----------------------
-# One function serves BatchNorm, InstanceNorm, LayerNorm and GroupNorm: ``dims`` is the
-# only choice. The variance is the *biased* one (divide by n), as PyTorch normalizes
-# with it.
+# One function serves BatchNorm, InstanceNorm, LayerNorm and GroupNorm:
+# :math:`y = (x - \mathrm{E}[x]) / \sqrt{\mathrm{Var}[x] + \epsilon}`, with the
+# statistics taken over ``dims``, the only choice. The variance is the *biased* one
+# (divide by :math:`n`), as PyTorch normalizes with it.
 def normalize(x, dims, eps=1e-5):
     """(x - mean) / sqrt(var + eps), statistics over `dims`; same shape as x."""
     mean = x.mean(dim=dims, keepdim=True)
@@ -166,6 +167,8 @@ fig.suptitle("BatchNorm pools samples, LayerNorm pools channels, InstanceNorm "
 plt.show()
 
 # %%
+# .. _errata-norm-channels:
+#
 # What the channels are
 # ---------------------
 # For images the notes say "the channel dimension is the RGB channel". That holds at the
@@ -194,6 +197,8 @@ else:
 
 
 # %%
+# .. _errata-norm-defaults-table:
+#
 # The table's other cells, read from the modules
 # ----------------------------------------------
 # Defaults are not folklore: construct each module with only its required arguments and
@@ -237,13 +242,15 @@ print("every cell of the table matches the modules' defaults")
 assert fresh["BatchNorm2d"].momentum == 0.1 and fresh["InstanceNorm2d"].momentum == 0.1
 
 # %%
+# .. _errata-norm-eps-inside:
+#
 # ``eps`` goes inside the square root
 # -----------------------------------
 # The source notes write the recipe as
 # ``(X - X.mean()) / (X.var(unbiased=False).sqrt() + eps)``. That is a different
 # function: it adds ``eps`` to the standard deviation, PyTorch adds it to the variance.
-# At unit variance the two agree to about ``eps / 2`` relative, which is why the slip
-# goes unnoticed.
+# At unit variance the two agree to about :math:`\epsilon / 2` relative, which is why
+# the slip goes unnoticed.
 
 
 def normalize_notes(x, dims, eps):
@@ -262,9 +269,10 @@ print(f"unit variance: max relative gap notes vs torch = {rel:.1e}")
 assert 1e-7 < rel < 1e-4  # tiny, but not zero: about eps / 2 = 5e-6
 
 # %%
-# With a small variance the gap is not small. Take features whose standard deviation is
-# ``1e-3`` (variance ``1e-6``, ten times smaller than ``eps``): PyTorch shrinks the
-# output to ``std / sqrt(std**2 + eps) ~ 0.30``, the notes' form keeps it near ``1``.
+# With a small variance the gap is not small. Take features whose standard deviation
+# :math:`s` is ``1e-3`` (variance ``1e-6``, ten times smaller than ``eps``): PyTorch
+# shrinks the output to :math:`s / \sqrt{s^2 + \epsilon} \approx 0.30`, the notes' form
+# keeps it near 1.
 # Centred at 0: data at 1.0 +- 1e-3 would lose 3 of float32's 7 digits to cancellation
 # first.
 tiny = 1e-3 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W), std ~ 1e-3
@@ -281,7 +289,8 @@ assert y_notes.std() > 3 * y_torch.std(), "eps placement no longer matters?"
 # ---------------
 # Sweep the input standard deviation ``s`` over eight decades. For zero-mean data with
 # biased standard deviation ``s``, the output standard deviation is
-# ``s / sqrt(s**2 + eps)`` with eps inside, and ``s / (s + eps)`` with eps outside.
+# :math:`s / \sqrt{s^2 + \epsilon}` with eps inside, and :math:`s / (s + \epsilon)` with
+# eps outside.
 # BatchNorm's measured output follows the first curve and the notes' function the
 # second, to the last digit (float64, so the sweep itself adds no rounding).
 eps = 1e-5

@@ -78,6 +78,8 @@ for name, (bn, shape) in inputs.items():
 
 
 # %%
+# .. _errata-bn-eval-crash:
+#
 # Eval mode: the notes' snippet crashes
 # -------------------------------------
 # The notes compare eval mode with this function, copied verbatim:
@@ -159,9 +161,10 @@ else:
 # -----------------------------
 # In training mode each forward call also updates the buffers. PyTorch's ``momentum``
 # (default 0.1) weighs the *new* batch statistic:
-# ``running = (1 - momentum) * running + momentum * batch_stat``, starting from mean 0,
-# var 1. The variance fed to the average is the *unbiased* one (divide by n - 1),
-# although the normalization itself uses the biased one.
+# :math:`r_t = (1 - m)\, r_{t-1} + m\, s_t` (running value :math:`r`, batch statistic
+# :math:`s`, ``momentum`` :math:`m`), starting from mean 0, var 1. The variance fed to
+# the average is the *unbiased* one (divide by :math:`n - 1`), although the
+# normalization itself uses the biased one.
 bn = torch.nn.BatchNorm2d(C).to(device)
 assert bn.momentum == 0.1
 assert torch.equal(bn.running_mean, torch.zeros(C, device=device))
@@ -194,10 +197,10 @@ print(f"running_var, biased update:   max|hand - torch| = {biased_gap:.2e}")
 assert biased_gap > 0.01, "a biased-variance update should not match running_var"
 
 # %%
-# The factor between the two is exactly ``n / (n - 1)``. One step from a fresh module
-# isolates it: ``running_var = 0.9 * 1 + 0.1 * v``, so ``(running_var - 0.9) / 0.1`` is
-# the variance PyTorch used, and its ratio to the biased batch variance is ``8 / 7``
-# here.
+# The factor between the two is exactly :math:`n / (n - 1)`. One step from a fresh
+# module isolates it: :math:`r_1 = 0.9 \cdot 1 + 0.1\, v`, so :math:`(r_1 - 0.9) / 0.1`
+# is the variance PyTorch used, and its ratio to the biased batch variance is
+# :math:`8 / 7` here.
 bn = torch.nn.BatchNorm2d(C).to(device)
 xb = batches[0]
 bn(xb)
@@ -212,10 +215,10 @@ torch.testing.assert_close(ratio, torch.full_like(ratio, n / (n - 1)))
 # %%
 # ``momentum=None``: a plain average
 # ----------------------------------
-# With ``momentum=None`` the k-th training batch is weighted ``1 / k`` (PyTorch uses
-# ``1 / num_batches_tracked``). The first factor is ``1 / 1``, so the initial 0 and 1
-# are thrown away, and after k batches the buffers are the plain averages of the k batch
-# means and of the k unbiased batch variances.
+# With ``momentum=None`` the :math:`k`-th training batch is weighted :math:`1 / k`
+# (PyTorch uses ``1 / num_batches_tracked``). The first factor is :math:`1 / 1`, so the
+# initial 0 and 1 are thrown away, and after :math:`k` batches the buffers are the plain
+# averages of the k batch means and of the k unbiased batch variances.
 bn = torch.nn.BatchNorm2d(C, momentum=None).to(device)
 for xb in batches:
     bn(xb)
@@ -284,6 +287,8 @@ torch.testing.assert_close(form_1, form_2)
 
 
 # %%
+# .. _errata-bn-keras-momentum:
+#
 # Keras' momentum is one minus PyTorch's
 # --------------------------------------
 # The blog notes say momentum "is generally chosen to be close to 1". In their formula
@@ -344,11 +349,11 @@ def keras_update(moving_mean, moving_var, xb, momentum=0.99):
 # %%
 # Train a PyTorch module with ``momentum=0.01`` and the Keras update side by side, in
 # float64 so that 100 steps of rounding do not blur the comparison. Both start from mean
-# 0 and variance 1. The means agree. The variances differ by exactly ``n / (n - 1)`` on
-# the part learned from the data: after t steps both buffers still hold ``0.99**t`` of
-# their initial 1, and the rest is ``n / (n - 1)`` times larger in PyTorch, so as the
-# start is forgotten PyTorch's running variance tends to 8 / 7 times Keras' (n = 8
-# values per channel here).
+# 0 and variance 1. The means agree. The variances differ by exactly :math:`n / (n - 1)`
+# on the part learned from the data: after :math:`t` steps both buffers still hold
+# :math:`0.99^t` of their initial 1, and the rest is :math:`n / (n - 1)` times larger in
+# PyTorch, so as the start is forgotten PyTorch's running variance tends to
+# :math:`8 / 7` times Keras' (:math:`n = 8` values per channel here).
 f64 = torch.float64
 steps = 100
 bn_k = torch.nn.BatchNorm2d(C, momentum=0.01, eps=1e-3, device=device, dtype=f64)
@@ -375,8 +380,8 @@ assert (bn_k.running_var / keras_var - 1).min() > 0.05  # measured 0.12 to 0.13
 # PyTorch module built with ``eps=1e-3``: in inference Keras computes
 # ``gamma * (x - moving_mean) / sqrt(moving_variance + epsilon) + beta``. With PyTorch's
 # default ``eps=1e-5`` the outputs differ by about
-# ``(1e-3 - 1e-5) / (2 * moving_variance)``, relative: small, but far above float64's
-# tolerance.
+# :math:`(10^{-3} - 10^{-5}) / (2 \sigma^2)` (``moving_variance`` :math:`\sigma^2`),
+# relative: small, but far above float64's tolerance.
 gamma = torch.randn(C, device=device, dtype=f64)
 beta = torch.randn(C, device=device, dtype=f64)
 x_test = 3 + 2 * torch.randn(B, C, H, W, device=device, dtype=f64)  # (B, C, H, W)

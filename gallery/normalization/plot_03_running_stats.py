@@ -29,7 +29,7 @@ print(f"device: {device}, torch {torch.__version__}")
 # BatchNorm treats every channel on its own, so ``C = 1024`` channels fed independent
 # data are 1024 independent replicates of one experiment: a single channel shows one
 # noisy run, the channel average shows the expectation. Every batch ``(B, C)`` is drawn
-# from ``N(mu, sigma**2)``; the buffers start at mean 0 and variance 1.
+# from :math:`\mathcal{N}(\mu, \sigma^2)`; the buffers start at mean 0 and variance 1.
 mu, sigma = 2.0, 3.0
 B, C, T = 32, 1024, 300  # batch size, channels (replicates), training steps
 momenta = [0.01, 0.03, 0.1, 0.3]
@@ -49,8 +49,9 @@ for m in momenta:
 # %%
 # The buffers are exactly the moving average of the batch statistics
 # -------------------------------------------------------------------
-# Replaying ``running = (1 - m) * running + m * batch_stat`` on the batch means and on
-# the *unbiased* batch variances reproduces every recorded value of every channel.
+# Replaying :math:`r_t = (1 - m)\, r_{t-1} + m\, s_t` (running value :math:`r`, batch
+# statistic :math:`s`, momentum :math:`m`) on the batch means and on the *unbiased*
+# batch variances reproduces every recorded value of every channel.
 batch_mean = xs.mean(dim=1)  # (T, C)
 batch_var = xs.var(dim=1, unbiased=True)  # (T, C)
 
@@ -77,15 +78,16 @@ for m, (running_mean, running_var) in history.items():
 # The expectation in closed form
 # ------------------------------
 # Taking expectations of the recursion gives
-# ``E[running_t] = target + (start - target) * (1 - m)**t``: the distance to the target
-# shrinks by ``(1 - m)`` per step, to ``1 / e`` of the start after ``1 / m`` steps. For
-# the variance the target is exactly ``sigma**2`` because the update uses the unbiased
-# batch variance. The channel average must lie within 5 standard errors of this curve at
-# every step. The standard error uses the *stationary* variance of the moving average,
-# ``m / (2 - m)`` times the variance of one batch statistic (``sigma**2 / B`` for the
-# mean, ``2 sigma**4 / (B - 1)`` for the unbiased variance), divided by ``C``
-# replicates. Before convergence fewer batches have entered the average, and its
-# variance is lower, so this bound is conservative.
+# :math:`\mathrm{E}[r_t] = \tau + (r_0 - \tau)(1 - m)^t` for a target :math:`\tau`: the
+# distance to the target shrinks by :math:`1 - m` per step, to :math:`1 / e` of the
+# start after :math:`1 / m` steps. For the variance the target is exactly
+# :math:`\sigma^2` because the update uses the unbiased batch variance. The channel
+# average must lie within 5 standard errors of this curve at every step. The standard
+# error uses the *stationary* variance of the moving average, :math:`m / (2 - m)` times
+# the variance of one batch statistic (:math:`\sigma^2 / B` for the mean,
+# :math:`2 \sigma^4 / (B - 1)` for the unbiased variance), divided by ``C`` replicates.
+# Before convergence fewer batches have entered the average, and its variance is lower,
+# so this bound is conservative.
 steps = torch.arange(1, T + 1, device=device)  # (T,)
 
 
@@ -109,7 +111,7 @@ for m, (running_mean, running_var) in history.items():
 # Figure: the running mean
 # ------------------------
 # Faint: one channel, i.e. one training run. Solid: the average over the 1024 channels.
-# Dashed: the closed form, with a dot at step ``1 / m``, where 63 % of the way is
+# Dashed: the closed form, with a dot at step :math:`1 / m`, where 63 % of the way is
 # covered. A small momentum converges slowly but smoothly; a large one converges fast
 # and stays noisy.
 import matplotlib.pyplot as plt
@@ -142,8 +144,9 @@ plt.show()
 # %%
 # Figure: the running variance
 # ----------------------------
-# The same for ``running_var``, which starts at 1 and settles at ``sigma**2 = 9``, not
-# at the biased ``(B - 1) / B * 9``: the unbiased update has no bias to leave behind.
+# The same for ``running_var``, which starts at 1 and settles at :math:`\sigma^2 = 9`,
+# not at the biased :math:`(B - 1) / B \cdot 9`: the unbiased update has no bias to
+# leave behind.
 fig, ax = plt.subplots()
 plot_convergence(ax, 1, 1.0, sigma**2)
 ax.set_ylabel("running_var")
@@ -154,12 +157,13 @@ plt.show()
 # %%
 # Small batches leave noisy statistics
 # ------------------------------------
-# After convergence ``running_mean`` still fluctuates around ``mu``: it averages about
-# ``(2 - m) / m`` batch means, each with variance ``sigma**2 / B``, so its standard
-# deviation is ``sqrt(m / (2 - m) * sigma**2 / B)``. Measure it as the spread across the
-# 1024 channels after 100 steps at momentum 0.1 (``0.9**100 < 1e-4``: the start is
-# forgotten). A standard deviation estimated from C independent values has a relative
-# standard error of ``1 / sqrt(2 (C - 1))`` (2.2 % here); the check allows 4 of them.
+# After convergence ``running_mean`` still fluctuates around :math:`\mu`: it averages
+# about :math:`(2 - m) / m` batch means, each with variance :math:`\sigma^2 / B`, so its
+# standard deviation is :math:`\sqrt{m / (2 - m) \cdot \sigma^2 / B}`. Measure it as the
+# spread across the 1024 channels after 100 steps at momentum 0.1
+# (:math:`0.9^{100} < 10^{-4}`: the start is forgotten). A standard deviation estimated
+# from :math:`C` independent values has a relative standard error of
+# :math:`1 / \sqrt{2 (C - 1)}` (2.2 % here); the check allows 4 of them.
 m = 0.1
 batch_sizes = [2, 4, 8, 16, 32, 64, 128]
 spread, predicted = [], []
@@ -198,8 +202,8 @@ plt.show()
 # training at momentum 0.1. The training-mode output is computed with
 # ``torch.nn.functional.batch_norm`` and no running statistics, so it does not touch the
 # module's buffers; eval-mode calls never do. The dashed curve uses the closed-form
-# expected statistics instead: the gap first falls with their bias, ``(1 - m)**t``, then
-# levels off at the sampling noise of ``x_test``'s own statistics (512 values per
+# expected statistics instead: the gap first falls with their bias, :math:`(1 - m)^t`,
+# then levels off at the sampling noise of ``x_test``'s own statistics (512 values per
 # channel). The measured curve sits above that floor by the noise of the running
 # statistics themselves.
 import torch.nn.functional as F

@@ -64,6 +64,8 @@ for cls, x in inputs.items():
     assert (blind - ref).abs().max() > 1e-2  # measured 0.1 to 0.2: eps is visible
 
 # %%
+# .. _errata-instancenorm-defaults:
+#
 # The real defaults
 # -----------------
 # The notes build ``InstanceNorm2d(3, affine=True, track_running_stats=True)`` with the
@@ -79,6 +81,8 @@ assert list(defaults.parameters()) == []
 assert torch.nn.BatchNorm2d(C).affine is True
 
 # %%
+# .. _errata-instancenorm-affine:
+#
 # The notes' check passes by accident
 # -----------------------------------
 # Here is the notes' snippet, verbatim. It switches the affine on, but its reference
@@ -101,10 +105,10 @@ print((y1 - y2).norm())
 
 # %%
 # At unit variance that check cannot see ``eps``: ``eps`` moves these outputs by about
-# ``eps / 2 = 5e-6`` relative, under float32's tolerance, so it would pass with
-# ``+ eps`` deleted. The notes' formula, line for line, on the same ``x`` scaled to
-# variance ``~1e-4`` (where ``eps`` is a 10 % term) still matches the module; without
-# ``eps`` it would not.
+# :math:`\epsilon / 2 = 5 \cdot 10^{-6}` relative, under float32's tolerance, so it
+# would pass with ``+ eps`` deleted. The notes' formula, line for line, on the same
+# ``x`` scaled to variance ``~1e-4`` (where ``eps`` is a 10 % term) still matches the
+# module; without ``eps`` it would not.
 x_small = 0.01 * x  # (2, 3, 2, 2), variance ~1e-4
 mean = x_small.mean(dim=[2,3], keepdim=True)
 var = x_small.var(dim=[2,3], unbiased=False, keepdim=True)
@@ -143,13 +147,13 @@ torch.testing.assert_close(y1, y2_fixed)
 # In train mode the output still uses each instance's own statistics; the module only
 # records running statistics on the side. Each sample gets its own mean and scale here,
 # so that averaging per-instance statistics and pooling over the batch give visibly
-# different answers. Candidate rules for one step with momentum ``m``, where ``mean_bc``
-# and ``var_bc`` are per-instance:
+# different answers. Candidate rules for one step with momentum :math:`m`, where
+# :math:`\mu_{bc}` and :math:`\sigma^2_{bc}` are per-instance:
 #
-# * ``running_mean <- (1 - m) running_mean + m * mean over b of mean_bc``
-# * ``running_var  <- (1 - m) running_var  + m * mean over b of var_bc``, with
-#   ``var_bc`` *unbiased* (divide by ``H * W - 1``), *biased*, or BatchNorm's pooled
-#   variance over ``(B, H, W)``.
+# * ``running_mean``: :math:`r \leftarrow (1 - m)\, r + \frac{m}{B} \sum_b \mu_{bc}`
+# * ``running_var``: :math:`r \leftarrow (1 - m)\, r + \frac{m}{B} \sum_b \sigma^2_{bc}`
+#   with :math:`\sigma^2_{bc}` *unbiased* (divide by :math:`HW - 1`), *biased*, or
+#   BatchNorm's pooled variance over ``(B, H, W)``.
 #
 # For the mean the two views coincide (every instance has ``H * W`` values, so the mean
 # of the per-instance means is the pooled mean); only the variance tells them apart, and
@@ -250,9 +254,9 @@ torch.testing.assert_close(group(x), inst(x))
 # (std) per channel, as photos taken under different light would. BatchNorm shares one
 # mean and std per channel across the batch, so the spread between samples survives;
 # InstanceNorm maps every ``(sample, channel)`` to mean 0 and std
-# ``sqrt(var / (var + eps))``, which is 1 unless the contrast is low. Float64
-# throughout, so that subtracting a brightness of order 1 from values that vary by 0.01
-# costs no visible rounding.
+# :math:`\sqrt{v / (v + \epsilon)}` (variance :math:`v`), which is 1 unless the contrast
+# is low. Float64 throughout, so that subtracting a brightness of order 1 from values
+# that vary by 0.01 costs no visible rounding.
 import matplotlib.pyplot as plt
 
 g = torch.Generator(device=device).manual_seed(1)
@@ -268,7 +272,7 @@ outputs = {
     "after BatchNorm2d": torch.nn.BatchNorm2d(C, affine=False, **f64)(photos),
     "after InstanceNorm2d": torch.nn.InstanceNorm2d(C, **f64)(photos),
 }
-fig, ax = plt.subplots()
+fig, ax = plt.subplots(layout="constrained")
 markers = {"input": ("o", 18), "after BatchNorm2d": ("o", 18),
            "after InstanceNorm2d": ("*", 160)}
 for label, y in outputs.items():
@@ -296,5 +300,5 @@ ax.set_xlabel(f"mean of one (sample, channel) over H×W ({B_fig}×{C} points per
 ax.set_ylabel("std of one (sample, channel) over H×W")
 ax.set_title("InstanceNorm sends every sample-channel to mean 0, std ≈ 1;\n"
              "BatchNorm leaves the spread between samples")
-ax.legend(loc="upper right")
+fig.legend(loc="outside lower center", ncol=3)  # below the axes, off the points
 plt.show()

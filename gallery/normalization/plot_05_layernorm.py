@@ -98,10 +98,10 @@ torch.testing.assert_close(ours, y1)
 
 # %%
 # But at unit variance the snippet's check cannot see ``eps``: ``eps`` moves these
-# outputs by about ``eps / 2 = 5e-6`` relative, under float32's tolerance, so the check
-# would pass with ``+ eps`` deleted. The snippet's formula, line for line, on the same
-# ``x`` scaled to variance ``~1e-4`` (where ``eps`` is a 10 % term) still matches the
-# module; without ``eps`` it would not.
+# outputs by about :math:`\epsilon / 2 = 5 \cdot 10^{-6}` relative, under float32's
+# tolerance, so the check would pass with ``+ eps`` deleted. The snippet's formula, line
+# for line, on the same ``x`` scaled to variance ``~1e-4`` (where ``eps`` is a 10 %
+# term) still matches the module; without ``eps`` it would not.
 x_small = 0.01 * x  # (B, C, H, W), variance ~1e-4
 mean = x_small.mean(dim=[1,2,3], keepdim=True)
 var = x_small.var(dim=[1,2,3], unbiased=False, keepdim=True)
@@ -128,6 +128,8 @@ print(f"max|train - eval| = {(y_train - y_eval).abs().max().item():.1e}")
 assert torch.equal(y_train, y_eval)
 
 # %%
+# .. _errata-ln-transposed-bn:
+#
 # "LayerNorm is a transposed BatchNorm", made precise
 # ---------------------------------------------------
 # For ``x`` of shape ``(N, D)`` (N tokens of D features), LayerNorm reduces each row
@@ -218,6 +220,8 @@ class Norm(nn.Module):
 
 
 # %%
+# .. _errata-norm-comment-shape:
+#
 # Its comment gets one shape wrong
 # --------------------------------
 # ``forward``'s comment says "x_norm is the same shape with u". It is not: ``u`` keeps
@@ -249,10 +253,10 @@ assert gap > 0.1  # measured 1.0
 # -------------------
 # With ``dim=-1`` on ``(B, L, D)`` it is ``nn.LayerNorm(D)``, provided ``eps`` matches:
 # the class defaults to ``1e-12`` (BERT's TensorFlow value), ``nn.LayerNorm`` to
-# ``1e-5``. At unit variance the two agree to about ``1e-5 / 2`` relative, so a check
-# there could not tell them apart. The features here have standard deviation ``1e-3``
-# (variance ``1e-6``, a tenth of ``1e-5``), centred at 0 so that ``x - mean`` loses no
-# digits: the class matches ``LayerNorm(D, eps=1e-12)`` and is far from
+# ``1e-5``. At unit variance the two agree to about :math:`10^{-5} / 2` relative, so a
+# check there could not tell them apart. The features here have standard deviation
+# ``1e-3`` (variance ``1e-6``, a tenth of ``1e-5``), centred at 0 so that ``x - mean``
+# loses no digits: the class matches ``LayerNorm(D, eps=1e-12)`` and is far from
 # ``LayerNorm(D)``. The affine is random.
 tiny = 1e-3 * torch.randn(B, L, D, device=device)  # (B, L, D), variance ~1e-6
 norm = Norm(D).to(device)
@@ -286,6 +290,8 @@ print(f"feature std 1e-3: output std with eps 1e-12 {std_12:.3f}, "
 assert std_12 > 2.5 * std_5, "eps should matter at variance below eps"
 
 # %%
+# .. _errata-norm-dim0:
+#
 # Wrong for BatchNorm with ``dim=0``
 # ----------------------------------
 # On channels-last images ``(B, H, W, C)``, ``dim=0`` reduces over the batch alone: one

@@ -104,12 +104,13 @@ torch.testing.assert_close(gn1(x), ln(x))
 # %%
 # RMSNorm from scratch
 # --------------------
-# ``y = x / sqrt(mean(x**2) + eps) * weight`` over the normalized dims: no mean is
-# subtracted and there is *no bias*. Token-style input ``(B, L, D)``, normalized over
-# ``D``. For a float32 input the default ``eps=None`` is float32's machine epsilon,
-# ``1.19e-7``. At unit scale any small ``eps`` looks the same, so the input has RMS
-# ``~1e-3``: its mean square ``~1e-6`` makes ``1.19e-7`` a 12 % term, and LayerNorm's
-# usual ``1e-5`` dominates. Only float32's epsilon reproduces the module.
+# :math:`y = x / \sqrt{\mathrm{mean}(x^2) + \epsilon} \cdot \gamma` (``weight``
+# :math:`\gamma`) over the normalized dims: no mean is subtracted and there is *no
+# bias*. Token-style input ``(B, L, D)``, normalized over ``D``. For a float32 input the
+# default ``eps=None`` is float32's machine epsilon, ``1.19e-7``. At unit scale any
+# small ``eps`` looks the same, so the input has RMS ``~1e-3``: its mean square
+# ``~1e-6`` makes ``1.19e-7`` a 12 % term, and LayerNorm's usual ``1e-5`` dominates.
+# Only float32's epsilon reproduces the module.
 B, L, D = 4, 8, 32
 
 
@@ -196,9 +197,9 @@ for dt, r, uses in cases:
 # RMSNorm is LayerNorm without the centering
 # ------------------------------------------
 # LayerNorm's variance is the mean square of the *centred* input, so LayerNorm of ``x``
-# is RMSNorm of ``x - mean(x)`` with the same ``eps``. The input has variance ``~1e-4``
-# so that a different ``eps`` would show, and a mean three times its standard deviation,
-# so that the centering matters.
+# is RMSNorm of :math:`x - \mathrm{mean}(x)` with the same ``eps``. The input has
+# variance ``~1e-4`` so that a different ``eps`` would show, and a mean three times its
+# standard deviation, so that the centering matters.
 tokens = torch.randn(B, L, D, device=device)  # (B, L, D)
 shifted = 0.01 * (tokens + 3.0)  # (B, L, D), std ~0.01, mean ~0.03
 ln = torch.nn.LayerNorm(D, elementwise_affine=False).to(device)
@@ -218,13 +219,14 @@ assert gap_uncentred > 0.5, "centering no longer matters?"
 # %%
 # Where eps=None bends the output
 # -------------------------------
-# For an input of RMS ``r`` the output RMS is ``r / sqrt(r**2 + eps)``: close to 1 above
-# ``r ~ sqrt(eps)``, proportional to ``r`` below. With ``eps=None`` that knee sits at
-# float32's ``sqrt(1.19e-7) = 3.5e-4`` for float32 *and bfloat16* input, and at
-# ``1.5e-8`` for float64, against ``3.2e-3`` for ``eps=1e-5``; bfloat16's own epsilon
-# would put it at ``8.8e-2``. The measured points are ``nn.RMSNorm`` with ``eps=None``,
-# in each dtype; each is compared with its curve in its own dtype, at that dtype's
-# default tolerances.
+# For an input of RMS :math:`r` the output RMS is :math:`r / \sqrt{r^2 + \epsilon}`:
+# close to 1 above :math:`r \approx \sqrt{\epsilon}`, proportional to :math:`r` below.
+# With ``eps=None`` that knee sits at float32's
+# :math:`\sqrt{1.19 \cdot 10^{-7}} = 3.5 \cdot 10^{-4}` for float32 *and bfloat16*
+# input, and at ``1.5e-8`` for float64, against ``3.2e-3`` for ``eps=1e-5``; bfloat16's
+# own epsilon would put it at ``8.8e-2``. The measured points are ``nn.RMSNorm`` with
+# ``eps=None``, in each dtype; each is compared with its curve in its own dtype, at that
+# dtype's default tolerances.
 import matplotlib.pyplot as plt
 
 r = torch.logspace(-10, 1, 23, dtype=torch.float64)

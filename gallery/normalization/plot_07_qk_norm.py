@@ -27,7 +27,8 @@ print(f"device: {device}, torch {torch.__version__}")
 # ----------------------------------------------
 # Project the tokens, split the heads, then normalize each query and key row of width
 # ``Dh`` with ``nn.LayerNorm(Dh)`` exactly as the notes' ``SelfAttention`` does. After
-# that the usual attention follows: ``softmax(q k^T / sqrt(Dh)) v`` per head.
+# that the usual attention follows: :math:`\mathrm{softmax}(q k^\top / \sqrt{D_h})\, v`
+# per head.
 import math
 
 B, L, D, Nh = 2, 64, 64, 4
@@ -63,16 +64,18 @@ print(f"max|manual - scaled_dot_product_attention| = "
 torch.testing.assert_close(manual, fused)
 
 # %%
+# .. _errata-qk-scale-after-softmax:
+#
 # The notes scale after the softmax
 # ---------------------------------
-# The notes' ``forward`` computes ``softmax(q k^T)`` first and multiplies the
-# *probabilities* by ``1 / sqrt(Dh)``. That is wrong: the scale is a temperature on the
-# logits. Applied afterwards it leaves attention at temperature 1,
-# ``softmax(q k^T / 1)``, and only shrinks every output by ``sqrt(Dh)``. PyTorch's
-# ``scaled_dot_product_attention`` with ``scale=1``, divided by ``sqrt(Dh)``, reproduces
-# the notes' output; with its default scale it does not. (The notes' attention rows sum
-# to ``1 / sqrt(Dh)`` instead of 1, which holds by construction: printed as an
-# illustration.)
+# The notes' ``forward`` computes :math:`\mathrm{softmax}(q k^\top)` first and
+# multiplies the *probabilities* by :math:`1 / \sqrt{D_h}`. That is wrong: the scale is
+# a temperature on the logits. Applied afterwards it leaves attention at temperature 1,
+# :math:`\mathrm{softmax}(q k^\top / 1)`, and only shrinks every output by
+# :math:`\sqrt{D_h}`. PyTorch's ``scaled_dot_product_attention`` with ``scale=1``,
+# divided by :math:`\sqrt{D_h}`, reproduces the notes' output; with its default scale it
+# does not. (The notes' attention rows sum to :math:`1 / \sqrt{D_h}` instead of 1, which
+# holds by construction: printed as an illustration.)
 with torch.no_grad():
     # The notes' order: softmax first, then the scale.
     attn_notes = torch.einsum("bhld,bhmd->bhlm", q, k).softmax(dim=-1)
@@ -89,13 +92,15 @@ torch.testing.assert_close(out_notes, temperature_1 / math.sqrt(Dh))
 assert gap > 0.1, "the notes' order now matches scaled_dot_product_attention?"
 
 # %%
+# .. _errata-qk-norm-bounds:
+#
 # What QK-norm bounds
 # -------------------
 # LayerNorm without affine returns a row with zero mean and mean square
-# ``var / (var + eps)``, so its norm is
-# ``sqrt(Dh) * sqrt(var / (var + eps)) <= sqrt(Dh)``. By Cauchy-Schwarz
-# ``|q . k| <= |q| |k| <= Dh``, hence every logit obeys
-# ``|q . k| / sqrt(Dh) <= sqrt(Dh)``. The default LayerNorm starts with
+# :math:`v / (v + \epsilon)` (row variance :math:`v`), so its norm is
+# :math:`\sqrt{D_h} \sqrt{v / (v + \epsilon)} \le \sqrt{D_h}`. By Cauchy-Schwarz
+# :math:`|q \cdot k| \le \|q\| \|k\| \le D_h`, hence every logit obeys
+# :math:`|q \cdot k| / \sqrt{D_h} \le \sqrt{D_h}`. The default LayerNorm starts with
 # ``weight = 1, bias = 0``, so this is the state at init.
 assert torch.all(q_norm.weight == 1) and torch.all(q_norm.bias == 0)
 raw_q = split_heads(W_q(x)).detach()  # (B, Nh, L, Dh), before the norm
@@ -152,16 +157,17 @@ assert grid[1e-2, 1.0] < 0.9 * grid[1.0, 1.0]  # measured 0.73: var ~ eps shrink
 
 # %%
 # The bound is tight: a query scored against itself (as a key would be if ``W_k = W_q``)
-# gets ``|q|**2 / sqrt(Dh) = sqrt(Dh) * var / (var + eps)``, a hair under ``sqrt(Dh)``.
+# gets :math:`\|q\|^2 / \sqrt{D_h} = \sqrt{D_h}\, v / (v + \epsilon)`, a hair under
+# :math:`\sqrt{D_h}`.
 self_logits = torch.einsum("bhld,bhld->bhl", q, q) / math.sqrt(Dh)  # (B, Nh, L)
 print(f"self logits: max {self_logits.max():.5f}, bound sqrt(Dh) = {math.sqrt(Dh)}")
 torch.testing.assert_close(self_logits, math.sqrt(Dh) * var / (var + q_norm.eps))
 
 # %%
 # A learnable affine moves the bound, not the principle: with ``weight = gamma`` (and a
-# ``bias = beta``) each norm is at most ``sqrt(Dh) * max|gamma| + ||beta||``, so with
-# ``bias=False`` the cap is ``sqrt(Dh) * max|gamma_q| * max|gamma_k|``. Both are checked
-# at a weight scale of 100, where the raw logits are in the thousands.
+# ``bias = beta``) each norm is at most :math:`\sqrt{D_h} \max|\gamma| + \|\beta\|`, so
+# with ``bias=False`` the cap is :math:`\sqrt{D_h} \max|\gamma_q| \max|\gamma_k|`. Both
+# are checked at a weight scale of 100, where the raw logits are in the thousands.
 for bias in (False, True):
     qn = torch.nn.LayerNorm(Dh, bias=bias).to(device)
     kn = torch.nn.LayerNorm(Dh, bias=bias).to(device)
@@ -189,17 +195,17 @@ for bias in (False, True):
 # Logits against weight scale
 # ---------------------------
 # Weights grow during training; scale both projections by ``s``. Without QK-norm the
-# logits are bilinear in the weights and grow as ``s**2`` (true by construction of this
-# code, so printed as an illustration, not asserted). With QK-norm they barely move:
-# LayerNorm divides a row of variance ``s**2 var`` by ``sqrt(s**2 var + eps)``, which
-# differs from its eps-free value by a factor within ``eps / (2 s**2 var)`` of 1. So
-# between ``s = 0.32`` and ``s = 32`` no logit can move by more than
-# ``sqrt(Dh) * eps / (2 s**2) * (1 / var_q + 1 / var_k)``, with the smallest row
-# variances at ``s = 1`` and LayerNorm's default ``eps = 1e-5``, the QK-norm the notes
-# build. The page measures the largest move of any logit against that bound (it is
-# within a factor 2 of it). This is why
-# QK-norm is used to stop attention-logit growth in large models, e.g. ViT-22B (Dehghani
-# et al., 2023).
+# logits are bilinear in the weights and grow as :math:`s^2` (true by construction of
+# this code, so printed as an illustration, not asserted). With QK-norm they barely
+# move: LayerNorm divides a row of variance :math:`s^2 v` by
+# :math:`\sqrt{s^2 v + \epsilon}`, which differs from its eps-free value by a factor
+# within :math:`\epsilon / (2 s^2 v)` of 1. So between :math:`s = 0.32` and
+# :math:`s = 32` no logit can move by more than
+# :math:`\sqrt{D_h}\, \epsilon / (2 s^2) \cdot (1 / v_q + 1 / v_k)`, with the smallest
+# row variances at ``s = 1`` and LayerNorm's default ``eps = 1e-5``, the QK-norm the
+# notes build. The page measures the largest move of any logit against that bound (it is
+# within a factor 2 of it). This is why QK-norm is used to stop attention-logit growth
+# in large models, e.g. ViT-22B (Dehghani et al., 2023).
 import matplotlib.pyplot as plt
 
 scales = torch.logspace(-0.5, 1.5, 17).tolist()
@@ -237,11 +243,13 @@ plt.show()
 
 
 # %%
-# The bound's ingredient, measured directly: the largest relative shrink of a
-# normalized row between ``s_max`` and ``s_min`` is, to first order, ``eps / (2 s_min**2
-# var)`` at the smallest row variance, for ``q`` and for ``k``. Tolerance 1 %: the
-# second-order term (``eps / (s_min**2 var) ~ 2e-3`` relative) and float32 rounding of
-# row norms near ``sqrt(Dh)`` (``~1e-4`` of a shrink of ``~1e-3``) are below it.
+# The bound's ingredient, measured directly: the largest relative shrink of a normalized
+# row between ``s_max`` and ``s_min`` is, to first order,
+# :math:`\epsilon / (2 s_{\min}^2 v)` at the smallest row variance, for ``q`` and for
+# ``k``. Tolerance 1 %: the second-order term
+# (:math:`\epsilon / (s_{\min}^2 v) \approx 2 \cdot 10^{-3}` relative) and float32
+# rounding of row norms near :math:`\sqrt{D_h}` (``~1e-4`` of a shrink of ``~1e-3``) are
+# below it.
 with torch.no_grad():
     shrink = [(1 - nm(s_min * raw).norm(dim=-1) / nm(s_max * raw).norm(dim=-1)).max()
               for nm, raw in ((q_norm, split_heads(W_q(x))),
@@ -257,18 +265,20 @@ torch.testing.assert_close(shrink, first_order, rtol=1e-2, atol=0.0)
 # %%
 # Attention entropy against weight scale
 # --------------------------------------
-# The entropy of a row of attention weights is ``log(L)`` for uniform attention and 0
-# for one-hot. A cap ``b = sqrt(Dh)`` on ``|logit|`` guarantees a floor: the largest
-# probability is at most ``1 / (1 + (L - 1) exp(-2 b))``, and entropy is at least
-# ``-log`` of it. The actual entropy with QK-norm sits far above that floor: its logits
-# are ``sqrt(Dh) * cos(q, k)``, and for these random projections ``cos`` spreads by
-# about ``1 / sqrt(Dh)``, so the logits spread by about 1, not the 8 the cap allows,
-# which keeps the entropy near ``log(L) - 1/2``. At small ``s`` QK-norm attention is the
-# *sharper* one: it fixes the logit scale instead of letting it follow the weights; a
-# learnable ``gamma`` gives that freedom back, within its cap. And with QK-norm the
-# entropy does not move with ``s``: for a row of logits ``z``,
-# ``dH/dz_m = -p_m (z_m - sum_j p_j z_j)``, so moving every logit by at most ``bound``
-# moves ``H`` by at most ``bound * (max z - min z) <= bound * 2 sqrt(Dh)``.
+# The entropy of a row of attention weights is :math:`\log L` for uniform attention and
+# 0 for one-hot. A cap :math:`b = \sqrt{D_h}` on :math:`|z|` (logit :math:`z`)
+# guarantees a floor: the largest probability is at most
+# :math:`1 / (1 + (L - 1) e^{-2 b})`, and entropy is at least :math:`-\log` of it. The
+# actual entropy with QK-norm sits far above that floor: its logits are
+# :math:`\sqrt{D_h} \cos(q, k)`, and for these random projections :math:`\cos` spreads
+# by about :math:`1 / \sqrt{D_h}`, so the logits spread by about 1, not the 8 the cap
+# allows, which keeps the entropy near :math:`\log L - 1/2`. At small ``s`` QK-norm
+# attention is the *sharper* one: it fixes the logit scale instead of letting it follow
+# the weights; a learnable ``gamma`` gives that freedom back, within its cap. And with
+# QK-norm the entropy does not move with ``s``: for a row of logits ``z``,
+# :math:`\partial H / \partial z_m = -p_m (z_m - \sum_j p_j z_j)`, so moving every logit
+# by at most :math:`\delta` (``bound``) moves :math:`H` by at most
+# :math:`\delta (\max z - \min z) \le 2 \delta \sqrt{D_h}`.
 def mean_entropy(z):
     """Mean entropy (nats) of the attention rows of logits z (B, Nh, L, L)."""
     log_p = z.log_softmax(dim=-1)  # (B, Nh, L, L)

@@ -162,6 +162,8 @@ assert in_place == kept == [(0, 0), (H - 1, W - 1)]
 assert sorted(I_xy.tolist()) == sorted(I_grid.tolist())  # same positions, other order
 
 # %%
+# .. _errata-pos-indexing:
+#
 # Indexing ``I`` in the notes' prose
 # ----------------------------------
 # The notes write ``I[..., i] == [i]`` and ``I[..., i*W+j] == [i, j]``. With an ellipsis
@@ -180,6 +182,8 @@ else:
 assert I_grid[..., 1 * W + 2, :].tolist() == [1, 2]
 
 # %%
+# .. _errata-pos-pseudo-code:
+#
 # The notes' pseudo-code, as written
 # ----------------------------------
 # The notes' plain-text copy lost its indentation (and blank lines) in the HTML

@@ -26,9 +26,10 @@ print(f"device: {device}, torch {torch.__version__}")
 # %%
 # The embedding from scratch
 # --------------------------
-# Channel pair ``(2i, 2i+1)`` holds ``sin`` and ``cos`` of ``p * w_i``, with ``D / 2``
-# frequencies ``w_i = 10000 ** (-2i / D)`` falling geometrically from 1 to almost
-# 1 / 10000. The pairs are interleaved, ``[sin, cos, sin, cos, ...]``, as in the paper.
+# Channel pair :math:`(2i, 2i+1)` holds :math:`\sin` and :math:`\cos` of
+# :math:`p\, w_i`, with :math:`D / 2` frequencies :math:`w_i = 10000^{-2i / D}` falling
+# geometrically from 1 to almost :math:`1 / 10000`. The pairs are interleaved,
+# ``[sin, cos, sin, cos, ...]``, as in the paper.
 def sinusoidal_pe(positions, D, base=10000.0, dtype=torch.float32):
     """positions (...,) integers -> (..., D): channels 2i, 2i+1 = sin, cos of p w_i."""
     i = torch.arange(D // 2, device=positions.device, dtype=dtype)  # (D/2,)
@@ -38,8 +39,9 @@ def sinusoidal_pe(positions, D, base=10000.0, dtype=torch.float32):
 
 
 # %%
-# An independent reference: the paper's formula, ``PE(p, 2i) = sin(p / 10000^(2i/D))``
-# and ``PE(p, 2i+1) = cos(p / 10000^(2i/D))``, one number at a time in plain Python.
+# An independent reference: the paper's formula,
+# :math:`PE(p, 2i) = \sin(p / 10000^{2i/D})` and
+# :math:`PE(p, 2i+1) = \cos(p / 10000^{2i/D})`, one number at a time in plain Python.
 # Positions up to 63 and ``D = 16``: every channel but the first pair depends on the
 # base, so any other constant than 10000 fails here.
 import math
@@ -67,11 +69,11 @@ for dtype in (torch.float32, torch.float64):
 # %%
 # What the code looks like
 # ------------------------
-# Each pair of channels is a clock turning at its own speed: pair ``i`` repeats every
-# ``2 pi / w_i`` positions, from ``2 pi`` (about 6 positions) for the first pair to
-# about ``2 pi * 10000 ** (1 - 2/D)`` for the last. The fast pairs tell neighbours
-# apart, the slow pairs tell far-apart positions apart, and together no two positions
-# get the same code.
+# Each pair of channels is a clock turning at its own speed: pair :math:`i` repeats
+# every :math:`2\pi / w_i` positions, from :math:`2\pi` (about 6 positions) for the
+# first pair to about :math:`2\pi \cdot 10000^{1 - 2/D}` for the last. The fast pairs
+# tell neighbours apart, the slow pairs tell far-apart positions apart, and together no
+# two positions get the same code.
 import matplotlib.pyplot as plt
 
 L, D = 128, 64
@@ -90,6 +92,7 @@ torch.testing.assert_close(pe.norm(dim=-1), norm)
 
 fig, ax = plt.subplots()
 im = ax.imshow(pe.T.cpu(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
+ax.grid(False)  # grid lines would cut through the cells
 ax.set_xlabel("position p (tokens)")
 ax.set_ylabel("channel (2i = sin, 2i+1 = cos)")
 ax.set_title("Low channels oscillate fast, high channels slowly:\n"
@@ -101,16 +104,22 @@ plt.show()
 # %%
 # A shift is a rotation
 # ---------------------
-# By the angle-addition formulas, pair ``i`` of ``PE(p + k)`` is pair ``i`` of ``PE(p)``
-# rotated by ``k * w_i``:
+# By the angle-addition formulas, pair :math:`i` of :math:`PE(p + k)` is pair :math:`i`
+# of :math:`PE(p)` rotated by :math:`k\, w_i`:
 #
-# ``sin((p+k)w) =  cos(kw) sin(pw) + sin(kw) cos(pw)``
-# ``cos((p+k)w) = -sin(kw) sin(pw) + cos(kw) cos(pw)``
+# .. math::
 #
-# so ``PE(p + k) = M_k PE(p)`` with ``M_k`` block-diagonal, blocks
-# ``[[cos kw_i, sin kw_i], [-sin kw_i, cos kw_i]]`` (the ``+sin`` sits top right because
-# ``sin`` comes first in the pair). ``M_k`` does not contain ``p``: one matrix shifts
-# every position.
+#    \sin((p+k)w) &= \phantom{-}\cos(kw) \sin(pw) + \sin(kw) \cos(pw) \\
+#    \cos((p+k)w) &= -\sin(kw) \sin(pw) + \cos(kw) \cos(pw)
+#
+# so :math:`PE(p + k) = M_k\, PE(p)` with :math:`M_k` block-diagonal, blocks
+#
+# .. math::
+#
+#    \begin{pmatrix} \cos k w_i & \sin k w_i \\ -\sin k w_i & \cos k w_i \end{pmatrix}
+#
+# (the :math:`+\sin` sits top right because :math:`\sin` comes first in the pair).
+# :math:`M_k` does not contain :math:`p`: one matrix shifts every position.
 def shift_matrix(k, D, base=10000.0):
     """(D, D) float64: block-diagonal rotations that map PE(p) to PE(p + k)."""
     two_i = 2 * torch.arange(D // 2, dtype=torch.float64, device=device)  # (D/2,)
@@ -121,8 +130,8 @@ def shift_matrix(k, D, base=10000.0):
 
 
 # %%
-# Check it for a thousand positions and several shifts. Angles ``p * w_0`` reach 1000
-# rad, where float32 steps are 6e-5 apart: float64 keeps the exact identity exact.
+# Check it for a thousand positions and several shifts. Angles :math:`p\, w_0` reach
+# 1000 rad, where float32 steps are 6e-5 apart: float64 keeps the exact identity exact.
 p = torch.arange(1000, device=device)  # (P,)
 pe_p = sinusoidal_pe(p, D, dtype=torch.float64)  # (P, D)
 for k in (1, 7, 100):
@@ -152,10 +161,15 @@ assert err32 > 1e-5  # 4.1e-5 on CPU
 # %%
 # The dot product depends only on the offset
 # ------------------------------------------
-# ``PE(p) . PE(q) = sum_i (sin pw_i sin qw_i + cos pw_i cos qw_i)``
-# ``= sum_i cos((p - q) w_i)``. Every pair of positions with the same offset gives the
-# same number; the offset's sign does not matter (``cos`` is even), so the dot product
-# alone cannot tell before from after. The closed form writes out the base again.
+#
+# .. math::
+#
+#    PE(p) \cdot PE(q) = \sum_i (\sin p w_i \sin q w_i + \cos p w_i \cos q w_i)
+#                     = \sum_i \cos((p - q) w_i).
+#
+# Every pair of positions with the same offset gives the same number; the offset's sign
+# does not matter (:math:`\cos` is even), so the dot product alone cannot tell before
+# from after. The closed form writes out the base again.
 P = 200
 pe_p = sinusoidal_pe(torch.arange(P, device=device), D, dtype=torch.float64)  # (P, D)
 gram = pe_p @ pe_p.T  # (P, P), gram[p, q] = PE(p) . PE(q)
@@ -175,8 +189,8 @@ torch.testing.assert_close(gram, by_offset)
 torch.testing.assert_close(closed, closed.flip(0))  # even in the offset
 
 # %%
-# Plotted against the offset, all ``P**2`` dot products collapse onto one curve: the
-# peak ``D / 2`` at offset 0, then a decay with ripples, because the fast pairs
+# Plotted against the offset, all :math:`P^2` dot products collapse onto one curve: the
+# peak :math:`D / 2` at offset 0, then a decay with ripples, because the fast pairs
 # decorrelate within a few positions while the slow ones keep the far positions similar.
 dq = torch.arange(P, device=device)
 diff = (dq[:, None] - dq[None, :]).flatten()  # (P*P,), p - q
@@ -261,7 +275,7 @@ print("patches in one row share the first half, patches in one column the second
 
 # %%
 # The 2-D dot product is a row term plus a column term, each the 1-D closed form on
-# ``D / 2`` channels: it depends only on the offset ``(i - i', j - j')``.
+# :math:`D / 2` channels: it depends only on the offset :math:`(i - i', j - j')`.
 two_i = 2 * torch.arange(D // 4, dtype=torch.float64, device=device)  # (D/4,)
 w_half = 10000 ** (-two_i / (D // 2))  # (D/4,), the frequencies of D/2 channels
 di = (I[:, None, 0] - I[None, :, 0]).to(torch.float64)  # (H*W, H*W), i - i'
@@ -299,15 +313,23 @@ print(f"largest similarity at {divmod(sim.argmax().item(), W)}: "
 assert divmod(sim.argmax().item(), W) == (i0, j0)
 torch.testing.assert_close(sim.max(), torch.tensor(D / 2, device=device))
 
-fig, ax = plt.subplots()
+from matplotlib.ticker import MaxNLocator
+
+# A square map: a near-square canvas, no grid over the cells, integer patch indices,
+# and the legend below the axes, off the data.
+fig, ax = plt.subplots(figsize=(5.2, 5.2), layout="constrained")
 im = ax.imshow(sim.cpu(), cmap="viridis")
-ax.plot(j0, i0, "r+", ms=12, label=f"patch ({i0}, {j0})")
+ax.grid(False)
+ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+ax.plot(j0, i0, "r+", ms=12, mew=2, label=f"patch ({i0}, {j0})")
 ax.set_xlabel("column j (patches)")
 ax.set_ylabel("row i (patches)")
 ax.set_title("2-D sinusoidal PE: similarity to a patch is a row term plus\n"
              "a column term, a cross centred on the patch")
-fig.colorbar(im, ax=ax, label=f"PE({i0}, {j0}) · PE(i, j)")
-ax.legend(loc="lower left")
+cax = ax.inset_axes([1.04, 0, 0.05, 1])  # a colorbar exactly as tall as the map
+fig.colorbar(im, cax=cax, label=f"PE({i0}, {j0}) · PE(i, j)")
+fig.legend(loc="outside lower center")
 plt.show()
 
 # %%

@@ -176,7 +176,7 @@ for k in offsets:
 # collapse to one value per offset; the learned ones do not, at any offset.
 import matplotlib.pyplot as plt
 
-fig, ax = plt.subplots()
+fig, ax = plt.subplots(layout="constrained")
 for name, gram, marker in (("learned table (random init)", gram_learned, "o"),
                            ("sinusoidal", gram_sin, "s")):
     ks = torch.cat([torch.full((max_len - k,), k) for k in offsets])
@@ -186,7 +186,8 @@ ax.set_xlabel("offset k (tokens)")
 ax.set_ylabel("PE(p) · PE(p + k), one dot per p")
 ax.set_title("A random learned table scatters at every offset k;\n"
              "the sinusoidal code gives one value per offset")
-ax.legend()
+ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))  # offsets are integers
+fig.legend(loc="outside lower center", ncol=2, markerscale=2)  # off the dots
 plt.show()
 
 # %%

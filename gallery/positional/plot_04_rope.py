@@ -29,8 +29,9 @@ print(f"device: {device}, torch {torch.__version__}")
 # Three implementations
 # ---------------------
 # The book's convention is RoFormer's: *adjacent pairs* ``(2i, 2i+1)`` form the 2-D
-# planes that rotate. As complex numbers ``z_i = x[2i] + 1j * x[2i+1]``, the rotation is
-# a product with ``exp(1j * p * theta_i)``; written out in reals it is the familiar 2x2
+# planes that rotate. As complex numbers :math:`z_i = x_{2i} + \mathrm{i}\, x_{2i+1}`,
+# the rotation is a product with :math:`e^{\mathrm{i} p \theta_i}`,
+# :math:`\theta_i = 10000^{-2i/D_h}`; written out in reals it is the familiar 2x2
 # rotation matrix.
 def rope_theta(Dh, base, like):
     """theta_i = base ** (-2i / Dh), i = 0 .. Dh/2 - 1: (Dh/2,), on `like`'s dtype."""
@@ -89,11 +90,11 @@ torch.testing.assert_close(ours_complex, ours_real)
 # %%
 # The frequencies, read off the rotation
 # --------------------------------------
-# Feed every pair the unit vector ``(1, 0)`` at position ``p = 1``: pair ``i`` comes out
-# as ``(cos theta_i, sin theta_i)``, so ``atan2`` returns ``theta_i`` itself (no wrap:
-# all ``theta_i <= 1 < pi``), with its sign. Compare with RoFormer's definition,
-# evaluated in plain Python with ``base = 10000``. All three functions are called with
-# their *default* base.
+# Feed every pair the unit vector :math:`(1, 0)` at position :math:`p = 1`: pair
+# :math:`i` comes out as :math:`(\cos \theta_i, \sin \theta_i)`, so ``atan2`` returns
+# :math:`\theta_i` itself (no wrap: all :math:`\theta_i \le 1 < \pi`), with its sign.
+# Compare with RoFormer's definition, evaluated in plain Python with ``base = 10000``.
+# All three functions are called with their *default* base.
 import math
 
 theta_ref = torch.tensor([math.pow(10000, -2 * i / Dh) for i in range(Dh // 2)],
@@ -115,8 +116,9 @@ for name, angle in read.items():
     torch.testing.assert_close(angle, theta_ref)
 
 # %%
-# The fastest pair turns one radian per position, the slowest ``10000 ** (-(Dh-2)/Dh)``:
-# a wavelength of ``2 pi / theta`` from about 6 to about 5e4 positions.
+# The fastest pair turns one radian per position, the slowest
+# :math:`10000^{-(D_h-2)/D_h}`: a wavelength of :math:`2\pi / \theta` from about 6 to
+# about :math:`5 \cdot 10^4` positions.
 theta_read = read["complex"]  # (Dh/2,)
 print(f"theta_0 = {theta_read[0].item():.6f}, "
       f"theta_(Dh/2-1) = {theta_read[-1].item():.3e} "
@@ -192,11 +194,12 @@ torch.testing.assert_close(rotated.norm(dim=-1), x.norm(dim=-1))
 # %%
 # The relative property
 # ---------------------
-# ``R_m`` and ``R_n`` are rotations in the same planes, so ``R_m^T R_n = R_(n-m)`` and
-# ``<R_m q, R_n k> = <q, R_(n-m) k>``: the logit sees only the offset ``n - m``. Checked
-# for 1000 random pairs of positions up to 4096, in float64: there ``m * theta_0`` is up
-# to 4096 rad, and float32 rounds such an angle by up to ~2e-4 rad, far above float32's
-# tolerance.
+# :math:`R_m` and :math:`R_n` are rotations in the same planes, so
+# :math:`R_m^\top R_n = R_{n-m}` and
+# :math:`\langle R_m q, R_n k \rangle = \langle q, R_{n-m} k \rangle`: the logit sees
+# only the offset :math:`n - m`. Checked for 1000 random pairs of positions up to 4096,
+# in float64: there :math:`m\, \theta_0` is up to 4096 rad, and float32 rounds such an
+# angle by up to ~2e-4 rad, far above float32's tolerance.
 P = 1000
 q64 = torch.randn(P, Dh, dtype=torch.float64, device=device)  # (P, Dh), P in place of L
 k64 = torch.randn(P, Dh, dtype=torch.float64, device=device)
@@ -228,11 +231,11 @@ for s in (1, 100, 10_000):
     torch.testing.assert_close(shifted, ref64)
 
 # %%
-# In float32 the identity is just as exact in math, but the angles ``(p + s) * theta``
-# are rounded to float32, an error that grows in proportion to ``|s|``. With unit-norm q
-# and k (logits in [-1, 1]) it stays well inside the default float32 tolerance for
-# shifts of a few hundred, and leaves it (atol ``1e-5``) somewhere between ``1e3`` and
-# ``1e5``.
+# In float32 the identity is just as exact in math, but the angles
+# :math:`(p + s)\, \theta` are rounded to float32, an error that grows in proportion to
+# ``|s|``. With unit-norm q and k (logits in [-1, 1]) it stays well inside the default
+# float32 tolerance for shifts of a few hundred, and leaves it (atol ``1e-5``) somewhere
+# between ``1e3`` and ``1e5``.
 q32 = torch.nn.functional.normalize(q64.float(), dim=-1)  # (L, Dh), unit rows
 k32 = torch.nn.functional.normalize(k64.float(), dim=-1)
 ref32 = rope_logits(q32, k32, pos0)  # (L, L)
@@ -245,12 +248,13 @@ assert err > 1e-5, "float32 angle rounding no longer grows with the shift?"  # 2
 # %%
 # Long-range decay
 # ----------------
-# RoFormer (section 3.4.3) bounds the logit at relative distance ``d`` by a quantity
-# that decays with ``d``: with ``S_j = sum_(i<j) exp(1j * d * theta_i)``, the relative
-# upper bound is ``sum_j |S_j| / (Dh/2)``. For ``q = k = all ones`` the logit itself is
-# ``<R_0 q, R_d k> = 2 * sum_i cos(d * theta_i)``. Both are normalized to 1 at ``d = 0``
-# and computed in float64 (``d * theta_0`` reaches 4096 rad), for a typical head width
-# ``Dh = 128``.
+# RoFormer (section 3.4.3) bounds the logit at relative distance :math:`d` by a quantity
+# that decays with :math:`d`: with :math:`S_j = \sum_{i<j} e^{\mathrm{i} d \theta_i}`,
+# the relative upper bound is :math:`\sum_j |S_j| / (D_h/2)`. For
+# :math:`q = k = (1, \dots, 1)` the logit itself is
+# :math:`\langle R_0 q, R_d k \rangle = 2 \sum_i \cos(d\, \theta_i)`. Both are
+# normalized to 1 at :math:`d = 0` and computed in float64 (:math:`d\, \theta_0` reaches
+# 4096 rad), for a typical head width ``Dh = 128``.
 import matplotlib.pyplot as plt
 
 Dh_fig = 128

@@ -27,8 +27,8 @@ print(f"device: {device}, torch {torch.__version__}")
 # %%
 # RoPE and the layer
 # ------------------
-# RoPE in the book's convention (adjacent pairs ``(2i, 2i+1)`` rotated by
-# ``p * theta_i``), in its complex form from the previous page. The layer is the
+# RoPE in the book's convention (adjacent pairs :math:`(2i, 2i+1)` rotated by
+# :math:`p\, \theta_i`), in its complex form from the previous page. The layer is the
 # Transformer chapter's corrected self-attention with RoPE added in step 2, after the
 # QK-norm.
 def rope(x, pos, base=10000.0):
@@ -91,11 +91,12 @@ assert y.shape == x.shape
 # %%
 # A manual path with rotation matrices
 # ------------------------------------
-# An independent reference: RoPE written as what it is, a block-diagonal matrix ``R_p``
-# of 2x2 rotations, one block per adjacent pair, built entry by entry with Python's
-# ``math`` from RoFormer's ``theta_i = 10000 ** (-2i / Dh)``. The rest is spelled out
-# too: projections by row blocks of ``qkv_proj.weight``, LayerNorm from its formula,
-# ``einsum`` logits over ``sqrt(Dh)``, a ``-inf`` mask above the diagonal, softmax.
+# An independent reference: RoPE written as what it is, a block-diagonal matrix
+# :math:`R_p` of 2x2 rotations, one block per adjacent pair, built entry by entry with
+# Python's ``math`` from RoFormer's :math:`\theta_i = 10000^{-2i / D_h}`. The rest is
+# spelled out too: projections by row blocks of ``qkv_proj.weight``, LayerNorm from its
+# formula, ``einsum`` logits over :math:`\sqrt{D_h}`, a :math:`-\infty` mask above the
+# diagonal, softmax.
 import math
 
 
@@ -258,10 +259,10 @@ assert gap > 0.05, "an absolute PE became shift-invariant?"  # 0.68
 # Identical tokens: a Toeplitz logit map
 # --------------------------------------
 # Give every position the same token. Before RoPE all queries are equal and all keys are
-# equal, so the logit between positions ``m`` and ``n`` is
-# ``<q, R_(n-m) k> / sqrt(Dh)``: a function of ``n - m`` alone. The ``(L, L)`` logit
-# matrix is therefore Toeplitz, constant along every diagonal; the only thing that tells
-# the tokens apart is where they are relative to each other.
+# equal, so the logit between positions :math:`m` and :math:`n` is
+# :math:`\langle q, R_{n-m} k \rangle / \sqrt{D_h}`: a function of :math:`n - m` alone.
+# The ``(L, L)`` logit matrix is therefore Toeplitz, constant along every diagonal; the
+# only thing that tells the tokens apart is where they are relative to each other.
 import matplotlib.pyplot as plt
 
 L_fig = 40
@@ -280,9 +281,12 @@ print(f"max|logits - Toeplitz(first row, first column)| = "
 torch.testing.assert_close(logits, toeplitz)
 assert logits.std() > 0.1, "the logits are constant: nothing to see"
 
-fig, ax = plt.subplots()
+# A square map: a near-square canvas, no grid over the cells.
+fig, ax = plt.subplots(figsize=(5.2, 4.6), layout="constrained")
 im = ax.imshow(logits, cmap="RdBu_r", vmin=-logits.abs().max(), vmax=logits.abs().max())
-fig.colorbar(im, ax=ax, label="logit <R_m q, R_n k> / √Dh")
+ax.grid(False)
+cax = ax.inset_axes([1.04, 0, 0.05, 1])  # a colorbar exactly as tall as the map
+fig.colorbar(im, cax=cax, label="logit <R_m q, R_n k> / √Dh")
 ax.set_xlabel("key position n")
 ax.set_ylabel("query position m")
 ax.set_title("Identical tokens with RoPE (head 0):\n"

@@ -50,9 +50,10 @@ assert I[-1].tolist() == [H - 1, W - 1]
 # %%
 # 1-D RoPE, adjacent pairs
 # ------------------------
-# The book's convention: channels ``(2i, 2i+1)`` form a pair, read as the complex number
-# ``x[2i] + 1j x[2i+1]``, and position ``p`` multiplies it by ``exp(1j p theta_i)`` with
-# ``theta_i = base ** (-2i / Dh)``.
+# The book's convention: channels :math:`(2i, 2i+1)` form a pair, read as the complex
+# number :math:`x_{2i} + \mathrm{i}\, x_{2i+1}`, and position :math:`p` multiplies it by
+# :math:`e^{\mathrm{i} p \theta_i}` with :math:`\theta_i = b^{-2i / D_h}` (base
+# :math:`b`, ``base``).
 def frequencies(n, base, dtype):
     """theta_i = base ** (-2i / n) for i = 0 .. n/2 - 1: (n/2,)."""
     return base ** (-torch.arange(0, n, 2, device=device, dtype=dtype) / n)
@@ -72,7 +73,7 @@ def rope_1d(x, pos, base=10000.0):
 # Axial RoPE in C dimensions
 # --------------------------
 # Split ``Dh`` into ``C`` equal blocks; block ``c`` is rotated by 1-D RoPE of coordinate
-# ``c``, with its own frequency list ``theta_i = base ** (-2i / (Dh/C))`` over its
+# ``c``, with its own frequency list :math:`\theta_i = b^{-2i / (D_h/C)}` over its
 # ``Dh/C`` channels. Other codes share the frequencies differently (interleaving the
 # axes' pairs, or one list over ``Dh``); every claim below holds for any choice where
 # each angle is linear in one coordinate.
@@ -88,10 +89,11 @@ def rope_nd(x, I, base=10000.0):
 # An independent reference
 # ------------------------
 # The definition written out, sharing no helper with the code above: every angle
-# computed one at a time in plain Python from ``10000 ** (-2i / (Dh/C))``, then each
+# computed one at a time in plain Python from :math:`10000^{-2i / (D_h/C)}`, then each
 # adjacent pair turned with an explicit cosine and sine (counter-clockwise:
-# ``(a, b) -> (a cos - b sin, a sin + b cos)``). Coordinate ``c`` owns channels
-# ``c*Dh/C .. (c+1)*Dh/C``: for ``C = 2`` the row angles come first, then the columns.
+# :math:`(u, w) \mapsto (u \cos\phi - w \sin\phi,\ u \sin\phi + w \cos\phi)`).
+# Coordinate ``c`` owns channels ``c*Dh/C .. (c+1)*Dh/C``: for ``C = 2`` the row angles
+# come first, then the columns.
 import math
 
 
@@ -208,16 +210,24 @@ print(f"query {I[n0].tolist()}: argmax at {I[row.argmax()].tolist()}, "
 assert row.argmax().item() == n0
 torch.testing.assert_close(inner, inner.flip(0, 1))
 
-fig, ax = plt.subplots()
+from matplotlib.ticker import MaxNLocator
+
+# A square map: a near-square canvas, no grid over the cells, integer patch indices,
+# and the legend below the axes, off the data.
+fig, ax = plt.subplots(figsize=(5.2, 5.2), layout="constrained")
 im = ax.imshow(row.cpu())
+ax.grid(False)
+ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 ax.plot(W // 2, H // 2, "x", color="C3", ms=10, mew=2,
         label=f"query patch ({H // 2}, {W // 2})")
 ax.set_xlabel("key column j (patches)")
 ax.set_ylabel("key row i (patches)")
 ax.set_title("2-D axial RoPE, identical tokens: a patch's logits depend only\n"
              "on the 2-D offset, so the pattern is centred on the query")
-fig.colorbar(im, ax=ax, label="logit <rope(q), rope(k)> (q = k = ones)")
-ax.legend(loc="upper right")
+cax = ax.inset_axes([1.04, 0, 0.05, 1])  # a colorbar exactly as tall as the map
+fig.colorbar(im, cax=cax, label="logit <rope(q), rope(k)> (q = k = ones)")
+fig.legend(loc="outside lower center")
 plt.show()
 
 
@@ -271,8 +281,8 @@ assert gap > 0.01, "the layer no longer sees the positions?"  # 0.10
 # heads without the transpose, ``out.reshape(B, N, D)``, scrambles tokens and heads
 # alike for every grid). So the layer is also compared with a reference written head by
 # head: head ``h`` owns channels ``h*Dh .. (h+1)*Dh - 1`` of each of ``q``, ``k``,
-# ``v``; its weights ``softmax(q k^T / sqrt(Dh))`` are computed explicitly, and the
-# heads are concatenated along the channels before ``out_proj``.
+# ``v``; its weights :math:`\mathrm{softmax}(q k^\top / \sqrt{D_h})` are computed
+# explicitly, and the heads are concatenated along the channels before ``out_proj``.
 with torch.no_grad():
     q_all, k_all, v_all = layer.qkv_proj(patches).split(D, dim=-1)  # each (B, N, D)
     heads = []
@@ -354,8 +364,11 @@ print(f"flattened, query (8, 0): key (7, 15) {flat_row[7, 15]:.3f}, key (8, 1) "
       f"{flat_row[8, 1]:.3f}, key (7, 0) {flat_row[7, 0]:.3f}")
 torch.testing.assert_close(flat_row[7, 15], flat_row[8, 1])
 
-fig, ax = plt.subplots()
+fig, ax = plt.subplots(figsize=(5.2, 5.2), layout="constrained")
 im = ax.imshow(flat_row.cpu())
+ax.grid(False)  # as above: no grid, integer ticks, legend below the axes
+ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 ax.plot(0, 8, "x", color="C3", ms=10, mew=2, label="query patch (8, 0)")
 ax.plot(15, 7, "o", mfc="none", color="C1", ms=12, mew=2,
         label="key (7, 15): 1-D offset 1")
@@ -363,8 +376,9 @@ ax.set_xlabel("key column j (patches)")
 ax.set_ylabel("key row i (patches)")
 ax.set_title("Flattened 1-D RoPE: patch (7, 15), fifteen columns away,\n"
              "scores like the query's right-hand neighbour (8, 1)")
-fig.colorbar(im, ax=ax, label="logit <rope(q), rope(k)> (q = k = ones)")
-ax.legend(loc="lower right")
+cax = ax.inset_axes([1.04, 0, 0.05, 1])  # a colorbar exactly as tall as the map
+fig.colorbar(im, cax=cax, label="logit <rope(q), rope(k)> (q = k = ones)")
+fig.legend(loc="outside lower center", ncol=2)
 plt.show()
 
 # %%

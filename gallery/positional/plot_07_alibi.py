@@ -29,11 +29,12 @@ print(f"device: {device}, torch {torch.__version__}")
 # %%
 # The slopes
 # ----------
-# For ``Nh`` a power of two the slopes are the geometric sequence
-# ``m_h = 2 ** (-8 (h + 1) / Nh)``, ``h = 0 .. Nh-1``: from ``2 ** (-8 / Nh)`` down to
-# ``2 ** -8``. Otherwise the paper takes the ``P`` slopes of the largest power of two
-# ``P < Nh``, then appends the first ``Nh - P`` slopes of every other one of the
-# ``2P``-head sequence (those fall halfway between, in log scale).
+# For :math:`N_h` a power of two the slopes are the geometric sequence
+# :math:`m_h = 2^{-8 (h + 1) / N_h}`, :math:`h = 0, \dots, N_h - 1`: from
+# :math:`2^{-8 / N_h}` down to :math:`2^{-8}`. Otherwise the paper takes the :math:`P`
+# slopes of the largest power of two :math:`P < N_h`, then appends the first
+# :math:`N_h - P` slopes of every other one of the :math:`2P`-head sequence (those fall
+# halfway between, in log scale).
 def alibi_slopes(Nh):
     """ALiBi slope of each head: (Nh,)."""
     P = 2 ** math.floor(math.log2(Nh))  # largest power of two <= Nh
@@ -74,10 +75,10 @@ print("alibi_slopes(Nh) matches the reference procedure for Nh = 1 .. 64")
 # %%
 # The bias as an attention mask
 # -----------------------------
-# ``bias[h, l, m] = -m_h * (l - m)`` for keys at or before the query, ``-inf`` after it
-# (causal, as in the paper). It is added to ``q.k / sqrt(Dh)``, which is what an
-# additive float ``attn_mask`` of shape ``(Nh, L, L)`` does in
-# ``scaled_dot_product_attention``; it broadcasts over the batch.
+# :math:`\mathrm{bias}_{h,l,m} = -m_h (l - m)` for keys at or before the query,
+# :math:`-\infty` after it (causal, as in the paper). It is added to
+# :math:`q \cdot k / \sqrt{D_h}`, which is what an additive float ``attn_mask`` of shape
+# ``(Nh, L, L)`` does in ``scaled_dot_product_attention``; it broadcasts over the batch.
 def alibi_bias(pos, slopes, causal=True):
     """ALiBi bias from integer positions pos (L,) and slopes (Nh,): (Nh, L, L)."""
     rel = (pos[:, None] - pos[None, :]).to(slopes.dtype)  # (L, L), l - m
@@ -146,11 +147,12 @@ assert mask_gap > 1.0  # 31.5
 torch.testing.assert_close(out_key_only, fused)
 
 # %%
-# Either mask gives the keys after the query a weight of exactly zero, ``exp(-inf) = 0``
-# (``v = eye(L)`` makes SDPA return the weights). A large finite fill such as ``-100``
-# would leave them about ``exp(-100) = 4e-44``, invisible next to the other weights,
-# which is why the outputs above cannot tell, but not zero: float32 denormals (on this
-# page's CPU run, half of them nonzero, the largest 1.9e-42).
+# Either mask gives the keys after the query a weight of exactly zero,
+# :math:`e^{-\infty} = 0` (``v = eye(L)`` makes SDPA return the weights). A large finite
+# fill such as ``-100`` would leave them about :math:`e^{-100} = 4 \cdot 10^{-44}`,
+# invisible next to the other weights, which is why the outputs above cannot tell, but
+# not zero: float32 denormals (on this page's CPU run, half of them nonzero, the largest
+# 1.9e-42).
 eye_v = torch.eye(L, device=device).expand(B, Nh, L, L)  # as values: out = weights
 future = torch.isinf(bias[0])  # (L, L), keys after the query
 n_future = future.sum().item() * B * Nh  # weights on keys after the query
@@ -163,11 +165,11 @@ assert nonzero == {"bias": 0, "key-only": 0}  # a -100 fill: 16182 on CPU
 # %%
 # Steeper heads look more locally
 # -------------------------------
-# Give every token the same query and key: ``q.k / sqrt(Dh)`` is then the same for every
-# pair, and the bias alone decides the weights. The last query ``l = L-1`` sees keys at
-# distance ``d = 0 .. L-1``, so its weights are ``r**d (1 - r) / (1 - r**L)`` with
-# ``r = exp(-m_h)``: a normalized geometric sequence. Passing ``v = eye(L)`` makes SDPA
-# return the weights themselves.
+# Give every token the same query and key: :math:`q \cdot k / \sqrt{D_h}` is then the
+# same for every pair, and the bias alone decides the weights. The last query
+# :math:`l = L-1` sees keys at distance :math:`d = 0, \dots, L-1`, so its weights are
+# :math:`r^d (1 - r) / (1 - r^L)` with :math:`r = e^{-m_h}`: a normalized geometric
+# sequence. Passing ``v = eye(L)`` makes SDPA return the weights themselves.
 same = torch.randn(Dh, device=device).expand(B, Nh, L, Dh)  # (B, Nh, L, Dh), all equal
 eye = torch.eye(L, device=device).expand(B, Nh, L, L)  # as values: out = weights
 weights = sdpa(same, same, eye, attn_mask=bias)  # (B, Nh, L, L)
@@ -182,11 +184,11 @@ print("weight on the query itself, per head:",
 torch.testing.assert_close(last, closed)
 
 # %%
-# On a log scale each head's weights fall on a straight line of slope ``-m_h``: the
-# steepest head (``m = 1/2``) puts ``1 - exp(-1/2)``, 39%, of its weight on the query
-# itself and less than ``1e-4`` on any key beyond 20 tokens; the shallowest
-# (``m = 1/256``) is nearly uniform, its weights varying by only ``exp(63/256) = 1.28``
-# times over all 64 keys.
+# On a log scale each head's weights fall on a straight line of slope :math:`-m_h`: the
+# steepest head (:math:`m = 1/2`) puts :math:`1 - e^{-1/2}`, 39%, of its weight on the
+# query itself and less than ``1e-4`` on any key beyond 20 tokens; the shallowest
+# (:math:`m = 1/256`) is nearly uniform, its weights varying by only
+# :math:`e^{63/256} = 1.28` times over all 64 keys.
 import matplotlib.pyplot as plt
 
 spread = (last[-1].max() / last[-1].min()).item()
@@ -213,9 +215,9 @@ plt.show()
 # %%
 # The symmetric variant
 # ---------------------
-# Encoders, where every token sees every other, use ``-m_h * |l - m|`` without the
+# Encoders, where every token sees every other, use :math:`-m_h |l - m|` without the
 # causal mask. For identical tokens, the middle query's weights are then
-# ``exp(-m_h |d|)``, normalized, on both sides.
+# :math:`e^{-m_h |d|}`, normalized, on both sides.
 sym = alibi_bias(pos, slopes, causal=False)  # (Nh, L, L)
 mid = L // 2
 w_sym = sdpa(same, same, eye, attn_mask=sym)  # (B, Nh, L, L)

@@ -71,6 +71,8 @@ class SelfAttention(torch.nn.Module):
 
 
 # %%
+# .. _errata-attn-does-not-run:
+#
 # The notes' example does not run
 # -------------------------------
 # Their example moves the module with ``.cuda()``, which raises on a machine without a
@@ -169,12 +171,14 @@ print(f"reshape(B, L, Nh, 3, Dh) instead: max|q_swapped - q| = {gap:.2f}")
 assert gap > 0.1, "the axis order of the reshape no longer matters?"
 
 # %%
+# .. _errata-attn-scale-after-softmax:
+#
 # The notes scale after the softmax
 # ---------------------------------
-# The notes multiply the *probabilities* by ``1 / sqrt(Dh)``; the scale is a temperature
-# and belongs on the logits, before the softmax. After the softmax it only shrinks every
-# row to sum ``1 / sqrt(Dh)``, and the distribution itself is the unscaled (sharper)
-# one.
+# The notes multiply the *probabilities* by :math:`1 / \sqrt{D_h}`; the scale is a
+# temperature and belongs on the logits, before the softmax. After the softmax it only
+# shrinks every row to sum :math:`1 / \sqrt{D_h}`, and the distribution itself is the
+# unscaled (sharper) one.
 with torch.no_grad():
     attn_notes = torch.einsum("bhld,bhmd->bhlm", q, k).softmax(dim=-1)  # notes' order:
     attn_notes = attn_notes * (1 / math.sqrt(Dh))  # softmax, then scale (B, Nh, L, L)
@@ -191,10 +195,10 @@ torch.testing.assert_close(row_sums, torch.ones_like(row_sums))  # softmax over 
 
 # %%
 # (The notes' row sums are an illustration, not a check: a softmax row sums to 1, so
-# times ``c`` it sums to ``c``.) The check is on the weights themselves: the notes' row
-# is the softmax at temperature 1, ``softmax(q k^T)``, times ``1 / sqrt(Dh)``, computed
-# here independently with ``@`` instead of ``einsum``. What the notes' *module*
-# computes is checked below.
+# times :math:`c` it sums to :math:`c`.) The check is on the weights themselves: the
+# notes' row is the softmax at temperature 1, :math:`\mathrm{softmax}(q k^\top)`, times
+# :math:`1 / \sqrt{D_h}`, computed here independently with ``@`` instead of ``einsum``.
+# What the notes' *module* computes is checked below.
 with torch.no_grad():
     unscaled_w = (q @ k.transpose(-2, -1)).softmax(dim=-1)  # (B, Nh, L, L), no scale
 print(f"max|notes' weights - softmax(q k^T) / sqrt(Dh)| = "
@@ -273,7 +277,7 @@ assert gap > 0.05, "the notes' layer now matches the corrected one?"
 
 # %%
 # What the notes' layer computes instead is now easy to name: attention *without* any
-# scale (``scale=1``), shrunk by ``sqrt(Dh)`` before the output projection.
+# scale (``scale=1``), shrunk by :math:`\sqrt{D_h}` before the output projection.
 with torch.no_grad():
     unscaled = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=1.0)
     y_named = notes.out_proj(unscaled.transpose(1, 2).reshape(B, L, D) / math.sqrt(Dh))
@@ -284,9 +288,10 @@ torch.testing.assert_close(y_notes, y_named)
 # %%
 # One query, three rows of weights
 # --------------------------------
-# The notes' row (blue) is a softmax at temperature 1 instead of ``sqrt(Dh)``, squeezed
-# to sum ``1 / sqrt(Dh)``. Renormalized (orange), it is sharper than the correct row
-# (green) for every query: a lower temperature always raises the largest weight.
+# The notes' row (blue) is a softmax at temperature 1 instead of :math:`\sqrt{D_h}`,
+# squeezed to sum :math:`1 / \sqrt{D_h}`. Renormalized (orange), it is sharper than the
+# correct row (green) for every query: a lower temperature always raises the largest
+# weight.
 import matplotlib.pyplot as plt
 
 notes_renorm = attn_notes / attn_notes.sum(dim=-1, keepdim=True)  # softmax(q k^T)

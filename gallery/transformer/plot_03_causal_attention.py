@@ -117,6 +117,8 @@ class Attention(nn.Module):
 
 
 # %%
+# .. _errata-causal-does-not-run:
+#
 # The notes' layer does not run
 # -----------------------------
 # ``Conv1D(nf, nx)`` takes the *output* width first, but the notes build
@@ -182,6 +184,8 @@ for name, shape in shapes.items():
 assert shapes == {name: tuple(t.shape) for name, t in plain.state_dict().items()}
 
 # %%
+# .. _errata-causal-3d-only:
+#
 # Only 3-D inputs
 # ---------------
 # The notes' comments promise shapes ``..., n_batch, d_model``: any leading dims. Their
@@ -228,6 +232,8 @@ torch.testing.assert_close(one, one_ref)
 torch.testing.assert_close(four, four_ref)
 
 # %%
+# .. _errata-causal-no-scale:
+#
 # What the notes' layer computes
 # ------------------------------
 # Its ``_attn`` is called with ``attn_mask=None`` and ``scale=False`` is the default, so
@@ -258,6 +264,8 @@ torch.testing.assert_close(y_notes, named)
 assert gap > 0.1
 
 # %%
+# .. _errata-causal-sees-future:
+#
 # It sees the future
 # ------------------
 # The decisive test of causality: change every token after position ``t`` and check that
@@ -374,10 +382,10 @@ for name, out in versions.items():
 # %%
 # Why ``-1e4`` is enough here, and why it is not ``-inf``
 # -------------------------------------------------------
-# In float32 ``exp(-1e4 - max)`` underflows to exactly ``0``, so the future gets weight
-# exactly zero; but a finite constant works only while it lies far below every real
-# logit (and fits the dtype), which fails for logits of magnitude ``1e4`` and, for
-# OpenAI's ``1e10``, in float16.
+# In float32 :math:`e^{-10^4 - z_{\max}}` (:math:`z_{\max}` the row's largest logit)
+# underflows to exactly 0, so the future gets weight exactly zero; but a finite constant
+# works only while it lies far below every real logit (and fits the dtype), which fails
+# for logits of magnitude ``1e4`` and, for OpenAI's ``1e10``, in float16.
 with torch.no_grad():
     logits = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(Dh)  # (B, Nh, L, L)
     b = gpt2.bias[:, :, :L, :L]  # (1, 1, L, L)

@@ -83,6 +83,8 @@ with torch.no_grad():
 
 
 # %%
+# .. _errata-conv1d-view:
+#
 # A strided input breaks it
 # -------------------------
 # ``forward`` flattens the leading dims with ``x.view(-1, nx)``, and a view needs
@@ -140,6 +142,8 @@ print(f"max|Conv1D - nn.Conv1d(kernel_size=1)| = {(ours - ref).abs().max().item(
 torch.testing.assert_close(ours, ref)
 
 # %%
+# .. _errata-ff-swapped-widths:
+#
 # The notes' FeedForward swaps the widths
 # ---------------------------------------
 # The notes build GPT-2's feed-forward block, ``d_model -> 4 d_model -> d_model``, as
@@ -238,13 +242,14 @@ torch.testing.assert_close(ours, ref)
 # %%
 # Exact GELU and GPT-2's tanh approximation
 # -----------------------------------------
-# ``F.gelu(x)`` is the exact ``x * Phi(x)`` (``Phi`` the normal CDF, through ``erf``).
-# GPT-2 was trained with a tanh approximation, written in its code as below; PyTorch
-# ships the same formula as ``approximate="tanh"``. Measured in float64 on ``[-6, 6]``,
-# the exact and the tanh forms differ by at most ``4.7e-4``, at ``x = +-2.70``: small,
-# but far above what ``assert_close`` allows in float32, ``atol + rtol * |ref|`` with
-# ``atol = 1e-5`` and ``rtol = 1.3e-6``: 35 times more at ``x = 2.70``, 47 times at
-# ``x = -2.70``, where the GELU is near 0 and the tolerance is ``atol`` alone.
+# ``F.gelu(x)`` is the exact :math:`x\, \Phi(x)` (:math:`\Phi` the normal CDF, through
+# ``erf``). GPT-2 was trained with a tanh approximation, written in its code as below;
+# PyTorch ships the same formula as ``approximate="tanh"``. Measured in float64 on
+# ``[-6, 6]``, the exact and the tanh forms differ by at most ``4.7e-4``, at
+# ``x = +-2.70``: small, but far above what ``assert_close`` allows in float32,
+# :math:`\mathrm{atol} + \mathrm{rtol} \cdot |\mathrm{ref}|` with ``atol = 1e-5`` and
+# ``rtol = 1.3e-6``: 35 times more at ``x = 2.70``, 47 times at ``x = -2.70``, where the
+# GELU is near 0 and the tolerance is ``atol`` alone.
 import math
 
 
@@ -319,13 +324,15 @@ ax.legend(loc="lower center")
 plt.show()
 
 # %%
+# .. _errata-ff-dropout:
+#
 # Dropout: identity in eval mode, rescaled mask in train mode
 # -----------------------------------------------------------
 # ``nn.Dropout(p)`` in eval mode returns its input untouched. In train mode it zeroes
-# each entry independently with probability ``p`` and multiplies the survivors by
-# ``1 / (1 - p)``, so every entry keeps its expected value. Over ``n`` entries the kept
-# fraction has standard deviation ``sqrt(p (1 - p) / n)``; six of those bound it (a miss
-# has probability about ``2e-9``). The notes' ``Attention`` hard-wires
+# each entry independently with probability :math:`p` and multiplies the survivors by
+# :math:`1 / (1 - p)`, so every entry keeps its expected value. Over :math:`n` entries
+# the kept fraction has standard deviation :math:`\sqrt{p (1 - p) / n}`; six of those
+# bound it (a miss has probability about ``2e-9``). The notes' ``Attention`` hard-wires
 # ``nn.Dropout(0.1)`` on its attention weights: it cannot be switched off by argument,
 # only by ``eval()``. The dropout checked is the fixed block's own, ``ff.dropout``, the
 # one the comparison with ``nn.Sequential`` above ran in eval mode.

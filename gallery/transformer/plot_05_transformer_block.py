@@ -252,11 +252,11 @@ torch.testing.assert_close(ours_tanh, no_fast)
 # What each order does to the residual stream
 # -------------------------------------------
 # Stack eight freshly initialized blocks of each order and follow the root mean square
-# of a token's vector, ``sqrt(mean over D of x**2)``, block by block. Post-LN ends every
-# block with a LayerNorm (weight 1, bias 0 at init), so each token leaves it with unit
-# RMS, up to ``eps / (2 var)``. Pre-LN never normalizes the stream: each block *adds*
-# its sublayer outputs, so the RMS grows with depth (GPT-2 ends its stack with one more
-# LayerNorm, ``ln_f``).
+# of a token's vector, :math:`\sqrt{\frac{1}{D} \sum_d x_d^2}`, block by block. Post-LN
+# ends every block with a LayerNorm (weight 1, bias 0 at init), so each token leaves it
+# with unit RMS, up to :math:`\epsilon / (2 v)` (row variance :math:`v`). Pre-LN never
+# normalizes the stream: each block *adds* its sublayer outputs, so the RMS grows with
+# depth (GPT-2 ends its stack with one more LayerNorm, ``ln_f``).
 def stream_rms(norm_first, depth=8):
     """RMS over D of the residual stream after each of `depth` fresh blocks."""
     torch.manual_seed(1)  # the same input and the same draw of weights for both orders

@@ -26,8 +26,8 @@ print(f"device: {device}, torch {torch.__version__}")
 # -----------------------------
 # The notes' ``SelfAttention`` layout: one ``Linear(D, 3D)``, reshaped to
 # ``(B, L, 3, Nh, Dh)`` and split into ``q, k, v``; optional QK-norm, a
-# ``LayerNorm(Dh)`` on each query and key. The logits are scaled by ``1 / sqrt(Dh)``
-# *before* the softmax (the notes scale after it, see
+# ``LayerNorm(Dh)`` on each query and key. The logits are scaled by
+# :math:`1 / \sqrt{D_h}` *before* the softmax (the notes scale after it, see
 # :doc:`/generated/transformer/plot_01_self_attention`). The projection weights are
 # taken at four times their init scale, as weights may grow in training, which makes the
 # difference QK-norm makes visible. Each map is checked against
@@ -76,9 +76,9 @@ for qk in (False, True):
 # above the diagonal, and QK-norm keeps the rows spread. Measured on CPU, the largest
 # weight of a row averages 0.77 (full) and 0.82 (causal) without QK-norm: near one-hot;
 # with it, 0.20 (full) and 0.39 (causal). The causal rows are more peaked by
-# construction: query ``l`` sees only ``l + 1`` keys, so its largest weight is at least
-# ``1 / (l + 1)``, and the first rows hold one or two keys. Asserted: above 0.6 without
-# QK-norm, below 0.5 with it, in both maps.
+# construction: query :math:`l` sees only :math:`l + 1` keys, so its largest weight is
+# at least :math:`1 / (l + 1)`, and the first rows hold one or two keys. Asserted: above
+# 0.6 without QK-norm, below 0.5 with it, in both maps.
 for (qk, causal), w in maps.items():
     torch.testing.assert_close(w.sum(dim=-1), torch.ones(B, Nh, L, device=device))
     assert torch.all(w >= 0)
@@ -96,8 +96,10 @@ for causal in (False, True):
 # %%
 # The four maps of head 0, as an image each: query position down, key position across.
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
-fig, axes = plt.subplots(2, 2, figsize=(6.4, 6.4), sharex=True, sharey=True)
+fig, axes = plt.subplots(2, 2, figsize=(6.4, 6.4), sharex=True, sharey=True,
+                         layout="constrained")
 for row, qk in enumerate((False, True)):
     for col, causal in enumerate((False, True)):
         ax = axes[row, col]
@@ -105,6 +107,8 @@ for row, qk in enumerate((False, True)):
         kind = "causal" if causal else "full"
         ax.set_title(f"{kind} {'with' if qk else 'without'} QK-norm")
         ax.grid(False)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions are integers
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 for ax in axes[1]:
     ax.set_xlabel("key position m")
 for ax in axes[:, 0]:
