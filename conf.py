@@ -96,6 +96,7 @@ html_theme = "furo"
 html_title = project
 html_static_path = ["_static"]
 html_css_files = ["book.css"]
+html_js_files = ["book_search.js"]  # search snippets: math without its \( \) delimiters
 html_favicon = "_static/favicon.svg"  # a check mark; also spares browsers a 404 for /favicon.ico
 html_show_sourcelink = False
 html_theme_options = {
@@ -177,9 +178,25 @@ def depart_figure(self, node):
     pass
 
 
+THUMB = re.compile(r"generated/(\w+)/images/thumb/sphx_glr_(\w+)_thumb\.\w+$")
+
+
+def thumbnail_alt(app, doctree, docname):
+    """The chapters' grids of pages (minigallery) give their thumbnails an empty alt: name the
+    page the thumbnail stands for."""
+    from docutils import nodes
+
+    for img in doctree.findall(nodes.image):
+        match = THUMB.search(img.get("uri", ""))
+        if match and not img.get("alt"):
+            title = app.env.titles.get(f"generated/{match[1]}/{match[2]}")
+            img["alt"] = f"Thumbnail of: {title.astext()}" if title else match[2]
+
+
 def setup(app):
     from sphinx_gallery.directives import imgsgnode
 
     app.connect("source-read", strip_noqa)
+    app.connect("doctree-resolved", thumbnail_alt)
     app.add_node(imgsgnode, override=True, html=(visit_figure, depart_figure))
 # Reading the gallery pages (end)

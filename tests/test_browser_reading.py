@@ -255,3 +255,15 @@ def test_reading_screenshots(browser, base_url, scheme):
                 assert target.stat().st_size > 10_000, target
         finally:
             v.close()
+
+
+def test_search_snippets_show_math_without_its_delimiters(visit):
+    """Sphinx quotes a page's HTML before MathJax ran: `\\(D_h\\)` is shown as `D_h`."""
+    page = visit.open("search.html?q=softmax")
+    page.wait_for_function(
+        "document.querySelector('#search-results .search-summary')?.textContent.includes('finished')")
+    page.wait_for_function("document.querySelectorAll('#search-results p.context').length > 0")
+    page.wait_for_timeout(500)  # the snippets arrive page by page
+    snippets = page.eval_on_selector_all("#search-results p.context", "ps => ps.map(p => p.textContent)")
+    assert snippets and not [s for s in snippets if "\\(" in s or "\\)" in s], snippets
+    assert not visit.problems, visit.problems
