@@ -30,10 +30,6 @@ WIDE_OK = [
     # than 88 columns, and rewrapping them would no longer quote the notes.
     ("generated/normalization/plot_04_instancenorm.html", "# actually affine=True is default"),
     ("generated/normalization/plot_05_layernorm.html", "# layer norm, x is [bz, seq_len, dim]"),
-    # Printed lines over 88 columns (113 and 92): one print() call spread over two source
-    # lines. To be fixed in the pages (gallery/, not the site's files); then remove these two.
-    ("generated/normalization/plot_07_qk_norm.html", "without the norms vs raw W_q(x)"),
-    ("generated/transformer/plot_04_conv1d_feedforward.html", "a part in a million less"),
 ]
 
 # Every <pre> in the article: the widest line, its scroll and client widths, code or output.

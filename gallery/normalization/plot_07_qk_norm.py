@@ -140,8 +140,8 @@ with torch.no_grad():
                               split_heads(W_k(x))) / math.sqrt(Dh)  # (B, Nh, L, L)
 gap_n = (attention_logits(1.0) - logits).abs().max().item()
 gap_raw = (attention_logits(1.0, qk_norm=False) - raw_logits).abs().max().item()
-print(f"s = a = 1: max|attention_logits - logits above| = {gap_n:.1e}, "
-      f"without the norms vs raw W_q(x), W_k(x) logits {gap_raw:.1e}")
+print(f"s = a = 1: max|attention_logits - logits above| = {gap_n:.1e}\n"
+      f"without the norms, vs logits of raw W_q(x), W_k(x): {gap_raw:.1e}")
 torch.testing.assert_close(attention_logits(1.0), logits)
 torch.testing.assert_close(attention_logits(1.0, qk_norm=False), raw_logits)
 

@@ -291,7 +291,7 @@ exact, tanh = F.gelu(xs), F.gelu(xs, approximate="tanh")  # (2401,) each
 above, below = (torch.isclose(exact, tanh, rtol=RTOL * f, atol=ATOL * f)  # (2401,)
                 for f in (r * (1 + MARGIN), r * (1 - MARGIN)))
 rejected = (~below).nonzero().flatten().tolist()  # indices into xs
-print(f"isclose at {r:.6f} x the tolerances rejects {(~above).sum().item()} points; "
+print(f"isclose at {r:.6f} x the tolerances rejects {(~above).sum().item()} points;\n"
       f"a part in a million less, x = {[round(xs[i].item(), 3) for i in rejected]}")
 assert above.all() and rejected == [over.argmax().item()]
 
