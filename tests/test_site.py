@@ -43,11 +43,15 @@ def test_gallery_page_was_executed(site, page):
 
 @pytest.mark.parametrize("page", GALLERY_PAGES, ids=page_id)
 def test_every_figure_is_rendered(site, page):
-    """One image per plt.show() in the source, each a non-empty file the HTML points at."""
+    """One image per plt.show() in the source, each with its 2x version (conf.py's
+    image_srcset), each a non-empty file the HTML points at."""
     src, out, _ = site
     n_figures = page.read_text().count("plt.show()")
-    images = sorted((src / "generated" / page.parent.name / "images").glob(f"sphx_glr_{page.stem}_*.png"))
+    folder = src / "generated" / page.parent.name / "images"
+    images = sorted(folder.glob(f"sphx_glr_{page.stem}_[0-9][0-9][0-9].png"))
     assert len(images) == n_figures
+    doubles = sorted(folder.glob(f"sphx_glr_{page.stem}_*_2_00x.png"))
+    assert [d.name for d in doubles] == [i.name.replace(".png", "_2_00x.png") for i in images]
     html_file = html_of(out, page)
     for img in re.findall(r'<img [^>]*src="([^"]+)"', html_file.read_text()):
         target = (html_file.parent / img).resolve()
