@@ -4,7 +4,6 @@ Gallery sources live in gallery/<chapter>/plot_NN_topic.py; sphinx-gallery execu
 writes generated/<chapter>/ (ignored by git), which the chapter pages in chapters/ link to.
 """
 
-import logging
 import os
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ extensions = [
     "myst_nb",
     "sphinx_copybutton",
     "book",  # _ext/book.py: records claims, writes the ledger; decides what runs again
+    "rendering",  # _ext/rendering.py: figure links, thumbnails' alt text, no `# noqa` shown
 ]
 
 root_doc = "index"
@@ -104,10 +104,6 @@ html_theme_options = {
     "source_repository": "",
     "navigation_with_keys": True,
 }
-# The chapter pages end with a grid of their pages (`.. minigallery:: gallery/<chapter>/plot_*.py`).
-# With no backreferences_dir, sphinx-gallery warns on every minigallery that it reads its
-# arguments as file globs, which is what they are: setup() below drops that one message, and
-# every other sphinx-gallery warning still fails the build.
 # Code colours with at least 4.5:1 contrast on their background for every token (WCAG AA):
 # "friendly" had comments at 2.6:1; monokai's lowest is 4.6:1 (accessible-pygments is pinned).
 pygments_style = "a11y-high-contrast-light"
@@ -139,71 +135,3 @@ TORCH_INV = torch_links.write_inventory(torch_inventory, ROOT / "_build" / "torc
 # (where links point, where the inventory is read from: a local file, never a URL)
 intersphinx_mapping = {"torch": (TORCH_DOCS, str(TORCH_INV))}
 # Links into PyTorch's documentation, offline (end)
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading the gallery pages (begin)
-import re  # noqa: E402
-from pathlib import PurePosixPath  # noqa: E402
-
-# A linter's `# noqa...` comment is for the linter, not for the reader: it is dropped from the
-# code shown on the generated pages (the downloadable .py and .ipynb keep it).
-NOQA = re.compile(r"[ \t]+# noqa\b[^\n]*$", re.MULTILINE)
-
-
-def strip_noqa(app, docname, source):
-    if docname.startswith("generated/"):
-        source[0] = NOQA.sub("", source[0])
-
-
-def visit_figure(self, node):
-    """sphinx-gallery's <img srcset=...>, wrapped in a link to its largest source."""
-    from sphinx_gallery.directives import _parse_srcset, visit_imgsg_html
-
-    if node["srcset"] is None:
-        return visit_imgsg_html(self, node)
-    start = len(self.body)
-    visit_imgsg_html(self, node)
-    srcset = _parse_srcset(node["srcset"])
-    largest = PurePosixPath(srcset[max(srcset)]).name
-    img = "".join(self.body[start:])
-    # the <img>'s own src is "<relative dir>/<file>": the 2x file lies in the same folder
-    src = re.search(r'src="([^"]*)"', img).group(1)
-    href = src.rsplit("/", 1)[0] + "/" + largest
-    self.body[start:] = [f'<a class="book-figure" href="{href}" '
-                         f'title="Open the figure at full size">{img}</a>']
-
-
-def depart_figure(self, node):
-    pass
-
-
-THUMB = re.compile(r"generated/(\w+)/images/thumb/sphx_glr_(\w+)_thumb\.\w+$")
-
-
-def thumbnail_alt(app, doctree, docname):
-    """The chapters' grids of pages (minigallery) give their thumbnails an empty alt: name the
-    page the thumbnail stands for."""
-    from docutils import nodes
-
-    for img in doctree.findall(nodes.image):
-        match = THUMB.search(img.get("uri", ""))
-        if match and not img.get("alt"):
-            title = app.env.titles.get(f"generated/{match[1]}/{match[2]}")
-            img["alt"] = f"Thumbnail of: {title.astext()}" if title else match[2]
-
-
-class _MinigalleryGlobs(logging.Filter):
-    def filter(self, record):
-        return "minigallery directive will resolve all inputs as file" not in record.getMessage()
-
-
-def setup(app):
-    from sphinx_gallery.directives import imgsgnode
-
-    logging.getLogger("sphinx.sphinx-gallery").addFilter(_MinigalleryGlobs())
-
-    app.connect("source-read", strip_noqa)
-    app.connect("doctree-resolved", thumbnail_alt)
-    app.add_node(imgsgnode, override=True, html=(visit_figure, depart_figure))
-# Reading the gallery pages (end)
