@@ -499,15 +499,20 @@ def _slice_lower(node, src, ctx):
         return [(*src.span(node.lower), "")]
 
 
+def _swapped(src, a0, a1):
+    """The mutant that swaps two argument nodes in the text (none if they read the same)."""
+    if src.seg(a0) != src.seg(a1):
+        s0, e0 = src.span(a0)
+        s1, e1 = src.span(a1)
+        return [(s0, e1, src.seg(a1) + src.text[e0:s1] + src.seg(a0))]
+    return None
+
+
 @kind("swap two args", "the two positional arguments of a call swapped")
 def _swap_args(node, src, ctx):
     if (isinstance(node, ast.Call) and len(node.args) == 2 and call_name(node) not in COMMUTATIVE
             and not any(isinstance(a, ast.Starred) for a in node.args)):
-        a0, a1 = node.args
-        if src.seg(a0) != src.seg(a1):
-            s0, e0 = src.span(a0)
-            s1, e1 = src.span(a1)
-            return [(s0, e1, src.seg(a1) + src.text[e0:s1] + src.seg(a0))]
+        return _swapped(src, *node.args)
 
 
 @kind("swap reshape dims", "the last two sizes of a reshape/view/expand/permute swapped")
@@ -515,11 +520,7 @@ def _swap_shape(node, src, ctx):
     if isinstance(node, ast.Call) and call_name(node) in RESHAPES \
             and isinstance(node.func, ast.Attribute) and len(node.args) >= 2 \
             and not any(isinstance(a, ast.Starred) for a in node.args[-2:]):
-        a0, a1 = node.args[-2:]
-        if src.seg(a0) != src.seg(a1):
-            s0, e0 = src.span(a0)
-            s1, e1 = src.span(a1)
-            return [(s0, e1, src.seg(a1) + src.text[e0:s1] + src.seg(a0))]
+        return _swapped(src, *node.args[-2:])
 
 
 @kind("drop 1 +/- 1", "a `1 +`, `+ 1` or `- 1` term dropped")
