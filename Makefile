@@ -21,6 +21,9 @@ PAGE       ?=
 SOURCES    := conf.py index.rst verified/. $(shell find chapters gallery _static _ext verified \
                 -name __pycache__ -prune -o -path verified -o -print)
 STAMP      := $(BUILDDIR)/.html-built
+# No network at build time: Hugging Face models are built from configs, never downloaded
+# (the pages that use transformers set it too, for a reader who runs them as scripts).
+export HF_HUB_OFFLINE := 1
 
 .PHONY: help html verified test bench clean livehtml venv FORCE
 

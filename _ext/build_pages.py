@@ -272,6 +272,6 @@ def write_build_pages(app):
              "pages run in": run_in,
              "Python": platform.python_version(), "Sphinx": sphinx.__version__,
              **{name: importlib.metadata.version(name)
-                for name in ("sphinx-gallery", "myst-nb", "matplotlib", "furo")}}
+                for name in ("sphinx-gallery", "myst-nb", "matplotlib", "furo", "transformers")}}
     _write_if_changed(ROOT / "generated" / "environment.md",
                       environment_markdown(records, costs, build))

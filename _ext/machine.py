@@ -1,4 +1,5 @@
-"""What the pages' results depend on besides their own source: Python, PyTorch and the device.
+"""What the pages' results depend on besides their own source: Python, PyTorch, transformers
+(the reference of the pages that compare with Hugging Face models) and the device.
 
 sphinx-gallery re-runs a page only when its source changes. The build (``_ext/book.py``) and
 ``make html`` also compare this fingerprint with the one of the last build; when it differs
@@ -16,13 +17,17 @@ import sys
 from pathlib import Path
 
 
-def fingerprint():
+def version(package):
     try:
-        torch = importlib.metadata.version("torch")
+        return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
-        torch = "not installed"
+        return "not installed"
+
+
+def fingerprint():
     return (f"python {platform.python_version()} on {platform.machine()}\n"
-            f"torch {torch}\n"
+            f"torch {version('torch')}\n"
+            f"transformers {version('transformers')}\n"
             f"CUDA_VISIBLE_DEVICES {os.environ.get('CUDA_VISIBLE_DEVICES', '(not set)')}\n"
             f"NVIDIA devices {' '.join(sorted(glob.glob('/dev/nvidia[0-9]*'))) or '(none)'}\n")
 
