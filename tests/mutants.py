@@ -1091,6 +1091,7 @@ def read_equivalents_line(line):
 def prepare_parent():
     """Import what the pages import, once; run no tensor operation (fork-safe)."""
     os.environ.setdefault("MPLBACKEND", "Agg")
+    os.environ["HF_HUB_OFFLINE"] = "1"  # read when huggingface_hub is imported, i.e. here
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot  # noqa: F401
