@@ -303,9 +303,10 @@ for layer_idx, (x, _, hf_out, hf_p) in seen.items():
 # ---------------------------------------------------
 # One layer moves information at most ``W - 1`` positions forward; a stack of ``n``
 # layers, ``n (W - 1)``: the Mistral paper's argument that a small window still gives a
-# long reach (the paper counts ``n W``, as its ``W + 1``-key window does). The gradient of the model's last output with respect to its input
-# embeddings shows it: exactly zero beyond ``2 (W - 1) = 6`` tokens back, non-zero
-# within (the masked weights are exactly zero, and so is their gradient).
+# long reach (the paper counts ``n W``, as its ``W + 1``-key window does). The gradient
+# of the model's last output with respect to its input embeddings shows it: exactly zero
+# beyond ``2 (W - 1) = 6`` tokens back, non-zero within (the masked weights are exactly
+# zero, and so is their gradient).
 emb = mistral.embed_tokens(ids).detach().requires_grad_()  # (B, L, D)
 mistral(inputs_embeds=emb).last_hidden_state[:, -1].sum().backward()
 reach = emb.grad.abs().sum(dim=(0, 2))  # (L,): how much each input position matters
