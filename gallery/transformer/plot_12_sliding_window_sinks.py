@@ -4,14 +4,14 @@ Sliding-window attention and attention sinks
 
 Mistral 7B lets each token attend only to a window of recent tokens: in Hugging Face's
 implementation the last ``W``, itself included, one fewer than in Mistral's first
-reference code. StreamingLLM keeps the first ``S`` tokens as well when it evicts old keys from its
-cache, as *attention sinks*; gpt-oss instead gives each head a learned sink logit, an
-extra column of the softmax that takes its share of the mass and is then dropped. This
-page builds the three from scratch and proves them: the window equal to causal
-attention when it covers the sequence and to Hugging Face's Mistral on the eager path (a
-window one key wider or narrower fails), the sink mask equal to a cache that physically
-evicts keys, and the learned sinks equal to Hugging Face's gpt-oss attention, whose rows
-then sum to one minus the sink's share.
+reference code. StreamingLLM keeps the first ``S`` tokens as well when it evicts old
+keys from its cache, as *attention sinks*; gpt-oss instead gives each head a learned
+sink logit, an extra column of the softmax that takes its share of the mass and is then
+dropped. This page builds the three from scratch and proves them: the window equal to
+causal attention when it covers the sequence and to Hugging Face's Mistral on the eager
+path (a window one key wider or narrower fails), the sink mask equal to a cache that
+physically evicts keys, and the learned sinks equal to Hugging Face's gpt-oss
+attention, whose rows then sum to one minus the sink's share.
 """
 
 # %%
@@ -253,7 +253,8 @@ class WindowAttention(nn.Module):
         k = self.wk(x).view(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
         v = self.wv(x).view(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
         q, k = rope(q, self.theta), rope(k, self.theta)
-        k = k.repeat_interleave(Nh // Nkv, dim=1)  # (B, Nh, L, Dh): h reads h // (Nh/Nkv)
+        # query head h reads key/value head h // (Nh / Nkv), as in repeat_kv
+        k = k.repeat_interleave(Nh // Nkv, dim=1)  # (B, Nh, L, Dh)
         v = v.repeat_interleave(Nh // Nkv, dim=1)
         y, p = attend(q, k, v, keep, self.sinks)  # (B, Nh, L, Dh), (B, Nh, L, L)
         return self.wo(y.transpose(1, 2).reshape(B, L, Nh * Dh)), p  # (B, L, D)
