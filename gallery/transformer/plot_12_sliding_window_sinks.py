@@ -392,6 +392,9 @@ NAMES_OSS = {  # ours -> Hugging Face's GptOssAttention
     "wo.bias": "o_proj.bias",
     "sinks": "sinks",  # (Nh,)
 }
+print("NAMES, plus:\n" + "\n".join(f"    {ours:9} <- {theirs}"
+                                   for ours, theirs in NAMES_OSS.items()
+                                   if ours not in NAMES))
 
 # %%
 # Both layers agree with ours, the sliding one under our window mask and the full one
