@@ -103,6 +103,22 @@ print(f"max |ours - sdpa(enable_gqa=True)|   = {(ours - sdpa).abs().max():.1e}")
 torch.testing.assert_close(ours, hf)
 torch.testing.assert_close(ours, sdpa)
 
+# A masked key must get weight zero whatever the scores. Here they rise along the
+# keys, from about -200 at the first to +160 at the last (q near 1, key m near
+# -50 + 10 m), so future keys outscore the past by far more than 100: a finite mask,
+# -100 filled in or added, would let them through. Both masks above use -inf.
+rise = torch.linspace(-50.0, 40.0, L, device=device).view(1, 1, L, 1)  # -50 + 10 m
+q_low = 1 + 0.1 * torch.randn(B, Nh, L, Dh, device=device)
+k_low = rise + 0.1 * torch.randn(B, Nkv, L, Dh, device=device)
+sdpa_low = F.scaled_dot_product_attention(q_low, k_low, v, is_causal=True,
+                                          enable_gqa=True)
+ours_low = grouped_attention(q_low, k_low, v)
+hf_low = attention(q_low, repeat_kv(k_low, G), repeat_kv(v, G))
+print(f"rising scores: max |ours - sdpa| = {(ours_low - sdpa_low).abs().max():.1e}, "
+      f"|repeat_kv + attention - sdpa| = {(hf_low - sdpa_low).abs().max():.1e}")
+torch.testing.assert_close(ours_low, sdpa_low)
+torch.testing.assert_close(hf_low, sdpa_low)
+
 # %%
 # Which query head reads which key/value head
 # -------------------------------------------
@@ -129,8 +145,7 @@ v_id = head_ids(Nkv)
 consecutive, interleaved = heads // G, heads % Nkv
 read_ours = reads(grouped_attention(q, k, v_id))
 read_hf = reads(attention(q, repeat_kv(k, G), repeat_kv(v_id, G)))
-read_sdpa = reads(F.scaled_dot_product_attention(q, k, v_id, is_causal=True,
-                                                 enable_gqa=True))
+read_sdpa = reads(F.scaled_dot_product_attention(q, k, v_id, enable_gqa=True))
 print("query head h    :", heads.tolist())
 print("ours reads      :", read_ours.tolist())
 print("repeat_kv reads :", read_hf.tolist())
@@ -148,6 +163,11 @@ y = y.view(B, Nkv, G, L, Dh).transpose(1, 2).reshape(B, Nh, L, Dh)  # back to q'
 gap = (y - hf).abs().max().item()
 print(f"interleaved grouping vs repeat_kv: max |diff| = {gap:.2f}")
 assert gap > 0.1  # measured 3.2: another model, not a rounding error
+# It is the model that tiles k and v with .repeat (0 1 0 1 ..), a common slip for
+# repeat_interleave (0 0 .. 1 1 ..), which is what repeat_kv computes.
+tiled = attention(q, k.repeat(1, G, 1, 1), v.repeat(1, G, 1, 1))
+print(f"interleaved grouping vs .repeat tiling: max |diff| = {(y - tiled).abs().max():.1e}")
+torch.testing.assert_close(y, tiled)
 
 # %%
 # MQA and MHA: the two ends
@@ -201,9 +221,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 Nkv, G = 2, 4
 q, k, v = qkv(Nkv, seed=3)
 ours = grouped_attention(q, k, v)
+k3 = k[:, :1].expand(B, 3, L, Dh)  # (B, 3, L, Dh)
 try:
-    F.scaled_dot_product_attention(q, k[:, :1].expand(B, 3, L, Dh),
-                                   v[:, :1].expand(B, 3, L, Dh), enable_gqa=True)
+    F.scaled_dot_product_attention(q, k3, k3, enable_gqa=True)
     error = None
 except RuntimeError as e:
     error = str(e)
@@ -227,9 +247,11 @@ print("default dispatch:", [n.removeprefix("aten::") for n in ops_default])
 print("math kernel     :", [n.removeprefix("aten::") for n in ops_math])
 torch.testing.assert_close(out_default, ours)
 torch.testing.assert_close(out_math, ours)
-if device == "cpu":
+if device == "cpu":  # the CPU kernels, torch 2.13
     assert ops_default == ["aten::_scaled_dot_product_flash_attention_for_cpu"]
     assert "aten::repeat_interleave" in ops_math  # the math kernel copies k and v
+else:  # CUDA tensors dispatch no CPU kernel; which CUDA ones is printed, not asserted
+    assert not any(op.endswith("_for_cpu") for op in ops_default + ops_math)
 
 # %%
 # The KV cache shrinks by ``Nh / Nkv``
