@@ -56,7 +56,6 @@ cfg = LlamaConfig(
     vocab_size=V, hidden_size=D, num_attention_heads=Nh, num_key_value_heads=Nkv,
     intermediate_size=Dff, num_hidden_layers=2, rms_norm_eps=EPS,
     rope_parameters={"rope_type": "default", "rope_theta": THETA},
-    max_position_embeddings=64, bos_token_id=1, eos_token_id=2, pad_token_id=0,
     attn_implementation="eager",
 )
 model = LlamaForCausalLM(cfg).to(device).eval()
@@ -132,8 +131,8 @@ assert gap_eps > 0.1  # measured 0.75: eps is 40 % of the mean square here
 
 def rope_cos_sin(pos, Dh, theta):
     """pos (B, L) -> cos, sin (B, L, Dh): angle p * theta**(-2i/Dh) at i, i + Dh/2."""
-    i = torch.arange(Dh // 2, device=pos.device, dtype=torch.float32)  # (Dh/2,)
-    angles = pos[..., None].float() * theta ** (-2 * i / Dh)  # (B, L, Dh/2)
+    two_i = torch.arange(0, Dh, 2, device=pos.device)  # 0, 2, .., Dh - 2
+    angles = pos[..., None].float() * theta ** (-two_i / Dh)  # (B, L, Dh/2)
     angles = torch.cat([angles, angles], dim=-1)  # (B, L, Dh)
     return angles.cos(), angles.sin()
 
@@ -192,21 +191,29 @@ class Attention(nn.Module):
         v = self.v(x).view(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
         q, k = self.rope(q, cos, sin), self.rope(k, cos, sin)
         qg = q.reshape(B, Nkv, G * L, Dh)  # the G query heads of a group, stacked
-        logits = (qg @ k.transpose(-2, -1)).view(B, Nkv, G, L, L) / math.sqrt(Dh)
+        logits = (qg @ k.mT).view(B, Nkv, G, L, L) / math.sqrt(Dh)  # k.mT: (.., Dh, L)
         mask = torch.ones(L, L, dtype=torch.bool, device=x.device).triu(1)  # future
         weights = logits.masked_fill(mask, float("-inf")).softmax(dim=-1)
         y = (weights.view(B, Nkv, G * L, L) @ v).view(B, Nh, L, Dh)  # (B, Nh, L, Dh)
-        return self.o(y.transpose(1, 2).reshape(B, L, Nh * Dh))
+        out = self.o(y.transpose(1, 2).reshape(B, L, Nh * Dh))  # (B, L, D)
+        return out, weights.view(B, Nh, L, L)  # head h = j * G + g, as in q
 
 
 attn = Attention(D, Nh, Nkv).to(device)
 attn.load_state_dict({f"{n}.weight": getattr(hf_layer.self_attn, f"{n}_proj").weight
                       for n in "qkvo"})
 h = norm(x)  # (B, L, D): what the layer's attention sees
-ref, _ = hf_layer.self_attn(h, position_embeddings=(cos_hf, sin_hf),
-                            attention_mask=causal)
-print(f"max |ours - LlamaAttention| = {(attn(h, cos, sin) - ref).abs().max():.1e}")
-torch.testing.assert_close(attn(h, cos, sin), ref)
+out, weights = attn(h, cos, sin)  # (B, L, D), (B, Nh, L, L)
+ref, weights_hf = hf_layer.self_attn(h, position_embeddings=(cos_hf, sin_hf),
+                                     attention_mask=causal)
+print(f"max |ours - LlamaAttention| = {(out - ref).abs().max():.1e}, attention weights "
+      f"{(weights - weights_hf).abs().max():.1e}")
+torch.testing.assert_close(out, ref)
+torch.testing.assert_close(weights, weights_hf)
+# The future gets weight exactly 0 (exp(-inf)); a finite mask would leave e.g. e^-100.
+print(f"largest weight on a future key: ours {weights[:, :, future].max():.0f}, "
+      f"LlamaAttention {weights_hf[:, :, future].max():.0f}")
+assert (weights[:, :, future] == 0).all() and (weights_hf[:, :, future] == 0).all()
 
 # %%
 # SwiGLU MLP
@@ -260,7 +267,7 @@ class DecoderLayer(nn.Module):
         self.mlp = SwiGLU(D, Dff)
 
     def forward(self, x, cos, sin):  # (B, L, D) -> (B, L, D)
-        x = x + self.attn(self.norm_1(x), cos, sin)
+        x = x + self.attn(self.norm_1(x), cos, sin)[0]
         return x + self.mlp(self.norm_2(x))
 
 
