@@ -53,7 +53,7 @@ def grouped_attention(q, k, v):
     Nkv = k.shape[1]
     G = Nh // Nkv  # query heads per key/value head
     qg = q.reshape(B, Nkv, G * L, Dh)  # group j: heads j*G .. j*G+G-1, stacked as rows
-    logits = qg @ k.transpose(-2, -1) / math.sqrt(Dh)  # (B, Nkv, G * L, L)
+    logits = qg @ k.mT / math.sqrt(Dh)  # k.mT (B, Nkv, Dh, L); (B, Nkv, G * L, L)
     logits = logits.view(B, Nkv, G, L, L)
     future = torch.ones(L, L, dtype=torch.bool, device=q.device).triu(1)  # (L, L)
     weights = logits.masked_fill(future, float("-inf")).softmax(dim=-1)
@@ -103,17 +103,19 @@ print(f"max |ours - sdpa(enable_gqa=True)|   = {(ours - sdpa).abs().max():.1e}")
 torch.testing.assert_close(ours, hf)
 torch.testing.assert_close(ours, sdpa)
 
-# A masked key must get weight zero whatever the scores. Here they rise along the
-# keys, from about -200 at the first to +160 at the last (q near 1, key m near
-# -50 + 10 m), so future keys outscore the past by far more than 100: a finite mask,
-# -100 filled in or added, would let them through. Both masks above use -inf.
-rise = torch.linspace(-50.0, 40.0, L, device=device).view(1, 1, L, 1)  # -50 + 10 m
-q_low = 1 + 0.1 * torch.randn(B, Nh, L, Dh, device=device)
-k_low = rise + 0.1 * torch.randn(B, Nkv, L, Dh, device=device)
-sdpa_low = F.scaled_dot_product_attention(q_low, k_low, v, is_causal=True,
+# A masked key must get weight zero whatever the scores. Here, in one sequence of 7
+# tokens, they rise along the keys from about -200 at the first to +40 at the last
+# (q near 1, key m near -50 + 10 m), so future keys outscore the past by far more than
+# 100: a finite mask, -100 filled in or added, would let them through. Both masks
+# above use -inf.
+rise = torch.linspace(-50.0, 10.0, 7, device=device).view(1, 1, 7, 1)  # -50 + 10 m
+q_low = 1 + 0.1 * torch.randn(1, Nh, 7, Dh, device=device)  # (1, Nh, 7, Dh)
+k_low = rise + 0.1 * torch.randn(1, Nkv, 7, Dh, device=device)  # (1, Nkv, 7, Dh)
+v_low = torch.randn(1, Nkv, 7, Dh, device=device)
+sdpa_low = F.scaled_dot_product_attention(q_low, k_low, v_low, is_causal=True,
                                           enable_gqa=True)
-ours_low = grouped_attention(q_low, k_low, v)
-hf_low = attention(q_low, repeat_kv(k_low, G), repeat_kv(v, G))
+ours_low = grouped_attention(q_low, k_low, v_low)
+hf_low = attention(q_low, repeat_kv(k_low, G), repeat_kv(v_low, G))
 print(f"rising scores: max |ours - sdpa| = {(ours_low - sdpa_low).abs().max():.1e}, "
       f"|repeat_kv + attention - sdpa| = {(hf_low - sdpa_low).abs().max():.1e}")
 torch.testing.assert_close(ours_low, sdpa_low)
@@ -166,7 +168,8 @@ assert gap > 0.1  # measured 3.2: another model, not a rounding error
 # It is the model that tiles k and v with .repeat (0 1 0 1 ..), a common slip for
 # repeat_interleave (0 0 .. 1 1 ..), which is what repeat_kv computes.
 tiled = attention(q, k.repeat(1, G, 1, 1), v.repeat(1, G, 1, 1))
-print(f"interleaved grouping vs .repeat tiling: max |diff| = {(y - tiled).abs().max():.1e}")
+gap_tiled = (y - tiled).abs().max().item()
+print(f"interleaved grouping vs .repeat tiling: max |diff| = {gap_tiled:.1e}")
 torch.testing.assert_close(y, tiled)
 
 # %%

@@ -161,6 +161,20 @@ gap_theta = (cos_10k - cos_hf).abs().max().item()
 print(f"with rope_theta = 10000: max |cos - HF's| = {gap_theta:.2f}")
 assert gap_theta > 0.1  # the base is visible at these positions
 
+# The two layouts are one rotation up to a permutation of the channels: listing the
+# even channels first, then the odd ones, turns adjacent pairs (2i, 2i+1) into halves
+# (i, i + Dh/2). Permute, rotate half, permute back: GPT-J's RoPE.
+halves = torch.cat([torch.arange(0, Dh, 2), torch.arange(1, Dh, 2)]).to(device)
+t = torch.randn(B, Nh, L, Dh, device=device)  # (B, Nh, L, Dh)
+via_halves = torch.empty_like(t)
+via_halves[..., halves] = rope(t[..., halves], cos, sin)
+gap_layout = (rope_adjacent(t, cos, sin) - rope(t, cos, sin)).abs().max().item()
+print(f"adjacent pairs vs permuted rotate-half: max |diff| = "
+      f"{(rope_adjacent(t, cos, sin) - via_halves).abs().max():.1e}; "
+      f"vs rotate-half itself: {gap_layout:.2f}")
+torch.testing.assert_close(rope_adjacent(t, cos, sin), via_halves)
+assert gap_layout > 0.1  # the same weights give another model under the other layout
+
 # %%
 # Grouped-query attention with RoPE
 # ---------------------------------
@@ -346,7 +360,7 @@ for name, gap in gaps.items():
 # output. With ``use_cache=False`` and no ``attention_mask``, transformers 5.23 reads
 # position ids that jump (as row 1's do) as several sequences packed in one row, and
 # masks each from the others; an all-ones ``attention_mask`` says there is one
-# sequence per row.
+# sequence per row. (With a cache, as ``use_cache=True`` makes, it never looks.)
 
 
 class Llama(nn.Module):
@@ -428,6 +442,11 @@ gap_row0 = (packed[0] - logits[0]).abs().max().item()
 print(f"no attention_mask: row 0 max |diff| = {gap_row0:.1e}, row 1 = {gap_row1:.2f}")
 torch.testing.assert_close(packed[0], logits[0])  # positions 0..L-1: one sequence
 assert gap_row1 > 0.1  # measured 4.35: row 1, every token its own sequence
+# With the config's default use_cache=True the model builds a cache, and then it does
+# not look for packed sequences: the same call without a mask is one sequence per row.
+with torch.no_grad():
+    cached = model(ids, position_ids=pos).logits
+torch.testing.assert_close(cached, logits)
 
 # %%
 # A tied head
@@ -443,8 +462,7 @@ assert tied.lm_head.weight is tied.model.embed_tokens.weight
 ours_tied = ours_from(tied)
 assert ours_tied.lm_head.weight is ours_tied.embed.weight
 with torch.no_grad():
-    ref = tied(ids, position_ids=pos, attention_mask=torch.ones_like(ids),
-               use_cache=False).logits
+    ref = tied(ids, position_ids=pos).logits  # with a cache: one sequence per row
 logits_tied, _ = ours_tied(ids, pos)
 print(f"tied: max |ours - LlamaForCausalLM| = {(logits_tied - ref).abs().max():.1e}")
 torch.testing.assert_close(logits_tied, ref)
