@@ -230,7 +230,7 @@ try:
     error = None
 except RuntimeError as e:
     error = str(e)
-print(f"Nh = 8, Nkv = 3: {error[:76]}...")
+print(f"Nh = 8, Nkv = 3: {str(error)[:76]}...")
 assert error is not None and "must divide" in error
 
 
