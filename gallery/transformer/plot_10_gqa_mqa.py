@@ -63,7 +63,7 @@ def grouped_attention(q, k, v):
 
 # %%
 # Two references: ``repeat_kv`` + attention, and SDPA's ``enable_gqa``
-# -------------------------------------------------------------------
+# --------------------------------------------------------------------
 # Hugging Face's Llama (eager path) copies each key/value head ``G`` times with
 # ``repeat_kv`` into ``(B, Nh, L, Dh)`` and then runs ordinary multi-head attention,
 # written here on its own (an additive ``-inf`` mask, ``einsum``). PyTorch's
@@ -209,7 +209,7 @@ for Nkv in (1, 2, 4, 8):
 # ``Nh`` must be a multiple of ``Nkv``: 8 query heads cannot share 3 key/value heads,
 # and SDPA says so. On CPU (torch 2.13) the default dispatch runs the blocked flash
 # kernel ``aten::_scaled_dot_product_flash_attention_for_cpu`` with no repeat, while
-# the math kernel (forced with :func:`torch.nn.attention.sdpa_kernel`) copies ``k``
+# the math kernel (forced with ``torch.nn.attention.sdpa_kernel``) copies ``k``
 # and ``v`` with ``aten::repeat_interleave`` first; both agree with ours (the op names
 # come from the profiler and are asserted on CPU). On CUDA, torch 2.13's docstring says
 # GQA "works only for Flash_attention and math kernel", while the CUDA dispatcher's
