@@ -127,8 +127,8 @@ torch.testing.assert_close(hf_low, sdpa_low)
 # To read the map off each implementation, give key/value head ``j`` the constant value
 # vector ``j``: every attention row averages equal vectors, so query head ``h``
 # returns the index of the key/value head it reads. All three give ``h // G``:
-# consecutive query heads share a key/value head, which is the order of the rows of
-# ``q_proj`` in Llama checkpoints. Interleaving the groups (head ``h`` reading
+# consecutive query heads share a key/value head, the order Hugging Face's Llama uses,
+# so a checkpoint's ``q_proj`` rows are read that way. Interleaving (head ``h`` reading
 # ``h % Nkv``) is a GQA too, but not this one: the page computes it and shows it far
 # from the reference.
 def head_ids(Nkv):
@@ -209,16 +209,17 @@ for Nkv in (1, 2, 4, 8):
 # ``Nh`` must be a multiple of ``Nkv``: 8 query heads cannot share 3 key/value heads,
 # and SDPA says so. On CPU (torch 2.13) the default dispatch runs the blocked flash
 # kernel ``aten::_scaled_dot_product_flash_attention_for_cpu`` with no repeat, while
-# the math kernel (forced with ``torch.nn.attention.sdpa_kernel``) copies ``k``
-# and ``v`` with ``aten::repeat_interleave`` first; both agree with ours (the op names
-# come from the profiler and are asserted on CPU). On CUDA, torch 2.13's docstring says
-# GQA "works only for Flash_attention and math kernel", while the CUDA dispatcher's
-# source (``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp``, read at a recent
-# commit) lets the flash, memory-efficient and cuDNN kernels all take dense GQA
-# inputs. Neither statement is verified by a GPU build of the book; in float32, as
-# here, the flash and cuDNN kernels refuse the input anyway (measured on an H100 with
-# torch 2.11). On CUDA the page asserts the default dispatch and the math kernel
-# against ours, and prints the op names.
+# the math kernel (forced with ``torch.nn.attention.sdpa_kernel``) calls
+# ``aten::repeat_interleave``, a copy of ``k`` and ``v``; both agree with ours (the op
+# names come from the profiler and are asserted on CPU). On CUDA, torch 2.13's docstring
+# says GQA "works only for Flash_attention and math kernel", while the CUDA
+# dispatcher's source (``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp`` at
+# commit 001f694 of PyTorch's repository, not necessarily the 2.13 release) lets the
+# flash, memory-efficient and cuDNN kernels all take dense GQA inputs. Neither is
+# checked here. In float32, as here, the flash and cuDNN kernels refuse the input
+# anyway (measured on an H100 with torch 2.11, not yet verified by a GPU build of the
+# book). On CUDA the page asserts the default dispatch and the math kernel against
+# ours, and prints the op names.
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 Nkv, G = 2, 4
