@@ -306,7 +306,7 @@ layer.load_state_dict({ours: state[theirs] for ours, theirs in LAYER_NAMES.items
                       strict=True)
 ours = layer(x, cos, sin)  # (B, L, D)
 ref_layer = hf_layer(x, attention_mask=causal, position_ids=pos,
-               position_embeddings=(cos_hf, sin_hf))
+                     position_embeddings=(cos_hf, sin_hf))
 print(f"max |ours - LlamaDecoderLayer| = {(ours - ref_layer).abs().max():.1e}")
 torch.testing.assert_close(ours, ref_layer)
 
