@@ -171,6 +171,7 @@ tiled = attention(q, k.repeat(1, G, 1, 1), v.repeat(1, G, 1, 1))
 gap_tiled = (y - tiled).abs().max().item()
 print(f"interleaved grouping vs .repeat tiling: max |diff| = {gap_tiled:.1e}")
 torch.testing.assert_close(y, tiled)
+assert torch.equal(repeat_kv(k, G), k.repeat_interleave(G, dim=1))  # bit for bit
 
 # %%
 # MQA and MHA: the two ends
