@@ -189,6 +189,16 @@ ours.load_state_dict({mine: theirs[hf_name] for mine, hf_name in NAMES.items()},
 print(f"{len(NAMES)} names mapped, {len(theirs)} in Hugging Face's state dict")
 
 # %%
+# The state dict holds no LayerNorm's ``eps``: it must agree by construction. It does,
+# in all five.
+hf_modules = dict(hf.named_modules())
+ln_eps = {n: m.eps for n, m in ours.named_modules() if isinstance(m, nn.LayerNorm)}
+print(f"{len(ln_eps)} LayerNorms, eps ours {set(ln_eps.values())}, Hugging Face's "
+      f"{ {hf_modules['transformer.' + name].eps for name in ln_eps} }")
+assert all(hf_modules["transformer." + name].eps == e for name, e in ln_eps.items())
+assert len(ln_eps) == 2 * n_layer + 1
+
+# %%
 # Every hidden state and the logits
 # ---------------------------------
 # A batch of ``B = 2`` sequences of ``L = 12`` random token ids (``L`` differs from
@@ -209,7 +219,7 @@ print(f"{len(out.hidden_states)} hidden states (n_layer + 1), logits "
 assert len(out.hidden_states) == n_layer + 1
 names = ["embeddings"] + [f"block {i}" for i in range(n_layer - 1)] + ["ln_f (last)"]
 errs = {}
-for name, mine, hf_state in zip(names, ours_states, out.hidden_states):
+for name, mine, hf_state in zip(names, ours_states, out.hidden_states, strict=True):
     errs[name] = (mine - hf_state).abs().max().item()
     print(f"{name:11s} max|ours - HF| = {errs[name]:.1e}")
     torch.testing.assert_close(mine, hf_state)
@@ -247,21 +257,33 @@ assert hf_sdpa.config._attn_implementation == "sdpa"
 torch.testing.assert_close(logits, logits_sdpa)
 
 # %%
-# The comparison sees what it should
-# ----------------------------------
-# The logits are far from trivial: change the attention's scale to ``1`` (the notes'
-# default ``scale=False``) or drop the mask, and they move far beyond the tolerance.
+# Our attention is PyTorch's causal attention; the slips show
+# -----------------------------------------------------------
+# One more reference, independent of Hugging Face, for the first block's attention:
+# PyTorch's ``scaled_dot_product_attention(..., is_causal=True)`` on the same
+# projections of Hugging Face's embeddings. Against it, the scale set to ``1`` (the
+# notes' default ``scale=False``) or the mask dropped move the output far beyond the
+# tolerance: these inputs see both.
+attn0 = ours.h[0].attn
 with torch.no_grad():
-    x = ours.wte(ids) + ours.wpe(torch.arange(L, device=device))  # (B, L, D)
-    a = ours.h[0].attn
-    q, k, v = (a.split_heads(t) for t in a.c_attn(ours.h[0].ln_1(x)).split(D, -1))
-    causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, Nh, L, Dh)
-    no_scale = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0)
-    no_mask = F.scaled_dot_product_attention(q, k, v)
-misses["scale 1 (attention)"] = (causal - no_scale).abs().max().item()
-misses["no mask (attention)"] = (causal - no_mask).abs().max().item()
-print(f"first attention, max|change|: scale 1 {misses['scale 1 (attention)']:.2f}, "
-      f"no mask {misses['no mask (attention)']:.2f}")
+    x = ours.h[0].ln_1(out.hidden_states[0])  # (B, L, D)
+    q, k, v = (t.view(B, L, Nh, Dh).transpose(1, 2)  # 3 x (B, Nh, L, Dh)
+               for t in attn0.c_attn(x).split(D, dim=-1))
+    variants = {
+        "SDPA, causal": F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        "scale 1 (attention)":
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0),
+        "no mask (attention)": F.scaled_dot_product_attention(q, k, v),
+    }  # each (B, Nh, L, Dh)
+    outs = {name: attn0.c_proj(y.transpose(1, 2).reshape(B, L, D))  # (B, L, D)
+            for name, y in variants.items()}
+    mine = attn0(x)  # (B, L, D)
+ref = outs.pop("SDPA, causal")
+print(f"first attention: max|ours - SDPA causal| = {(mine - ref).abs().max():.1e}")
+torch.testing.assert_close(mine, ref)
+for name, y in outs.items():
+    misses[name] = (y - ref).abs().max().item()
+    print(f"    {name}: max|change| = {misses[name]:.2f}")
 assert min(misses.values()) > 0.05
 
 # %%
@@ -270,25 +292,26 @@ assert min(misses.values()) > 0.05
 # GPT-2's LM head reads the logits off the token embedding: ``logits = h @ wte^T``, with
 # no second matrix. Equal values would not prove it: a copy is equal too. Tying means
 # one ``Parameter``: the same Python object, the same memory, so a change made through
-# one name is seen through the other. Both models list it once among their parameters
-# and twice in their state dicts.
-def tied(model, wte, head):
-    """The two names hold one Parameter: identity, memory, and a write seen by both."""
-    same = head.weight is wte.weight and head.weight.data_ptr() == wte.weight.data_ptr()
+# one name is seen through the other (``123.0`` is written into ``wte`` and read back
+# through the head, then undone). Both models list it once among their parameters and
+# twice in their state dicts; an untied copy, built below, fails all three tests.
+def tied(label, model, wte, head):
+    """Is the head's weight the embedding's: the same object, memory, values written?"""
+    same = head.weight is wte.weight
+    shared = head.weight.data_ptr() == wte.weight.data_ptr()
     with torch.no_grad():
         old = wte.weight[3, 5].item()
         wte.weight[3, 5] = 123.0  # a write through the embedding's name ...
         seen = head.weight[3, 5].item()  # ... read through the head's
         wte.weight[3, 5] = old
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"{type(model).__name__:15s} head is wte: {head.weight is wte.weight}, "
-          f"same data_ptr: {head.weight.data_ptr() == wte.weight.data_ptr()}, "
-          f"head reads {seen}, {n_params} params")
-    return same and seen == 123.0
+    print(f"{label:6s} head is wte: {same!s:5s}, same data_ptr: {shared!s:5s}, "
+          f"head reads {seen:8.4f}, {n_params} parameters")
+    return same, shared, seen == 123.0
 
 
-assert tied(hf, hf.transformer.wte, hf.lm_head)
-assert tied(ours, ours.wte, ours.lm_head)
+assert tied("HF", hf, hf.transformer.wte, hf.lm_head) == (True, True, True)
+assert tied("ours", ours, ours.wte, ours.lm_head) == (True, True, True)
 n_hf = sum(p.numel() for p in hf.parameters())
 assert n_hf == sum(p.numel() for p in ours.parameters())
 assert n_hf < sum(t.numel() for t in theirs.values())  # the state dict holds it twice
@@ -300,10 +323,13 @@ assert n_hf < sum(t.numel() for t in theirs.values())  # the state dict holds it
 # ``labels`` inside) gives the same loss and the same gradient for every parameter in
 # both models; an untied copy's embedding gets only the lookup's share.
 untied = GPT2(V, n_ctx, D, Nh, n_layer).to(device).eval()
-untied.lm_head.weight = nn.Parameter(ours.wte.weight.detach().clone())  # two tensors
+untied.lm_head.weight = nn.Parameter(torch.empty(V, D, device=device))  # a 2nd tensor
 untied.load_state_dict(ours.state_dict(), strict=True)
-print(f"untied: head is wte: {untied.lm_head.weight is untied.wte.weight}")
-assert untied.lm_head.weight is not untied.wte.weight
+assert tied("untied", untied, untied.wte, untied.lm_head) == (False, False, False)
+with torch.no_grad():
+    logits_untied, _ = untied(ids)  # (B, L, V)
+print(f"untied: max|logits - tied logits| = {(logits_untied - logits).abs().max():.1e}")
+torch.testing.assert_close(logits_untied, logits)
 
 hf.loss_type = "ForCausalLM"  # 5.23 finds none in the name GPT2LMHeadModel and warns
 loss_hf = hf(ids, labels=ids).loss
@@ -314,12 +340,12 @@ for model in (ours, untied):
 loss_ours = F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))
 print(f"loss: ours {loss_ours.item():.6f}, HF {loss_hf.item():.6f}")
 torch.testing.assert_close(loss_ours, loss_hf.detach())
-hf_params = dict(hf.named_parameters(remove_duplicate=False))
+hf_params = dict(hf.named_parameters())  # lm_head.weight is listed once, as wte
 worst = max((p.grad - hf_params[NAMES[n]].grad).abs().max().item()
             for n, p in ours.named_parameters())
 errs["gradients"] = worst
 print(f"all {len(list(ours.parameters()))} gradients: max|ours - HF| = {worst:.1e}")
-for name, p in ours.named_parameters(remove_duplicate=False):
+for name, p in ours.named_parameters():
     torch.testing.assert_close(p.grad, hf_params[NAMES[name]].grad)
 gap = (untied.wte.weight.grad - ours.wte.weight.grad).abs().max().item()
 both = untied.wte.weight.grad + untied.lm_head.weight.grad  # the two shares, summed
