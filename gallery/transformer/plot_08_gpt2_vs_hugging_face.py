@@ -158,7 +158,7 @@ Dh = D // Nh
 cfg = GPT2Config(
     vocab_size=V, n_positions=n_ctx, n_embd=D, n_head=Nh, n_layer=n_layer,
     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager",
-    bos_token_id=V - 1, eos_token_id=V - 1,  # inside the vocabulary (GPT-2's: 50256)
+    bos_token_id=None, eos_token_id=None,  # no special tokens (GPT-2's 50256 > V)
 )
 hf = GPT2LMHeadModel(cfg).to(device).eval()
 with torch.no_grad():
