@@ -257,6 +257,29 @@ assert hf_sdpa.config._attn_implementation == "sdpa"
 torch.testing.assert_close(logits, logits_sdpa)
 
 # %%
+# ``reshape``, not ``view``
+# -------------------------
+# Inside the model every ``Conv1D`` input is contiguous, and ``view`` and ``reshape``
+# flatten it alike. Called on its own with a strided input, such as an ``(L, B, D)``
+# tensor made by ``transpose(0, 1)``, a ``view`` raises. Hugging Face's ``Conv1D``
+# (``transformers.pytorch_utils``, version 5.23) still flattens with ``view``, as the
+# notes' copy does (:ref:`errata-conv1d-view`); ours takes the strided input and gives
+# Hugging Face's result on a contiguous copy of it.
+x_lbd = torch.randn(B, L, D, device=device).transpose(0, 1)  # (L, B, D), strided
+c_fc_hf = hf.transformer.h[0].mlp.c_fc
+try:
+    c_fc_hf(x_lbd)
+except RuntimeError as err:
+    print(f"HF's Conv1D, input transposed: RuntimeError: {str(err).split(' (')[0]}")
+else:
+    raise AssertionError("expected HF's Conv1D (view) to fail on a strided input")
+with torch.no_grad():
+    mine, ref = ours.h[0].mlp.c_fc(x_lbd), c_fc_hf(x_lbd.contiguous())  # (L, B, 4D)
+print(f"ours, input transposed: max|ours - HF on a copy| = "
+      f"{(mine - ref).abs().max():.1e}")
+torch.testing.assert_close(mine, ref)
+
+# %%
 # Our attention is PyTorch's causal attention; the slips show
 # -----------------------------------------------------------
 # One more reference, independent of Hugging Face, for the first block's attention:
