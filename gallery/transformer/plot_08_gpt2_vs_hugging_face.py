@@ -257,6 +257,8 @@ assert hf_sdpa.config._attn_implementation == "sdpa"
 torch.testing.assert_close(logits, logits_sdpa)
 
 # %%
+# .. _hf-conv1d-view:
+#
 # ``reshape``, not ``view``
 # -------------------------
 # Inside the model every ``Conv1D`` input is contiguous, and ``view`` and ``reshape``

@@ -179,6 +179,9 @@ NAMES = {name: name if name.startswith("lm_head.") else "transformer." + name
          for name in ours.state_dict()}  # ours -> Hugging Face's
 assert sorted(NAMES.values()) == sorted(theirs)
 ours.load_state_dict({mine: theirs[hf_name] for mine, hf_name in NAMES.items()})
+norms = [m for m in ours.modules() if isinstance(m, nn.LayerNorm)]
+assert len(norms) == 2 * n_layer + 1
+assert all(m.eps == cfg.layer_norm_epsilon for m in norms)  # not in the state dict
 print(f"{len(NAMES)} tensors loaded; cache per layer: keys and values, "
       f"(B, Nh={Nh}, L, Dh={Dh}) each")
 
