@@ -272,7 +272,7 @@ c_fc_hf = hf.transformer.h[0].mlp.c_fc
 try:
     c_fc_hf(x_lbd)
 except RuntimeError as err:
-    print(f"HF's Conv1D, input transposed: RuntimeError: {str(err).split(' (')[0]}")
+    print(f"HF's Conv1D, input transposed: RuntimeError:\n    {str(err).split(' (')[0]}")
 else:
     raise AssertionError("expected HF's Conv1D (view) to fail on a strided input")
 with torch.no_grad():
@@ -280,6 +280,26 @@ with torch.no_grad():
 print(f"ours, input transposed: max|ours - HF on a copy| = "
       f"{(mine - ref).abs().max():.1e}")
 torch.testing.assert_close(mine, ref)
+
+# %%
+# The MLP and GPT-2's GELU, module by module
+# ------------------------------------------
+# Hugging Face names GPT-2's activation ``"gelu_new"``: the tanh approximation. Ours
+# equals it and PyTorch's ``F.gelu(approximate="tanh")`` on ``[-6, 6]``, and differs
+# from the exact GELU (``F.gelu``'s default) by far more than the tolerance; our MLP
+# equals Hugging Face's ``GPT2MLP`` holding the same weights.
+z = torch.linspace(-6, 6, 1201, device=device)  # pre-activations
+with torch.no_grad():
+    x = torch.randn(B, L, D, device=device)  # (B, L, D)
+    mlp_ours, mlp_hf = ours.h[0].mlp(x), hf.transformer.h[0].mlp(x)  # (B, L, D)
+act_hf = hf.transformer.h[0].mlp.act
+print(f"max|gelu_tanh - HF gelu_new| = {(gelu_tanh(z) - act_hf(z)).abs().max():.1e}, "
+      f"max|gelu_tanh - exact GELU| = {(gelu_tanh(z) - F.gelu(z)).abs().max():.1e}")
+print(f"max|our MLP - HF's GPT2MLP| = {(mlp_ours - mlp_hf).abs().max():.1e}")
+torch.testing.assert_close(gelu_tanh(z), act_hf(z))
+torch.testing.assert_close(gelu_tanh(z), F.gelu(z, approximate="tanh"))
+assert (gelu_tanh(z) - F.gelu(z)).abs().max() > 1e-4  # 4.7e-4 at x = +-2.70 (page 04)
+torch.testing.assert_close(mlp_ours, mlp_hf)
 
 # %%
 # Our attention is PyTorch's causal attention; the slips show

@@ -203,32 +203,39 @@ ids = torch.randint(0, V, (B, P + C), device=device)  # (B, 8): prompt and chunk
 
 
 def decode_ours(model, ids, G):
-    """Prefill, chunk, then G greedy one-token steps: tokens, logits, cache sizes."""
-    steps, sizes = [], []
+    """Prefill, chunk, G greedy steps: tokens, logits, cache, its lengths and bytes."""
+    steps, lengths, sizes = [], [], []
     logits, past = model(ids[:, :P])  # prefill: nd = ns = P
     steps.append(logits)
+    lengths.append(past[0][0].size(-2))
     logits, past = model(ids[:, P:], past)  # chunk: nd = C, ns = P + C
     steps.append(logits)
+    lengths.append(past[0][0].size(-2))
     seq = ids
     for _ in range(G):
         nxt = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1), greedy
         seq = torch.cat([seq, nxt], dim=1)
         logits, past = model(nxt, past)  # nd = 1
         steps.append(logits)
+        lengths.append(past[0][0].size(-2))
         sizes.append(sum(k.nbytes + v.nbytes for k, v in past))
-    return seq, torch.cat(steps, dim=1), past, sizes  # (B, P+C+G), (B, P+C+G, V)
+    return seq, torch.cat(steps, dim=1), past, lengths, sizes  # (B, n), (B, n, V)
 
 
 with torch.no_grad():
-    seq, cached, past, ours_bytes = decode_ours(ours, ids, G)
+    seq, cached, past, ours_lengths, ours_bytes = decode_ours(ours, ids, G)
     full, _ = ours(seq)  # (B, 20, V), no cache
 n = P + C + G
 err = (cached - full).abs().amax(dim=(0, 2))  # (n,): per position
 print(f"ours, {n} positions: max|cached - full| = {err.max().item():.1e}\n"
       f"    prefill {err[:P].max().item():.1e}, chunk {err[P:P + C].max().item():.1e}, "
       f"one-token steps {err[P + C:].max().item():.1e}")
+print(f"cache length after each call: {ours_lengths}")
+assert ours_lengths == [P, P + C] + list(range(P + C + 1, n + 1))
 assert cached.shape == full.shape == (B, n, V)
-torch.testing.assert_close(cached, full)
+torch.testing.assert_close(cached[:, :P], full[:, :P])  # prefill: nd = ns = 5
+torch.testing.assert_close(cached[:, P:P + C], full[:, P:P + C])  # chunk: nd 3, ns 8
+torch.testing.assert_close(cached[:, P + C:], full[:, P + C:])  # steps: nd 1, ns 9..20
 
 # %%
 # Hugging Face: ``past_key_values``
@@ -237,34 +244,39 @@ torch.testing.assert_close(cached, full)
 # extends in place (``use_cache=True``). Its logits equal its own full pass, and ours;
 # its cache holds the same keys and values as ours.
 def decode_hf(model, ids, G):
-    """The same decoding with a DynamicCache: tokens, logits, cache, cache sizes."""
+    """The same decoding with a DynamicCache: tokens, logits, cache, lengths, bytes."""
     cache = DynamicCache(config=model.config)
-    steps, sizes = [], []
+    steps, lengths, sizes = [], [], []
     for chunk in (ids[:, :P], ids[:, P:]):  # prefill, then chunk
         logits = model(chunk, past_key_values=cache, use_cache=True).logits
         steps.append(logits)
+        lengths.append(cache.get_seq_length())
     seq = ids
     for _ in range(G):
         nxt = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
         seq = torch.cat([seq, nxt], dim=1)
         logits = model(nxt, past_key_values=cache, use_cache=True).logits
         steps.append(logits)
+        lengths.append(cache.get_seq_length())
         sizes.append(sum(layer.keys.nbytes + layer.values.nbytes
                          for layer in cache.layers))
-    return seq, torch.cat(steps, dim=1), cache, sizes
+    return seq, torch.cat(steps, dim=1), cache, lengths, sizes
 
 
 with torch.no_grad():
-    seq_hf, cached_hf, cache, hf_bytes = decode_hf(hf, ids, G)
+    seq_hf, cached_hf, cache, hf_lengths, hf_bytes = decode_hf(hf, ids, G)
     full_hf = hf(seq_hf, use_cache=False).logits  # (B, 20, V)
-print(f"HF, cache of {cache.get_seq_length()} tokens: "
-      f"max|cached - full| = {(cached_hf - full_hf).abs().max().item():.1e}, "
-      f"max|HF - ours| = {(cached_hf - cached).abs().max().item():.1e}")
-assert cache.get_seq_length() == n
-torch.testing.assert_close(cached_hf, full_hf)
+print(f"HF: max|cached - full| = {(cached_hf - full_hf).abs().max().item():.1e}, "
+      f"max|HF - ours| = {(cached_hf - cached).abs().max().item():.1e}; "
+      f"cache lengths as ours: {hf_lengths == ours_lengths}")
+assert hf_lengths == ours_lengths
+torch.testing.assert_close(cached_hf[:, :P], full_hf[:, :P])  # prefill
+torch.testing.assert_close(cached_hf[:, P:P + C], full_hf[:, P:P + C])  # chunk
+torch.testing.assert_close(cached_hf[:, P + C:], full_hf[:, P + C:])  # one-token steps
 torch.testing.assert_close(cached, cached_hf)
 for i, (k, v) in enumerate(past):
-    torch.testing.assert_close(k, cache.layers[i].keys)  # (B, Nh, n, Dh)
+    assert k.shape == v.shape == cache.layers[i].keys.shape == (B, Nh, n, Dh)
+    torch.testing.assert_close(k, cache.layers[i].keys)
     torch.testing.assert_close(v, cache.layers[i].values)
 
 # %%
@@ -284,7 +296,9 @@ for row in seq[:, P + C:].tolist():
     print("   ", row)
 same = [torch.equal(seq, s) for s in (seq_hf, seq_nc, seq_gen)]
 print(f"identical to HF cached, HF without cache, generate: {same}")
-assert all(same)
+assert torch.equal(seq, seq_hf)  # Hugging Face, with its cache
+assert torch.equal(seq, seq_nc)  # Hugging Face, the whole sequence at every step
+assert torch.equal(seq, seq_gen)  # generate(do_sample=False)
 
 # %%
 # Rounding could not have flipped a choice: at every greedy step the best logit leads
@@ -327,15 +341,23 @@ print(f"unsliced mask: full pass max|diff| = {(full_wrong - full).abs().max():.1
       f"{gap_steps.min().item():.2f} to {gap_steps.max().item():.2f}")
 torch.testing.assert_close(full_wrong, full)
 torch.testing.assert_close(prefill, full[:, :P])
-assert gap_chunk > 0.1 and (gap_steps > 0.1).all()
+assert gap_chunk > 0.1
+assert (gap_steps > 0.1).all()
 
 # %%
-# The two masks for the chunk, ``nd = 3`` new queries against ``ns = 8`` keys:
+# The two masks for the chunk, ``nd = 3`` new queries against ``ns = 8`` keys, against
+# the rule itself: the query at position ``p`` may see key ``j`` when ``j <= p``.
 import matplotlib.pyplot as plt
 
-a = ours.h[0].attn
-masks = {"bias[:, :, ns - nd:ns, :ns] (right)": a.causal_mask(C, P + C),
+query_pos = torch.arange(P, P + C, device=device)  # (nd,): positions 5, 6, 7
+rule = torch.arange(P + C, device=device) <= query_pos[:, None]  # (nd, ns)
+masks = {"bias[:, :, ns - nd:ns, :ns] (right)": ours.h[0].attn.causal_mask(C, P + C),
          "bias[:, :, :nd, :ns] (wrong)": wrong.h[0].attn.causal_mask(C, P + C)}
+right, unsliced = (m[0, 0] for m in masks.values())  # (nd, ns) each
+print(f"keys visible to queries 5, 6, 7: rule {rule.sum(-1).tolist()}, sliced "
+      f"{right.sum(-1).tolist()}, unsliced {unsliced.sum(-1).tolist()}")
+assert torch.equal(right, rule)
+assert not torch.equal(unsliced, rule)
 fig, axes = plt.subplots(1, 2, figsize=(8, 2.6), layout="constrained")
 for ax, (name, m) in zip(axes, masks.items()):
     ax.imshow(m[0, 0].cpu(), cmap="gray", vmin=0, vmax=1)
@@ -374,7 +396,8 @@ formula = [2 * n_layer * B * Nh * L * Dh * 4 for L in lengths]
 for L, mine, theirs_b, f in zip(lengths, ours_bytes, hf_bytes, formula):
     if L in (P + C + 1, n) or L in long:  # first, last greedy step; the long ones
         print(f"L = {L:3d}: ours {mine:6d} bytes, HF {theirs_b:6d}, formula {f:6d}")
-assert ours_bytes == hf_bytes == formula
+assert ours_bytes == formula
+assert hf_bytes == formula
 per_token = 2 * 12 * 1 * 12 * 64 * 4  # GPT-2 small: 12 layers, 12 heads, Dh 64, B 1
 print(f"the same formula for GPT-2 small, one sequence of 1024 tokens, float32: "
       f"{per_token * 1024 / 2**20:.0f} MiB")
