@@ -1,0 +1,434 @@
+"""
+GPT-2, whole, against Hugging Face
+==================================
+
+The chapter's pieces, corrected, stacked into GPT-2: GPT-2's ``Conv1D`` (weight stored
+``(nx, nf)``, ``reshape`` not ``view``), the MLP with hidden width ``n_state`` and the
+tanh GELU, causal attention with the scale on the logits and the causal ``bias`` buffer
+actually used, token and position embeddings, pre-LN blocks, a final LayerNorm ``ln_f``
+and an LM head tied to the token embedding. This page loads it with the weights of a
+random ``GPT2LMHeadModel`` from Hugging Face ``transformers`` through a printed name
+map, and proves the hidden state after every block and the logits equal to Hugging
+Face's, the weight tying real (one tensor, not two equal ones), and the gradients of
+one loss equal too.
+"""
+
+# %%
+# Setup
+# -----
+# This page compares with Hugging Face ``transformers``, the implementation most
+# readers run: it needs ``pip install transformers==5.23.0`` (the book's pin) besides
+# torch and matplotlib. Every model is built from a small random config; nothing is
+# downloaded (``HF_HUB_OFFLINE=1``).
+#
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The
+# :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import torch
+import transformers
+from transformers import GPT2Config, GPT2LMHeadModel
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+print(f"device: {device}, torch {torch.__version__}, "
+      f"transformers {transformers.__version__}")
+
+# %%
+# The book's GPT-2, from scratch
+# ------------------------------
+# ``Conv1D(nf, nx)`` is a linear layer whose weight is stored ``(nx, nf)``, input width
+# first (:doc:`/generated/transformer/plot_04_conv1d_feedforward`). Attention projects
+# to ``q, k, v`` with one ``Conv1D(3 D, D)``, scales the logits by ``1 / sqrt(Dh)``
+# *before* the softmax and masks the future with the lower-triangular ``bias`` buffer
+# (:doc:`/generated/transformer/plot_03_causal_attention`); the buffer is not a
+# parameter and is not saved (``persistent=False``). Without a cache the queries and
+# keys are the same ``L`` tokens, so the mask is the buffer's top-left ``L x L`` corner;
+# :doc:`/generated/transformer/plot_09_kv_cache` adds the cache and the slice it needs.
+# The MLP widens to ``n_state = 4 D`` with GPT-2's tanh GELU, written as in its code.
+import math
+
+import torch.nn.functional as F
+from torch import nn
+
+
+class Conv1D(nn.Module):
+    """GPT-2's linear layer, y = x @ weight + bias; weight (nx, nf), input first."""
+
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.nf = nf
+        self.weight = nn.Parameter(torch.randn(nx, nf) * 0.02)  # (nx, nf)
+        self.bias = nn.Parameter(torch.zeros(nf))  # (nf,)
+
+    def forward(self, x):  # (..., nx) -> (..., nf)
+        size_out = x.shape[:-1] + (self.nf,)
+        x = torch.addmm(self.bias, x.reshape(-1, x.size(-1)), self.weight)  # (N, nf)
+        return x.view(size_out)
+
+
+def gelu_tanh(x):
+    """GPT-2's GELU: the tanh approximation, as its code writes it."""
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+
+class MLP(nn.Module):
+    def __init__(self, n_state, D):
+        super().__init__()
+        self.c_fc = Conv1D(n_state, D)  # D -> n_state
+        self.c_proj = Conv1D(D, n_state)  # n_state -> D
+
+    def forward(self, x):  # (B, L, D)
+        return self.c_proj(gelu_tanh(self.c_fc(x)))
+
+
+class Attention(nn.Module):
+    def __init__(self, D, Nh, n_ctx):
+        super().__init__()
+        self.Nh = Nh
+        self.c_attn = Conv1D(3 * D, D)  # D -> q, k, v
+        self.c_proj = Conv1D(D, D)
+        causal = torch.ones(n_ctx, n_ctx, dtype=torch.bool).tril()  # True: may attend
+        self.register_buffer("bias", causal.view(1, 1, n_ctx, n_ctx), persistent=False)
+
+    def split_heads(self, x):  # (B, L, D) -> (B, Nh, L, Dh)
+        B, L, D = x.shape
+        return x.reshape(B, L, self.Nh, D // self.Nh).transpose(1, 2)
+
+    def forward(self, x):  # (B, L, D)
+        B, L, D = x.shape
+        q, k, v = self.c_attn(x).split(D, dim=-1)  # 3 x (B, L, D)
+        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)
+        w = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, Nh, L, L)
+        b = self.bias[:, :, :L, :L]  # (1, 1, L, L)
+        w = w.masked_fill(~b, float("-inf")).softmax(dim=-1)
+        y = (w @ v).transpose(1, 2).reshape(B, L, D)  # (B, Nh, L, Dh) -> (B, L, D)
+        return self.c_proj(y)
+
+
+class Block(nn.Module):
+    """Pre-LN: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
+
+    def __init__(self, D, Nh, n_ctx, eps):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(D, eps=eps)
+        self.attn = Attention(D, Nh, n_ctx)
+        self.ln_2 = nn.LayerNorm(D, eps=eps)
+        self.mlp = MLP(4 * D, D)
+
+    def forward(self, x):  # (B, L, D)
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT2(nn.Module):
+    """Token ids (B, L) -> logits (B, L, V) and the hidden states, GPT-2's layout."""
+
+    def __init__(self, V, n_ctx, D, Nh, n_layer, eps=1e-5):
+        super().__init__()
+        self.wte = nn.Embedding(V, D)  # token embedding
+        self.wpe = nn.Embedding(n_ctx, D)  # learned position embedding
+        self.h = nn.ModuleList([Block(D, Nh, n_ctx, eps) for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(D, eps=eps)
+        self.lm_head = nn.Linear(D, V, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied: one Parameter, (V, D)
+
+    def forward(self, ids):  # (B, L)
+        pos = torch.arange(ids.size(1), device=ids.device)  # (L,)
+        x = self.wte(ids) + self.wpe(pos)  # (B, L, D)
+        hidden = [x]  # the embeddings, then the output of every block
+        for block in self.h:
+            x = block(x)
+            hidden.append(x)
+        return self.lm_head(self.ln_f(x)), hidden  # (B, L, V), n_layer + 1 x (B, L, D)
+
+
+# %%
+# Hugging Face's GPT-2 from a small random config
+# -----------------------------------------------
+# Two layers, ``D = 64``, ``Nh = 4`` heads of ``Dh = 16``, a vocabulary of ``V = 96``
+# and ``n_ctx = 32`` positions; dropout 0 and the reference ("eager") attention path.
+# A fresh model has LayerNorm weights 1 and biases 0, and its Conv1D biases 0: a bias
+# copied to the wrong place would go unseen, so every parameter is moved off its init.
+V, n_ctx, D, Nh, n_layer = 96, 32, 64, 4, 2
+Dh = D // Nh
+cfg = GPT2Config(
+    vocab_size=V, n_positions=n_ctx, n_embd=D, n_head=Nh, n_layer=n_layer,
+    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager",
+    bos_token_id=None, eos_token_id=None,  # no special tokens (GPT-2's 50256 > V)
+)
+hf = GPT2LMHeadModel(cfg).to(device).eval()
+with torch.no_grad():
+    for p in hf.parameters():
+        p.add_(0.1 * torch.randn_like(p))
+print(f"attention: {hf.config._attn_implementation}, activation: "
+      f"{cfg.activation_function}, LayerNorm eps: {cfg.layer_norm_epsilon}")
+assert hf.config._attn_implementation == "eager"
+assert cfg.activation_function == "gelu_new"  # GPT-2's tanh GELU
+assert cfg.layer_norm_epsilon == 1e-5  # our GPT2's default eps
+
+# %%
+# The name map
+# ------------
+# Our modules carry GPT-2's own names, so Hugging Face's names are ours under
+# ``transformer.``, except the head, which sits beside the ``transformer``. No weight
+# is transposed: both ``Conv1D`` store ``(nx, nf)``. The map covers both state dicts
+# exactly, and ``load_state_dict`` is strict, so a missing or extra name fails it.
+ours = GPT2(V, n_ctx, D, Nh, n_layer).to(device).eval()
+NAMES = {name: name if name.startswith("lm_head.") else "transformer." + name
+         for name in ours.state_dict()}  # ours -> Hugging Face's
+theirs = hf.state_dict()
+for mine, hf_name in NAMES.items():
+    print(f"{mine:24s} -> {hf_name:36s} {tuple(theirs[hf_name].shape)}")
+assert sorted(NAMES.values()) == sorted(theirs)  # every tensor of Hugging Face's
+ours.load_state_dict({mine: theirs[hf_name] for mine, hf_name in NAMES.items()},
+                     strict=True)
+print(f"{len(NAMES)} names mapped, {len(theirs)} in Hugging Face's state dict")
+
+# %%
+# The state dict holds no LayerNorm's ``eps``: it must agree by construction. It does,
+# in all five.
+hf_modules = dict(hf.named_modules())
+ln_eps = {n: m.eps for n, m in ours.named_modules() if isinstance(m, nn.LayerNorm)}
+print(f"{len(ln_eps)} LayerNorms, eps ours {set(ln_eps.values())}, Hugging Face's "
+      f"{ {hf_modules['transformer.' + name].eps for name in ln_eps} }")
+assert all(hf_modules["transformer." + name].eps == e for name, e in ln_eps.items())
+assert len(ln_eps) == 2 * n_layer + 1
+
+# %%
+# Every hidden state and the logits
+# ---------------------------------
+# A batch of ``B = 2`` sequences of ``L = 12`` random token ids (``L`` differs from
+# ``Dh = 16``). With ``output_hidden_states=True`` Hugging Face returns
+# ``n_layer + 1`` states. The first is the embeddings, ``wte + wpe``; then one per
+# block, except that the last is *not* the last block's output: it is replaced by
+# ``last_hidden_state``, which is after ``ln_f``. So our last block's output is compared
+# with nothing of theirs, and ``ln_f`` of it with their last state.
+B, L = 2, 12
+ids = torch.randint(0, V, (B, L), device=device)  # (B, L)
+with torch.no_grad():
+    out = hf(ids, output_hidden_states=True)
+    last = hf.transformer(ids).last_hidden_state  # (B, L, D)
+    logits, hidden = ours(ids)  # (B, L, V), n_layer + 1 x (B, L, D)
+    ours_states = hidden[:-1] + [ours.ln_f(hidden[-1])]
+print(f"{len(out.hidden_states)} hidden states (n_layer + 1), logits "
+      f"{tuple(out.logits.shape)}")
+assert len(out.hidden_states) == n_layer + 1
+names = ["embeddings"] + [f"block {i}" for i in range(n_layer - 1)] + ["ln_f (last)"]
+errs = {}
+for name, mine, hf_state in zip(names, ours_states, out.hidden_states, strict=True):
+    errs[name] = (mine - hf_state).abs().max().item()
+    print(f"{name:11s} max|ours - HF| = {errs[name]:.1e}")
+    torch.testing.assert_close(mine, hf_state)
+torch.testing.assert_close(out.hidden_states[-1], last)
+errs["logits"] = (logits - out.logits).abs().max().item()
+print(f"{'logits':11s} max|ours - HF| = {errs['logits']:.1e}, logits in "
+      f"[{logits.min():.1f}, {logits.max():.1f}]")
+torch.testing.assert_close(logits, out.logits)
+
+# %%
+# Their last hidden state is not the last block's output: ``ln_f`` moves it by a lot.
+gap = (hidden[-1] - out.hidden_states[-1]).abs().max().item()
+print(f"max|last block's output - HF's last hidden state| = {gap:.2f}")
+assert gap > 0.1
+misses = {"no ln_f (last state)": gap}
+
+# %%
+# The same logits on Hugging Face's SDPA path
+# -------------------------------------------
+# ``attn_implementation="sdpa"`` swaps the eager ``softmax(q k^T * scale + mask) v`` for
+# PyTorch's ``scaled_dot_product_attention``, Hugging Face's default path. The same
+# weights give the same logits at the default tolerances. On CPU, SDPA in float32
+# runs a blocked flash kernel; on CUDA, the memory-efficient kernel (flash and cuDNN
+# refuse float32), ``1.6e-6`` from float64 at ``L = 256`` (measured on an H100 with
+# torch 2.11, not yet verified by a GPU build of the book).
+cfg_sdpa = GPT2Config.from_dict(cfg.to_dict(), attn_implementation="sdpa")
+hf_sdpa = GPT2LMHeadModel(cfg_sdpa).to(device).eval()
+hf_sdpa.load_state_dict(theirs, strict=True)
+with torch.no_grad():
+    logits_sdpa = hf_sdpa(ids).logits  # (B, L, V)
+errs["logits (SDPA)"] = (logits - logits_sdpa).abs().max().item()
+print(f"attention: {hf_sdpa.config._attn_implementation}, max|ours - HF (sdpa)| = "
+      f"{errs['logits (SDPA)']:.1e}")
+assert hf_sdpa.config._attn_implementation == "sdpa"
+torch.testing.assert_close(logits, logits_sdpa)
+
+# %%
+# .. _hf-conv1d-view:
+#
+# ``reshape``, not ``view``
+# -------------------------
+# Inside the model every ``Conv1D`` input is contiguous, and ``view`` and ``reshape``
+# flatten it alike. Called on its own with a strided input, such as an ``(L, B, D)``
+# tensor made by ``transpose(0, 1)``, a ``view`` raises. Hugging Face's ``Conv1D``
+# (``transformers.pytorch_utils``, version 5.23) still flattens with ``view``, as the
+# notes' copy does (:ref:`errata-conv1d-view`); ours takes the strided input and gives
+# Hugging Face's result on a contiguous copy of it.
+x_lbd = torch.randn(B, L, D, device=device).transpose(0, 1)  # (L, B, D), strided
+c_fc_hf = hf.transformer.h[0].mlp.c_fc
+try:
+    c_fc_hf(x_lbd)
+except RuntimeError as err:
+    print(f"HF's Conv1D, input transposed: RuntimeError:\n    {str(err).split(' (')[0]}")
+else:
+    raise AssertionError("expected HF's Conv1D (view) to fail on a strided input")
+with torch.no_grad():
+    mine, ref = ours.h[0].mlp.c_fc(x_lbd), c_fc_hf(x_lbd.contiguous())  # (L, B, 4D)
+print(f"ours, input transposed: max|ours - HF on a copy| = "
+      f"{(mine - ref).abs().max():.1e}")
+torch.testing.assert_close(mine, ref)
+
+# %%
+# The MLP and GPT-2's GELU, module by module
+# ------------------------------------------
+# Hugging Face names GPT-2's activation ``"gelu_new"``: the tanh approximation. Ours
+# equals it and PyTorch's ``F.gelu(approximate="tanh")`` on ``[-6, 6]``, and differs
+# from the exact GELU (``F.gelu``'s default) by far more than the tolerance; our MLP
+# equals Hugging Face's ``GPT2MLP`` holding the same weights.
+z = torch.linspace(-6, 6, 1201, device=device)  # pre-activations
+with torch.no_grad():
+    x = torch.randn(B, L, D, device=device)  # (B, L, D)
+    mlp_ours, mlp_hf = ours.h[0].mlp(x), hf.transformer.h[0].mlp(x)  # (B, L, D)
+act_hf = hf.transformer.h[0].mlp.act
+print(f"max|gelu_tanh - HF gelu_new| = {(gelu_tanh(z) - act_hf(z)).abs().max():.1e}, "
+      f"max|gelu_tanh - exact GELU| = {(gelu_tanh(z) - F.gelu(z)).abs().max():.1e}")
+print(f"max|our MLP - HF's GPT2MLP| = {(mlp_ours - mlp_hf).abs().max():.1e}")
+torch.testing.assert_close(gelu_tanh(z), act_hf(z))
+torch.testing.assert_close(gelu_tanh(z), F.gelu(z, approximate="tanh"))
+assert (gelu_tanh(z) - F.gelu(z)).abs().max() > 1e-4  # 4.7e-4 at x = +-2.70 (page 04)
+torch.testing.assert_close(mlp_ours, mlp_hf)
+
+# %%
+# Our attention is PyTorch's causal attention; the slips show
+# -----------------------------------------------------------
+# One more reference, independent of Hugging Face, for the first block's attention:
+# PyTorch's ``scaled_dot_product_attention(..., is_causal=True)`` on the same
+# projections of Hugging Face's embeddings. Against it, the scale set to ``1`` (the
+# notes' default ``scale=False``) or the mask dropped move the output far beyond the
+# tolerance: these inputs see both.
+attn0 = ours.h[0].attn
+with torch.no_grad():
+    x = ours.h[0].ln_1(out.hidden_states[0])  # (B, L, D)
+    q, k, v = (t.view(B, L, Nh, Dh).transpose(1, 2)  # 3 x (B, Nh, L, Dh)
+               for t in attn0.c_attn(x).split(D, dim=-1))
+    variants = {
+        "SDPA, causal": F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        "scale 1 (attention)":
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0),
+        "no mask (attention)": F.scaled_dot_product_attention(q, k, v),
+    }  # each (B, Nh, L, Dh)
+    outs = {name: attn0.c_proj(y.transpose(1, 2).reshape(B, L, D))  # (B, L, D)
+            for name, y in variants.items()}
+    mine = attn0(x)  # (B, L, D)
+ref = outs.pop("SDPA, causal")
+print(f"first attention: max|ours - SDPA causal| = {(mine - ref).abs().max():.1e}")
+torch.testing.assert_close(mine, ref)
+for name, y in outs.items():
+    misses[name] = (y - ref).abs().max().item()
+    print(f"    {name}: max|change| = {misses[name]:.2f}")
+assert min(misses.values()) > 0.05
+
+# %%
+# Weight tying: one tensor, not two equal ones
+# --------------------------------------------
+# GPT-2's LM head reads the logits off the token embedding: ``logits = h @ wte^T``, with
+# no second matrix. Equal values would not prove it: a copy is equal too. Tying means
+# one ``Parameter``: the same Python object, the same memory, so a change made through
+# one name is seen through the other (``123.0`` is written into ``wte`` and read back
+# through the head, then undone). Both models list it once among their parameters and
+# twice in their state dicts; an untied copy, built below, fails all three tests.
+def tied(label, model, wte, head):
+    """Is the head's weight the embedding's: the same object, memory, values written?"""
+    same = head.weight is wte.weight
+    shared = head.weight.data_ptr() == wte.weight.data_ptr()
+    with torch.no_grad():
+        old = wte.weight[3, 5].item()
+        wte.weight[3, 5] = 123.0  # a write through the embedding's name ...
+        seen = head.weight[3, 5].item()  # ... read through the head's
+        wte.weight[3, 5] = old
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"{label:6s} head is wte: {same!s:5s}, same data_ptr: {shared!s:5s}, "
+          f"head reads {seen:8.4f}, {n_params} parameters")
+    return same, shared, seen == 123.0
+
+
+assert tied("HF", hf, hf.transformer.wte, hf.lm_head) == (True, True, True)
+assert tied("ours", ours, ours.wte, ours.lm_head) == (True, True, True)
+n_hf = sum(p.numel() for p in hf.parameters())
+assert n_hf == sum(p.numel() for p in ours.parameters())
+assert n_hf < sum(t.numel() for t in theirs.values())  # the state dict holds it twice
+
+# %%
+# An untied copy gives the very same logits, so the logits cannot tell. The gradient
+# can: a tied weight receives the gradient of both of its uses, the lookup and the head,
+# summed. One cross-entropy step of next-token prediction (Hugging Face shifts
+# ``labels`` inside) gives the same loss and the same gradient for every parameter in
+# both models; an untied copy's embedding gets only the lookup's share.
+untied = GPT2(V, n_ctx, D, Nh, n_layer).to(device).eval()
+untied.lm_head.weight = nn.Parameter(torch.empty(V, D, device=device))  # a 2nd tensor
+untied.load_state_dict(ours.state_dict(), strict=True)
+assert tied("untied", untied, untied.wte, untied.lm_head) == (False, False, False)
+with torch.no_grad():
+    logits_untied, _ = untied(ids)  # (B, L, V)
+print(f"untied: max|logits - tied logits| = {(logits_untied - logits).abs().max():.1e}")
+torch.testing.assert_close(logits_untied, logits)
+
+hf.loss_type = "ForCausalLM"  # 5.23 finds none in the name GPT2LMHeadModel and warns
+loss_hf = hf(ids, labels=ids).loss
+loss_hf.backward()
+for model in (ours, untied):
+    logits_m, _ = model(ids)  # (B, L, V): position t predicts token t + 1
+    F.cross_entropy(logits_m[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)).backward()
+loss_ours = F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))
+print(f"loss: ours {loss_ours.item():.6f}, HF {loss_hf.item():.6f}")
+torch.testing.assert_close(loss_ours, loss_hf.detach())
+hf_params = dict(hf.named_parameters())  # lm_head.weight is listed once, as wte
+worst = max((p.grad - hf_params[NAMES[n]].grad).abs().max().item()
+            for n, p in ours.named_parameters())
+errs["gradients"] = worst
+print(f"all {len(list(ours.parameters()))} gradients: max|ours - HF| = {worst:.1e}")
+for name, p in ours.named_parameters():
+    torch.testing.assert_close(p.grad, hf_params[NAMES[name]].grad)
+gap = (untied.wte.weight.grad - ours.wte.weight.grad).abs().max().item()
+both = untied.wte.weight.grad + untied.lm_head.weight.grad  # the two shares, summed
+head_share = both - ours.wte.weight.grad
+print(f"untied embedding's gradient: max|diff| = {gap:.2e}; plus the head's: "
+      f"max|diff| = {head_share.abs().max().item():.1e}")
+assert gap > 1e-3
+misses["untied wte (gradient)"] = gap
+torch.testing.assert_close(both, ours.wte.weight.grad)
+
+# %%
+# Every comparison at once: what ours and Hugging Face's disagree by (exact zeros,
+# drawn at the floor, mean the same bits), and what each slip above would have changed.
+import matplotlib.pyplot as plt
+
+floor = 1e-9  # where exact zeros are drawn on the log scale
+fig, ax = plt.subplots(figsize=(8, 3.8))
+ax.bar([k.replace(" (", "\n(") for k in errs], [max(e, floor) for e in errs.values()],
+       color="C0", label="max |ours - Hugging Face|")
+ax.bar([k.replace(" (", "\n(") for k in misses], list(misses.values()), color="C3",
+       label="a slip's change")
+for i, e in enumerate(errs.values()):
+    if e == 0:
+        ax.annotate("0", (i, floor), ha="center", va="bottom")
+ax.axhline(1e-5, color="gray", ls="--", label="float32 atol, 1e-5")
+ax.set_yscale("log")
+ax.set_ylim(floor / 3, 30)
+ax.set_ylabel("max absolute difference")
+ax.tick_params(axis="x", labelsize=7)
+ax.set_title("Ours equals Hugging Face's GPT-2 to float32 rounding or better;\n"
+             r"each slip changes the result by $10^4$ times the tolerance or more")
+ax.legend(fontsize=7, loc="center left")
+plt.show()
+
+# %%
+# References
+# ----------
+# ``transformers.GPT2LMHeadModel``, ``transformers.GPT2Config``
+# (``attn_implementation``, ``output_hidden_states``), ``torch.nn.Embedding``,
+# ``torch.nn.LayerNorm``, ``torch.nn.Module.load_state_dict``,
+# ``torch.Tensor.data_ptr``, ``torch.nn.functional.cross_entropy``.

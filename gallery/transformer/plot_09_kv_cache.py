@@ -1,0 +1,479 @@
+"""
+The KV cache
+============
+
+A decoder generates one token at a time, and each new token attends to the keys and
+values of every token before it. Those do not change, so a model keeps them: the KV
+cache. Each step then projects only the new tokens, ``nd`` queries meeting ``ns > nd``
+keys, and GPT-2's causal mask must be sliced to the queries' own rows,
+``bias[:, :, ns - nd:ns, :ns]``. This page adds the cache (GPT-2's ``layer_past``) to
+the book's GPT-2 and proves, for it and for Hugging Face's ``past_key_values``, that
+decoding with the cache gives the logits of the full forward pass at every step and the
+same greedy tokens, that the slice matters, and what the cache costs in memory; it
+measures the time per generated token with and without it.
+"""
+
+# %%
+# Setup
+# -----
+# This page compares with Hugging Face ``transformers``, the implementation most
+# readers run: it needs ``pip install transformers==5.23.0`` (the book's pin) besides
+# torch and matplotlib. Every model is built from a small random config; nothing is
+# downloaded (``HF_HUB_OFFLINE=1``).
+#
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The
+# :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import torch
+import transformers
+from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+print(f"device: {device}, torch {torch.__version__}, "
+      f"transformers {transformers.__version__}")
+
+# %%
+# The book's GPT-2 with a cache
+# -----------------------------
+# The model of :doc:`/generated/transformer/plot_08_gpt2_vs_hugging_face`, with one
+# addition, GPT-2's ``layer_past``: each attention layer takes the keys and values of
+# the tokens already seen, ``(B, Nh, ns - nd, Dh)`` each, appends those of the ``nd``
+# new tokens and returns the result (``present``) for the next step. The new tokens'
+# positions start after the cached ones. Query ``i`` of the ``nd`` new ones sits at
+# position ``ns - nd + i``, so it needs row ``ns - nd + i`` of the causal mask: the
+# slice ``ns - nd:ns``. The mask is a method, so that a variant can replace it below.
+import math
+
+from torch import nn
+
+
+class Conv1D(nn.Module):
+    """GPT-2's linear layer, y = x @ weight + bias; weight (nx, nf), input first."""
+
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.nf = nf
+        self.weight = nn.Parameter(torch.randn(nx, nf) * 0.02)  # (nx, nf)
+        self.bias = nn.Parameter(torch.zeros(nf))  # (nf,)
+
+    def forward(self, x):  # (..., nx) -> (..., nf)
+        size_out = x.shape[:-1] + (self.nf,)
+        x = torch.addmm(self.bias, x.reshape(-1, x.size(-1)), self.weight)  # (N, nf)
+        return x.view(size_out)
+
+
+def gelu_tanh(x):
+    """GPT-2's GELU: the tanh approximation, as its code writes it."""
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+
+class MLP(nn.Module):
+    def __init__(self, n_state, D):
+        super().__init__()
+        self.c_fc = Conv1D(n_state, D)  # D -> n_state
+        self.c_proj = Conv1D(D, n_state)  # n_state -> D
+
+    def forward(self, x):  # (B, L, D)
+        return self.c_proj(gelu_tanh(self.c_fc(x)))
+
+
+class Attention(nn.Module):
+    def __init__(self, D, Nh, n_ctx):
+        super().__init__()
+        self.Nh = Nh
+        self.c_attn = Conv1D(3 * D, D)  # D -> q, k, v
+        self.c_proj = Conv1D(D, D)
+        causal = torch.ones(n_ctx, n_ctx, dtype=torch.bool).tril()  # True: may attend
+        self.register_buffer("bias", causal.view(1, 1, n_ctx, n_ctx), persistent=False)
+
+    def split_heads(self, x):  # (B, L, D) -> (B, Nh, L, Dh)
+        B, L, D = x.shape
+        return x.reshape(B, L, self.Nh, D // self.Nh).transpose(1, 2)
+
+    def causal_mask(self, nd, ns):  # (1, 1, nd, ns): query i is at position ns - nd + i
+        return self.bias[:, :, ns - nd:ns, :ns]
+
+    def forward(self, x, layer_past=None):  # x (B, nd, D): the new tokens only
+        B, nd, D = x.shape
+        q, k, v = self.c_attn(x).split(D, dim=-1)  # 3 x (B, nd, D)
+        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)
+        if layer_past is not None:  # the cache: (B, Nh, ns - nd, Dh) each
+            k = torch.cat([layer_past[0], k], dim=-2)  # (B, Nh, ns, Dh)
+            v = torch.cat([layer_past[1], v], dim=-2)  # (B, Nh, ns, Dh)
+        ns = k.size(-2)
+        w = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, Nh, nd, ns)
+        w = w.masked_fill(~self.causal_mask(nd, ns), float("-inf")).softmax(dim=-1)
+        y = (w @ v).transpose(1, 2).reshape(B, nd, D)  # (B, Nh, nd, Dh) -> (B, nd, D)
+        return self.c_proj(y), (k, v)  # the output, and the cache for the next step
+
+
+class Block(nn.Module):
+    """Pre-LN: x + attn(ln_1(x)), then x + mlp(ln_2(x)); passes the cache through."""
+
+    def __init__(self, D, Nh, n_ctx, eps, attention):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(D, eps=eps)
+        self.attn = attention(D, Nh, n_ctx)
+        self.ln_2 = nn.LayerNorm(D, eps=eps)
+        self.mlp = MLP(4 * D, D)
+
+    def forward(self, x, layer_past=None):  # (B, nd, D)
+        a, present = self.attn(self.ln_1(x), layer_past)
+        x = x + a
+        return x + self.mlp(self.ln_2(x)), present
+
+
+class GPT2(nn.Module):
+    """New token ids (B, nd) and the cache -> logits (B, nd, V) and the new cache."""
+
+    def __init__(self, V, n_ctx, D, Nh, n_layer, eps=1e-5, attention=Attention):
+        super().__init__()
+        self.wte = nn.Embedding(V, D)  # token embedding
+        self.wpe = nn.Embedding(n_ctx, D)  # learned position embedding
+        self.h = nn.ModuleList([Block(D, Nh, n_ctx, eps, attention)
+                                for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(D, eps=eps)
+        self.lm_head = nn.Linear(D, V, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied: one Parameter, (V, D)
+
+    def forward(self, ids, past=None):  # past: n_layer x (k, v), (B, Nh, ns - nd, Dh)
+        n_past = 0 if past is None else past[0][0].size(-2)
+        pos = torch.arange(n_past, n_past + ids.size(1), device=ids.device)  # (nd,)
+        x = self.wte(ids) + self.wpe(pos)  # (B, nd, D)
+        presents = []
+        for i, block in enumerate(self.h):
+            x, present = block(x, None if past is None else past[i])
+            presents.append(present)
+        return self.lm_head(self.ln_f(x)), presents  # (B, nd, V), n_layer x (k, v)
+
+
+# %%
+# The same weights as a random ``GPT2LMHeadModel``
+# ------------------------------------------------
+# As on the previous page: two layers, ``D = 64``, ``Nh = 4``, ``Dh = 16``, ``V = 96``,
+# dropout 0, the eager attention path, every parameter moved off its init, loaded
+# strictly through the name map (ours -> Hugging Face's, printed there in full).
+# The toy vocabulary has no end-of-text token, so ``generate`` never stops early:
+# every sequence runs to its length, as ours does.
+V, n_ctx, D, Nh, n_layer = 96, 256, 64, 4, 2
+Dh = D // Nh
+cfg = GPT2Config(
+    vocab_size=V, n_positions=n_ctx, n_embd=D, n_head=Nh, n_layer=n_layer,
+    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager",
+    bos_token_id=None, eos_token_id=None,  # no special tokens (GPT-2's 50256 > V)
+)
+hf = GPT2LMHeadModel(cfg).to(device).eval()
+with torch.no_grad():
+    for p in hf.parameters():
+        p.add_(0.1 * torch.randn_like(p))
+assert hf.config._attn_implementation == "eager"
+
+theirs = hf.state_dict()
+ours = GPT2(V, n_ctx, D, Nh, n_layer).to(device).eval()
+NAMES = {name: name if name.startswith("lm_head.") else "transformer." + name
+         for name in ours.state_dict()}  # ours -> Hugging Face's
+assert sorted(NAMES.values()) == sorted(theirs)
+ours.load_state_dict({mine: theirs[hf_name] for mine, hf_name in NAMES.items()})
+norms = [m for m in ours.modules() if isinstance(m, nn.LayerNorm)]
+assert len(norms) == 2 * n_layer + 1
+assert all(m.eps == cfg.layer_norm_epsilon for m in norms)  # not in the state dict
+print(f"{len(NAMES)} tensors loaded; cache per layer: keys and values, "
+      f"(B, Nh={Nh}, L, Dh={Dh}) each")
+
+# %%
+# Decoding with the cache equals the full pass, at every step
+# -----------------------------------------------------------
+# ``B = 2`` prompts of 5 tokens. The decoding runs in three kinds of step:
+#
+# - a *prefill* of the 5 prompt tokens (``nd = ns = 5``, an empty cache);
+# - a *chunk* of 3 more given tokens at once (``nd = 3``, ``ns = 8``), as when a prompt
+#   arrives in parts or a draft is verified;
+# - then ``G = 12`` greedy steps, one token each (``nd = 1``, ``ns = 9 .. 20``): the
+#   token with the largest logit is appended and fed back.
+#
+# Every step's logits are kept. One full forward pass over the final 20 tokens, with no
+# cache, must give the same logits at every position.
+B, P, C, G = 2, 5, 3, 12  # batch, prompt, chunk, generated tokens
+ids = torch.randint(0, V, (B, P + C), device=device)  # (B, 8): prompt and chunk
+
+
+def decode_ours(model, ids, G):
+    """Prefill, chunk, G greedy steps: tokens, logits, cache, its lengths and bytes."""
+    steps, lengths, sizes = [], [], []
+    logits, past = model(ids[:, :P])  # prefill: nd = ns = P
+    steps.append(logits)
+    lengths.append(past[0][0].size(-2))
+    logits, past = model(ids[:, P:], past)  # chunk: nd = C, ns = P + C
+    steps.append(logits)
+    lengths.append(past[0][0].size(-2))
+    seq = ids
+    for _ in range(G):
+        nxt = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1), greedy
+        seq = torch.cat([seq, nxt], dim=1)
+        logits, past = model(nxt, past)  # nd = 1
+        steps.append(logits)
+        lengths.append(past[0][0].size(-2))
+        sizes.append(sum(k.nbytes + v.nbytes for k, v in past))
+    return seq, torch.cat(steps, dim=1), past, lengths, sizes  # (B, n), (B, n, V)
+
+
+with torch.no_grad():
+    seq, cached, past, ours_lengths, ours_bytes = decode_ours(ours, ids, G)
+    full, _ = ours(seq)  # (B, 20, V), no cache
+n = P + C + G
+err = (cached - full).abs().amax(dim=(0, 2))  # (n,): per position
+print(f"ours, {n} positions: max|cached - full| = {err.max().item():.1e}\n"
+      f"    prefill {err[:P].max().item():.1e}, chunk {err[P:P + C].max().item():.1e}, "
+      f"one-token steps {err[P + C:].max().item():.1e}")
+print(f"cache length after each call: {ours_lengths}")
+assert ours_lengths == [P, P + C] + list(range(P + C + 1, n + 1))
+assert cached.shape == full.shape == (B, n, V)
+torch.testing.assert_close(cached[:, :P], full[:, :P])  # prefill: nd = ns = 5
+torch.testing.assert_close(cached[:, P:P + C], full[:, P:P + C])  # chunk: nd 3, ns 8
+torch.testing.assert_close(cached[:, P + C:], full[:, P + C:])  # steps: nd 1, ns 9..20
+
+# %%
+# Hugging Face: ``past_key_values``
+# ---------------------------------
+# The same three kinds of step with Hugging Face's ``DynamicCache``, which each call
+# extends in place (``use_cache=True``). Its logits equal its own full pass, and ours;
+# its cache holds the same keys and values as ours.
+def decode_hf(model, ids, G):
+    """The same decoding with a DynamicCache: tokens, logits, cache, lengths, bytes."""
+    cache = DynamicCache(config=model.config)
+    steps, lengths, sizes = [], [], []
+    for chunk in (ids[:, :P], ids[:, P:]):  # prefill, then chunk
+        logits = model(chunk, past_key_values=cache, use_cache=True).logits
+        steps.append(logits)
+        lengths.append(cache.get_seq_length())
+    seq = ids
+    for _ in range(G):
+        nxt = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
+        seq = torch.cat([seq, nxt], dim=1)
+        logits = model(nxt, past_key_values=cache, use_cache=True).logits
+        steps.append(logits)
+        lengths.append(cache.get_seq_length())
+        sizes.append(sum(layer.keys.nbytes + layer.values.nbytes
+                         for layer in cache.layers))
+    return seq, torch.cat(steps, dim=1), cache, lengths, sizes
+
+
+with torch.no_grad():
+    seq_hf, cached_hf, cache, hf_lengths, hf_bytes = decode_hf(hf, ids, G)
+    full_hf = hf(seq_hf, use_cache=False).logits  # (B, 20, V)
+print(f"HF: max|cached - full| = {(cached_hf - full_hf).abs().max().item():.1e}, "
+      f"max|HF - ours| = {(cached_hf - cached).abs().max().item():.1e}; "
+      f"cache lengths as ours: {hf_lengths == ours_lengths}")
+assert hf_lengths == ours_lengths
+torch.testing.assert_close(cached_hf[:, :P], full_hf[:, :P])  # prefill
+torch.testing.assert_close(cached_hf[:, P:P + C], full_hf[:, P:P + C])  # chunk
+torch.testing.assert_close(cached_hf[:, P + C:], full_hf[:, P + C:])  # one-token steps
+torch.testing.assert_close(cached, cached_hf)
+for i, (k, v) in enumerate(past):
+    assert k.shape == v.shape == cache.layers[i].keys.shape == (B, Nh, n, Dh)
+    torch.testing.assert_close(k, cache.layers[i].keys)
+    torch.testing.assert_close(v, cache.layers[i].values)
+
+# %%
+# The same greedy tokens, four ways
+# ---------------------------------
+# Ours with the cache, Hugging Face with its cache, Hugging Face without a cache
+# (the whole sequence again at every step), and ``generate(do_sample=False)``, which
+# decodes greedily with a cache of its own, given the 8 tokens as one prompt.
+with torch.no_grad():
+    seq_nc = ids
+    for _ in range(G):
+        logits = hf(seq_nc, use_cache=False).logits  # (B, L, V), the whole sequence
+        seq_nc = torch.cat([seq_nc, logits[:, -1:].argmax(dim=-1)], dim=1)
+    seq_gen = hf.generate(ids, do_sample=False, max_new_tokens=G)  # (B, P + C + G)
+print("generated tokens (ours, cached):")
+for row in seq[:, P + C:].tolist():
+    print("   ", row)
+same = [torch.equal(seq, s) for s in (seq_hf, seq_nc, seq_gen)]
+print(f"identical to HF cached, HF without cache, generate: {same}")
+assert torch.equal(seq, seq_hf)  # Hugging Face, with its cache
+assert torch.equal(seq, seq_nc)  # Hugging Face, the whole sequence at every step
+assert torch.equal(seq, seq_gen)  # generate(do_sample=False)
+
+# %%
+# Rounding could not have flipped a choice: at every greedy step the best logit leads
+# the second by far more than the logits' discrepancies above.
+choosing = full[:, P + C - 1:-1]  # (B, G, V): the logits each greedy choice read
+top2 = choosing.topk(2, dim=-1).values  # (B, G, 2)
+leads = top2[..., 0] - top2[..., 1]  # (B, G)
+print(f"smallest lead of the chosen token: {leads.min().item():.2e}")
+assert torch.equal(choosing.argmax(dim=-1), seq[:, P + C:])  # the full pass's choices
+assert (leads > 1e-4).all()  # measured 1.2e-02 at least; discrepancies below 1e-5
+
+# %%
+# The slice matters
+# -----------------
+# Replace the slice by the buffer's top-left corner, ``bias[:, :, :nd, :ns]``, what one
+# would write thinking of the no-cache case. Without a cache ``nd = ns`` and the two are
+# the same, so the full pass cannot tell. With a cache they are not: one new token gets
+# row 0 of the mask and sees only the first token; the chunk's queries get rows 0-2.
+class UnslicedAttention(Attention):
+    def causal_mask(self, nd, ns):  # wrong with a cache: rows 0 .. nd - 1
+        return self.bias[:, :, :nd, :ns]
+
+
+wrong = GPT2(V, n_ctx, D, Nh, n_layer, attention=UnslicedAttention).to(device).eval()
+wrong.load_state_dict(ours.state_dict())
+with torch.no_grad():
+    full_wrong, _ = wrong(seq)  # no cache
+    prefill, past_w = wrong(seq[:, :P])
+    chunk, past_w = wrong(seq[:, P:P + C], past_w)
+    steps = []
+    for t in range(P + C, n):  # the same tokens, fed one at a time
+        logits_t, past_w = wrong(seq[:, t:t + 1], past_w)  # (B, 1, V)
+        steps.append(logits_t)
+    steps = torch.cat(steps, dim=1)  # (B, G, V)
+gap_chunk = (chunk - full[:, P:P + C]).abs().max().item()
+gap_steps = (steps - full[:, P + C:]).abs().amax(dim=(0, 2))  # (G,)
+print(f"unsliced mask: full pass max|diff| = {(full_wrong - full).abs().max():.1e}, "
+      f"prefill {(prefill - full[:, :P]).abs().max():.1e};\n"
+      f"with the cache: chunk max|diff| = {gap_chunk:.2f}, one-token steps "
+      f"{gap_steps.min().item():.2f} to {gap_steps.max().item():.2f}")
+torch.testing.assert_close(full_wrong, full)
+torch.testing.assert_close(prefill, full[:, :P])
+assert gap_chunk > 0.1
+assert (gap_steps > 0.1).all()
+
+# %%
+# The two masks for the chunk, ``nd = 3`` new queries against ``ns = 8`` keys, against
+# the rule itself: the query at position ``p`` may see key ``j`` when ``j <= p``.
+import matplotlib.pyplot as plt
+
+query_pos = torch.arange(P, P + C, device=device)  # (nd,): positions 5, 6, 7
+rule = torch.arange(P + C, device=device) <= query_pos[:, None]  # (nd, ns)
+masks = {"bias[:, :, ns - nd:ns, :ns] (right)": ours.h[0].attn.causal_mask(C, P + C),
+         "bias[:, :, :nd, :ns] (wrong)": wrong.h[0].attn.causal_mask(C, P + C)}
+right, unsliced = (m[0, 0] for m in masks.values())  # (nd, ns) each
+print(f"keys visible to queries 5, 6, 7: rule {rule.sum(-1).tolist()}, sliced "
+      f"{right.sum(-1).tolist()}, unsliced {unsliced.sum(-1).tolist()}")
+assert torch.equal(right, rule)
+assert not torch.equal(unsliced, rule)
+fig, axes = plt.subplots(1, 2, figsize=(8, 2.6), layout="constrained")
+for ax, (name, m) in zip(axes, masks.items()):
+    ax.imshow(m[0, 0].cpu(), cmap="gray", vmin=0, vmax=1)
+    ax.set_title(name, fontsize=9)
+    ax.set_xlabel("key position (cached 0-4, new 5-7)")
+    ax.set_yticks(range(C), [f"query {P + i}" for i in range(C)])
+    ax.grid(False)
+fig.suptitle("With a cache, the new queries need the mask's last rows (white: attend)")
+plt.show()
+
+# %%
+# What the cache costs in memory
+# ------------------------------
+# The cache holds a key and a value of ``Dh`` numbers per head, per layer, per token of
+# each sequence: :math:`2 \cdot n_\text{layer} \cdot B \cdot N_h \cdot L \cdot D_h`
+# numbers, ``4`` bytes each in float32. It grows linearly with ``L``. Measured from the
+# cache tensors themselves (``nbytes``), ours and Hugging Face's: after each greedy
+# step above, and after a prefill of ``L`` tokens up to the model's ``n_ctx = 256``.
+def cache_bytes(past):
+    """Bytes held by the keys and values of every layer: ours, or a DynamicCache."""
+    if isinstance(past, DynamicCache):
+        past = [(layer.keys, layer.values) for layer in past.layers]
+    return sum(k.nbytes + v.nbytes for k, v in past)
+
+
+lengths = list(range(P + C + 1, n + 1))  # cache length after each greedy step
+long = [32, 64, 128, 256]
+tokens = torch.randint(0, V, (B, n_ctx), device=device)
+with torch.no_grad():
+    for L in long:
+        ours_bytes.append(cache_bytes(ours(tokens[:, :L])[1]))
+        hf_cache = hf(tokens[:, :L], use_cache=True).past_key_values
+        hf_bytes.append(cache_bytes(hf_cache))
+lengths += long
+formula = [2 * n_layer * B * Nh * L * Dh * 4 for L in lengths]
+for L, mine, theirs_b, f in zip(lengths, ours_bytes, hf_bytes, formula):
+    if L in (P + C + 1, n) or L in long:  # first, last greedy step; the long ones
+        print(f"L = {L:3d}: ours {mine:6d} bytes, HF {theirs_b:6d}, formula {f:6d}")
+assert ours_bytes == formula
+assert hf_bytes == formula
+per_token = 2 * 12 * 1 * 12 * 64 * 4  # GPT-2 small: 12 layers, 12 heads, Dh 64, B 1
+print(f"the same formula for GPT-2 small, one sequence of 1024 tokens, float32: "
+      f"{per_token * 1024 / 2**20:.0f} MiB")
+
+# %%
+fig, ax = plt.subplots(figsize=(6.4, 3.6))
+ax.plot(lengths, [b / 1024 for b in formula], "-", color="gray",
+        label=r"$2\, n_{layer} B N_h L D_h \cdot 4$ bytes")
+ax.plot(lengths, [b / 1024 for b in ours_bytes], "o", label="ours (measured)")
+ax.plot(lengths, [b / 1024 for b in hf_bytes], "x", label="Hugging Face (measured)")
+ax.set_xlabel("cached tokens L")
+ax.set_ylabel("cache size (KiB)")
+ax.set_title("The KV cache grows linearly with the sequence:\n"
+             f"{formula[0] // lengths[0]} bytes per token here (B = {B}, float32)")
+ax.legend()
+plt.show()
+
+# %%
+# What the cache saves in time
+# ----------------------------
+# Without a cache, the step that generates the token after ``L`` runs the whole model
+# over all ``L + 1`` tokens; with one, over the new token only, plus attention over the
+# ``L`` cached keys. One such step is timed both ways (ours) at a few lengths, up to the
+# model's ``n_ctx = 256`` positions, with ``time.perf_counter``; the median of 7 calls
+# is kept. Timings depend on the machine and its load, so they are printed and plotted,
+# never asserted. At this tiny size fixed per-call costs weigh heavily; the gap widens
+# with the model and the sequence.
+import statistics
+import time
+
+
+def sync():
+    if device == "cuda":
+        torch.cuda.synchronize()  # wait for the GPU before reading the clock
+
+
+def step_cost(L, reps=7):
+    """Median seconds of one greedy step after L tokens, with and without a cache."""
+    tokens = torch.randint(0, V, (B, L + 1), device=device)  # L cached, 1 new
+    costs = {}
+    with torch.no_grad():
+        _, past = ours(tokens[:, :L])  # the cache of the first L tokens
+        calls = {"with cache": lambda: ours(tokens[:, L:], past),
+                 "without cache": lambda: ours(tokens)}
+        for name, call in calls.items():
+            call()  # warm-up
+            times = []
+            for _ in range(reps):
+                sync()
+                t0 = time.perf_counter()
+                call()
+                sync()
+                times.append(time.perf_counter() - t0)
+            costs[name] = statistics.median(times)
+    return costs
+
+
+timed = [16, 32, 64, 128, 255]
+costs = [step_cost(L) for L in timed]
+for L, c in zip(timed, costs):
+    print(f"L = {L:3d}: " + ", ".join(f"{k} {1e3 * t:.2f} ms" for k, t in c.items()))
+
+# %%
+fig, ax = plt.subplots(figsize=(6.4, 3.6))
+for name in costs[0]:
+    ax.plot(timed, [1e3 * c[name] for c in costs], "o-", label=name)
+ax.set_xlabel("tokens already seen L")
+ax.set_ylabel("time for the next token (ms)")
+ax.set_ylim(bottom=0)
+ax.set_title(f"Time per generated token, median of 7 ({device}):\n"
+             "without the cache each step runs the whole sequence again")
+ax.legend()
+plt.show()
+
+# %%
+# References
+# ----------
+# ``transformers.GPT2LMHeadModel`` (``past_key_values``, ``use_cache``, ``generate``),
+# ``transformers.DynamicCache``, ``torch.Tensor.nbytes``, ``time.perf_counter``.
