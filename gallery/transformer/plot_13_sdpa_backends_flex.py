@@ -247,22 +247,36 @@ doc = torch.repeat_interleave(torch.arange(len(lengths), device=device),
 head_slopes = 2.0 ** (-8 * torch.arange(1, Nh + 1, device=device) / Nh)  # (Nh,)
 
 
+# FlexAttention traces each ``*_mod`` with TorchDynamo, which looks a global name up in
+# the module the function names (``__main__`` here), and a page run by another program
+# (the book's build) keeps its globals elsewhere. So each ``*_mod`` is made by a
+# function and closes over its data (window, document ids, slopes): that runs anywhere.
 def causal_mod(b, h, q_idx, kv_idx):
     return q_idx >= kv_idx
 
 
-def window_mod(b, h, q_idx, kv_idx):
-    return (q_idx >= kv_idx) & (q_idx - kv_idx < W)
+def sliding_window(W):
+    def window_mod(b, h, q_idx, kv_idx):
+        return (q_idx >= kv_idx) & (q_idx - kv_idx < W)
+    return window_mod
 
 
-def document_mod(b, h, q_idx, kv_idx):
-    return (doc[q_idx] == doc[kv_idx]) & (q_idx >= kv_idx)
+def documents(doc):
+    """doc (L,): the document id of each token of the packed sequence."""
+    def document_mod(b, h, q_idx, kv_idx):
+        return (doc[q_idx] == doc[kv_idx]) & (q_idx >= kv_idx)
+    return document_mod
 
 
-def alibi_mod(score, b, h, q_idx, kv_idx):
-    return score + head_slopes[h] * (kv_idx - q_idx)
+def alibi_bias(slopes):
+    """slopes (Nh,): ALiBi's slope of each head."""
+    def alibi_mod(score, b, h, q_idx, kv_idx):
+        return score + slopes[h] * (kv_idx - q_idx)
+    return alibi_mod
 
 
+window_mod, document_mod = sliding_window(W), documents(doc)
+alibi_mod = alibi_bias(head_slopes)
 block_masks = {name: create_block_mask(mod, None, None, L, L, device=device)
                for name, mod in [("causal", causal_mod), ("sliding window", window_mod),
                                  ("document", document_mod)]}
