@@ -26,16 +26,16 @@ print(f"device: {device}, torch {torch.__version__}")
 # Four kernels behind one function
 # --------------------------------
 # ``F.scaled_dot_product_attention`` computes :math:`\mathrm{softmax}(q k^\top /
-# \sqrt{D_h} + M)\,v` with one of four *backends*: ``FLASH_ATTENTION`` (FlashAttention
-# [Dao2022]_: the scores tile by tile, never stored), ``EFFICIENT_ATTENTION`` (the
-# memory-efficient kernel of [Rabe2021]_), ``CUDNN_ATTENTION`` (NVIDIA's cuDNN) and
-# ``MATH`` (the formula in ordinary PyTorch ops). ``torch.nn.attention.sdpa_kernel``
-# allows only the backends it is given; if none of them takes the inputs the call
-# raises ``RuntimeError``. The shape is that of the H100 measurements this page's CUDA
-# side comes from. The masks: none, ``is_causal=True``, a boolean ``(L, L)`` sliding
-# window, and an additive float ALiBi bias [Press2021]_ (slopes
-# :math:`2^{-8h/N_h}`, see :doc:`/generated/positional/plot_07_alibi`) with the causal
-# :math:`-\infty`, as ``(Nh, L, L)`` and as ``(1, Nh, L, L)``.
+# \sqrt{D_h} + M)\,v` with one of four *backends*: ``FLASH_ATTENTION`` (FlashAttention,
+# Dao et al. 2022: the scores tile by tile, never stored), ``EFFICIENT_ATTENTION`` (the
+# memory-efficient kernel after Rabe and Staats 2021), ``CUDNN_ATTENTION`` (NVIDIA's
+# cuDNN) and ``MATH`` (the formula in ordinary PyTorch ops).
+# ``torch.nn.attention.sdpa_kernel`` allows only the backends it is given; if none of
+# them takes the inputs the call raises ``RuntimeError``. The shape is that of the H100
+# measurements this page's CUDA side comes from. The masks: none, ``is_causal=True``, a
+# boolean ``(L, L)`` sliding window, and an additive float ALiBi bias (Press et al.
+# 2022; slopes :math:`2^{-8h/N_h}`, see :doc:`/generated/positional/plot_07_alibi`)
+# with the causal :math:`-\infty`, as ``(Nh, L, L)`` and as ``(1, Nh, L, L)``.
 import math
 
 import torch.nn.functional as F
@@ -194,9 +194,9 @@ for (dtype, mask, name), out in outs.items():
 # What each device accepts
 # ------------------------
 # On CPU (torch 2.13, measured for this page) the efficient and cuDNN backends are not
-# there at all: the CPU dispatcher finds "no viable backend". Flash takes every dtype and
-# mask but a 3-D one (it wants 2 or 4 dims, its warning says), and the default is flash
-# wherever flash accepts, math otherwise. On CUDA the expectations come from
+# there at all: the CPU dispatcher finds "no viable backend". Flash takes every dtype
+# and mask but a 3-D one (it wants 2 or 4 dims, its warning says), and the default is
+# flash wherever flash accepts, math otherwise. On CUDA the expectations come from
 # measurements on an H100 with torch 2.11 (``is_causal`` and the ``(Nh, L, L)`` float
 # mask at this shape; not yet verified by a GPU build of the book): flash and cuDNN
 # refuse float32, and a float mask in every dtype; the memory-efficient kernel accepts
@@ -232,7 +232,7 @@ else:  # H100, torch 2.11: each refusal says "No available kernel"; no CPU kerne
 # %%
 # FlexAttention: the mask as a function
 # -------------------------------------
-# ``torch.nn.attention.flex_attention`` [Dong2024]_ takes the mask as code: a
+# ``torch.nn.attention.flex_attention`` (Dong et al., 2024) takes the mask as code: a
 # ``score_mod(score, b, h, q_idx, kv_idx)`` that rewrites each scaled logit, and a
 # ``mask_mod(b, h, q_idx, kv_idx)`` that says which key a query may see.
 # ``create_block_mask`` evaluates the ``mask_mod`` once per ``128 x 128`` block into a
@@ -402,4 +402,8 @@ plt.show()
 # ``torch.nn.attention.sdpa_kernel``, ``torch.nn.attention.SDPBackend``,
 # ``torch.nn.attention.flex_attention.flex_attention``,
 # ``torch.nn.attention.flex_attention.create_block_mask``, ``torch.compile``,
-# ``torch.autograd.profiler.profile``.
+# ``torch.autograd.profiler.profile``. Dao, Fu, Ermon, Rudra and Ré, *FlashAttention*
+# (2022); Rabe and Staats, *Self-attention Does Not Need O(n²) Memory* (2021); Press,
+# Smith and Lewis, *Train Short, Test Long* (ALiBi, 2022); Dong, Feng, Guessous, Liang
+# and He, *Flex Attention: A Programming Model for Generating Optimized Attention
+# Kernels* (2024), arXiv:2412.05496.
