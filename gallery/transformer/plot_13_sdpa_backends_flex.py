@@ -84,58 +84,40 @@ def cast(kwargs, dtype):
 ref = {mask: naive(q64, k64, v64, **kw) for mask, kw in MASKS.items()}  # float64
 
 # %%
-# Which backend takes what
-# ------------------------
-# Every combination runs under ``sdpa_kernel(backend)``; a refusal is caught. The
-# warnings a refusal raises (the reason, on CPU) are caught too and printed below the
-# table. Each cell is the output's max distance from the float64 reference; *naive* is
-# the formula evaluated in the same dtype, for scale (16-bit accuracy is printed here,
-# not asserted: it belongs to the chapter on low precision).
+# Which backend takes what, and which runs by default
+# ---------------------------------------------------
+# Every combination runs under ``sdpa_kernel(backend)``, and once more with no backend
+# forced; a refusal is caught. The warnings a refusal raises (the reason, on CPU) are
+# caught too and printed below the table. All of it runs inside the profiler, which
+# names the op each call dispatches: the approach of
+# :doc:`plot_02_multihead_attention` and :doc:`plot_07_attention_cost`, which read it
+# for float32 without a mask; here every dtype and mask. The default call is then named
+# by the forced backend whose op it ran.
+import contextlib
 import textwrap
 import warnings
 
 outs, refusals = {}, {}  # (dtype, mask, backend name) -> output / error message
-with warnings.catch_warnings(record=True) as caught:
+labels = {}  # (dtype, mask, backend name or "default") -> the call's profiler label
+# The autograd profiler without Kineto: the same op names, a start in milliseconds.
+with (torch.autograd.profiler.profile(use_kineto=False) as prof,
+      warnings.catch_warnings(record=True) as caught):
     warnings.simplefilter("always")
     for dtype in DTYPES:
         q, k, v = q64.to(dtype), k64.to(dtype), v64.to(dtype)  # (B, Nh, L, Dh)
         for mask, kw in MASKS.items():
-            for be in BACKENDS:
+            for be in BACKENDS + [None]:
+                key = (dtype, mask, be.name if be else "default")
+                labels[key] = f"call {len(labels)}"
                 try:
-                    with sdpa_kernel(be):
-                        out = F.scaled_dot_product_attention(q, k, v, **cast(kw, dtype))
-                    outs[dtype, mask, be.name] = out
+                    with (torch.profiler.record_function(labels[key]),
+                          sdpa_kernel(be) if be else contextlib.nullcontext()):
+                        outs[key] = F.scaled_dot_product_attention(q, k, v,
+                                                                   **cast(kw, dtype))
                 except RuntimeError as err:
-                    refusals[dtype, mask, be.name] = str(err).split(".")[0]
+                    refusals[key] = str(err).split(".")[0]
             outs[dtype, mask, "naive"] = naive(q, k, v, **cast(kw, dtype))
-            outs[dtype, mask, "default"] = F.scaled_dot_product_attention(
-                q, k, v, **cast(kw, dtype))
-accepted = {key: key in outs for key in
-            [(dt, m, be.name) for dt in DTYPES for m in MASKS for be in BACKENDS]}
-
-# %%
-# Which kernel runs by default
-# ----------------------------
-# Without ``sdpa_kernel`` the function picks a backend itself. The profiler names the
-# op each call dispatches (the approach of :doc:`plot_02_multihead_attention` and
-# :doc:`plot_07_attention_cost`, which read it for float32 without a mask; here every
-# dtype and mask). Each forced backend's op is read the same way, so the default can be
-# named by the backend whose op it ran.
-import contextlib
-
-calls = {}
-for dtype in DTYPES:
-    q, k, v = q64.to(dtype), k64.to(dtype), v64.to(dtype)
-    for mask, kw in MASKS.items():
-        for be in [be for be in BACKENDS if accepted[dtype, mask, be.name]] + [None]:
-            calls[dtype, mask, be.name if be else "default"] = (be, q, k, v,
-                                                               cast(kw, dtype))
-# The autograd profiler without Kineto: the same op names, a start in milliseconds.
-with torch.autograd.profiler.profile(use_kineto=False) as prof:
-    for i, (be, q, k, v, kw) in enumerate(calls.values()):
-        with torch.profiler.record_function(f"call {i}"):
-            with sdpa_kernel(be) if be else contextlib.nullcontext():
-                F.scaled_dot_product_attention(q, k, v, **kw)
+accepted = {key: key in outs for key in labels}
 
 
 def descendants(event):
@@ -146,15 +128,16 @@ def descendants(event):
 
 by_label = {e.name: e for e in prof.function_events if e.name.startswith("call ")}
 op = {}  # (dtype, mask, backend or "default") -> the kernel op's name
-for i, key in enumerate(calls):
-    kernels = {e.name for e in descendants(by_label[f"call {i}"])
-               if e.name.startswith("aten::_scaled_dot_product")}
-    assert len(kernels) == 1, kernels  # one kernel op per call
-    op[key] = kernels.pop()
+for key, label in labels.items():
+    if accepted[key]:
+        kernels = {e.name for e in descendants(by_label[label])
+                   if e.name.startswith("aten::_scaled_dot_product")}
+        assert len(kernels) == 1, kernels  # one kernel op per call
+        op[key] = kernels.pop()
 for be in BACKENDS:
     print(f"{be.name:20s} runs", *sorted({o for key, o in op.items()
                                             if key[2] == be.name}))
-default = {}  # (dtype, mask) -> the backend whose op the default call ran
+default = {}  # (dtype, mask) -> the backends whose op the default call ran
 for dtype in DTYPES:
     for mask in MASKS:
         default[dtype, mask] = [n for n in NAMES if accepted[dtype, mask, n]
