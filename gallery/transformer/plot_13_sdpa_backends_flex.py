@@ -218,12 +218,13 @@ else:  # H100, torch 2.11: each refusal says "No available kernel"; no CPU kerne
 # ``torch.nn.attention.flex_attention`` (Dong et al., 2024) takes the mask as code: a
 # ``score_mod(score, b, h, q_idx, kv_idx)`` that rewrites each scaled logit, and a
 # ``mask_mod(b, h, q_idx, kv_idx)`` that says which key a query may see.
-# ``create_block_mask`` evaluates the ``mask_mod`` once per ``128 x 128`` block into a
-# ``BlockMask``: empty blocks are skipped, *full* blocks need no mask, only *partial*
-# blocks evaluate the ``mask_mod`` per entry. The four masks of the chapter: causal,
-# ALiBi (a ``score_mod`` on top of the causal block mask), a sliding window, and the
-# document mask of packed sequences (each token sees earlier tokens of its own
-# document). Shapes for this part: ``4 x 4`` blocks.
+# ``create_block_mask`` evaluates the ``mask_mod`` and sorts the ``128 x 128`` blocks
+# into a ``BlockMask``: empty blocks, which are skipped; *full* blocks, which need no
+# mask; and *partial* ones, where the ``mask_mod`` decides entry by entry. The four
+# masks of the chapter: causal, ALiBi (a ``score_mod`` on top of the causal block
+# mask), a sliding window, and the document mask of packed sequences (each token sees
+# itself and the earlier tokens of its own document). Shapes for this part: ``4 x 4``
+# blocks.
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 B, Nh, L, Dh = 2, 4, 512, 16
@@ -344,7 +345,7 @@ for name in ARGS:
 
 # %%
 # The four masks and the ``128 x 128`` blocks FlexAttention visits: grey blocks are
-# skipped, outlined blocks are full (no ``mask_mod`` evaluated), the rest are partial.
+# skipped, outlined blocks are full (they need no mask), the rest are partial.
 # The ALiBi panel shows the bias of the last head (slope ``2**-8``) on the causal mask.
 import matplotlib.pyplot as plt
 
