@@ -1,0 +1,393 @@
+"""
+SDPA backends and FlexAttention
+===============================
+
+``scaled_dot_product_attention`` is one function in front of four kernels: flash,
+memory-efficient, cuDNN and math. This page asks each of them, for three dtypes and five
+kinds of mask, whether it takes the inputs, checks every float32 answer against a
+float64 reference, and reads which kernel runs when none is forced. Then FlexAttention
+writes causal, ALiBi, sliding-window and document masks as small Python functions, and
+each output equals SDPA's with the same mask written out as a dense tensor.
+"""
+
+# %%
+# Setup
+# -----
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The
+# :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import torch
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+print(f"device: {device}, torch {torch.__version__}")
+
+# %%
+# Four kernels behind one function
+# --------------------------------
+# ``F.scaled_dot_product_attention`` computes :math:`\mathrm{softmax}(q k^\top /
+# \sqrt{D_h} + M)\,v` with one of four *backends*: ``FLASH_ATTENTION`` (FlashAttention,
+# Dao et al. 2022: the scores tile by tile, never stored), ``EFFICIENT_ATTENTION`` (the
+# memory-efficient kernel after Rabe and Staats 2021), ``CUDNN_ATTENTION`` (NVIDIA's
+# cuDNN) and ``MATH`` (the formula in ordinary PyTorch ops).
+# ``torch.nn.attention.sdpa_kernel`` allows only the backends it is given; if none of
+# them takes the inputs the call raises ``RuntimeError``. The shape is that of the H100
+# measurements this page's CUDA side comes from. The masks: none, ``is_causal=True``, a
+# boolean ``(L, L)`` sliding window, and an additive float ALiBi bias (Press et al.
+# 2022; slopes :math:`2^{-8h/N_h}`, see :doc:`/generated/positional/plot_07_alibi`)
+# with the causal :math:`-\infty`, as ``(Nh, L, L)`` and as ``(1, Nh, L, L)``.
+import math
+
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+B, Nh, L, Dh = 2, 8, 256, 64
+W = 64  # the sliding window: each query sees itself and the 63 keys before it
+BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+            SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]
+NAMES = [be.name for be in BACKENDS]
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+f64 = torch.float64
+q64, k64, v64 = (torch.randn(B, Nh, L, Dh, device=device, dtype=f64) for _ in range(3))
+
+ones = torch.ones(L, L, dtype=torch.bool, device=device)
+causal_LL = ones.tril()  # (L, L): True where query l may see key m <= l
+window_LL = ones.tril().triu(-(W - 1))  # (L, L): l - W < m <= l
+slopes = 2.0 ** (-8 * torch.arange(1, Nh + 1, device=device, dtype=f64) / Nh)  # (Nh,)
+pos = torch.arange(L, device=device, dtype=f64)
+alibi = slopes[:, None, None] * (pos[None, None, :] - pos[None, :, None])  # (Nh, L, L)
+alibi = alibi.masked_fill(~causal_LL, -math.inf)  # -slope * (l - m), future -inf
+MASKS = {"none": {}, "is_causal": {"is_causal": True},
+         "bool (L,L)": {"attn_mask": window_LL},
+         "float (Nh,L,L)": {"attn_mask": alibi},
+         "float (1,Nh,L,L)": {"attn_mask": alibi[None]}}
+
+
+def naive(q, k, v, is_causal=False, attn_mask=None):
+    """softmax(q k^T / sqrt(Dh) + M) v, the formula, in the inputs' dtype."""
+    logits = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, Nh, L, L)
+    if is_causal:
+        logits = logits.masked_fill(~causal_LL, -math.inf)
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        logits = logits.masked_fill(~attn_mask, -math.inf)
+    elif attn_mask is not None:
+        logits = logits + attn_mask
+    return logits.softmax(dim=-1) @ v  # (B, Nh, L, Dh)
+
+
+def cast(kwargs, dtype):
+    """The mask arguments with float masks in the queries' dtype (SDPA requires it)."""
+    return {key: val.to(dtype) if torch.is_tensor(val) and val.is_floating_point()
+            else val for key, val in kwargs.items()}
+
+
+ref = {mask: naive(q64, k64, v64, **kw) for mask, kw in MASKS.items()}  # float64
+
+# %%
+# Which backend takes what, and which runs by default
+# ---------------------------------------------------
+# Every combination runs under ``sdpa_kernel(backend)``, and once more with no backend
+# forced; a refusal is caught. The warnings a refusal raises (the reason, on CPU) are
+# caught too and printed below the table. All of it runs inside the profiler, which
+# names the op each call dispatches: the approach of
+# :doc:`plot_02_multihead_attention` and :doc:`plot_07_attention_cost`, which read it
+# for float32 without a mask; here every dtype and mask. The default call is then named
+# by the forced backend whose op it ran.
+import contextlib
+import textwrap
+import warnings
+
+outs, refusals = {}, {}  # (dtype, mask, backend name) -> output / error message
+labels = {}  # (dtype, mask, backend name or "default") -> the call's profiler label
+# The autograd profiler without Kineto: the same op names, a start in milliseconds.
+with (torch.autograd.profiler.profile(use_kineto=False) as prof,
+      warnings.catch_warnings(record=True) as caught):
+    warnings.simplefilter("always")
+    for dtype in DTYPES:
+        q, k, v = q64.to(dtype), k64.to(dtype), v64.to(dtype)  # (B, Nh, L, Dh)
+        for mask, kw in MASKS.items():
+            for be in BACKENDS + [None]:
+                key = (dtype, mask, be.name if be else "default")
+                labels[key] = f"call {len(labels)}"
+                try:
+                    with (torch.profiler.record_function(labels[key]),
+                          sdpa_kernel(be) if be else contextlib.nullcontext()):
+                        outs[key] = F.scaled_dot_product_attention(q, k, v,
+                                                                   **cast(kw, dtype))
+                except RuntimeError as err:
+                    refusals[key] = str(err).split(".")[0]
+            outs[dtype, mask, "naive"] = naive(q, k, v, **cast(kw, dtype))
+accepted = {key: key in outs for key in labels}
+
+
+def descendants(event):
+    for child in event.cpu_children:
+        yield child
+        yield from descendants(child)
+
+
+by_label = {e.name: e for e in prof.function_events if e.name.startswith("call ")}
+op = {}  # (dtype, mask, backend or "default") -> the kernel op's name
+for key, label in labels.items():
+    if accepted[key]:
+        kernels = {e.name for e in descendants(by_label[label])
+                   if e.name.startswith("aten::_scaled_dot_product")}
+        assert len(kernels) == 1, kernels  # one kernel op per call
+        op[key] = kernels.pop()
+for be in BACKENDS:
+    print(f"{be.name:20s} runs", *sorted({o for key, o in op.items()
+                                            if key[2] == be.name}))
+default = {}  # (dtype, mask) -> the backends whose op the default call ran
+for dtype in DTYPES:
+    for mask in MASKS:
+        default[dtype, mask] = [n for n in NAMES if accepted[dtype, mask, n]
+                                and op[dtype, mask, n] == op[dtype, mask, "default"]]
+
+# %%
+# The table. ``refused`` is ``RuntimeError`` under ``sdpa_kernel(backend)``.
+short = {be.name: be.name.removesuffix("_ATTENTION") for be in BACKENDS}
+print(f"{'dtype':9s}{'mask':17s}" + "".join(f"{short[be.name]:>10s}" for be in BACKENDS)
+      + f"{'naive':>10s} {'default':s}")
+for dtype in DTYPES:
+    for mask in MASKS:
+        cells = []
+        for name in [be.name for be in BACKENDS] + ["naive"]:
+            out = outs.get((dtype, mask, name))
+            cells.append("refused" if out is None else
+                         f"{(out.to(f64) - ref[mask]).abs().max().item():.1e}")
+        print(f"{str(dtype).removeprefix('torch.'):9s}{mask:17s}"
+              + "".join(f"{c:>10s}" for c in cells)
+              + " " + "/".join(short[n] for n in default[dtype, mask]))
+print("refusals:")
+for message in sorted(set(refusals.values())):
+    who = sorted({f"{short[b]}" for (_, _, b), m in refusals.items() if m == message})
+    print(f"  {message!r}: {', '.join(who)}")
+print("warnings raised by these calls:")
+for message in sorted({str(w.message).split(" (Triggered")[0] for w in caught}):
+    print(textwrap.indent(textwrap.fill(message, 84), "  "))
+
+# %%
+# Every float32 answer, forced or default, equals the float64 reference at float32's
+# default tolerances.
+for (dtype, mask, name), out in outs.items():
+    if dtype == torch.float32 and name != "naive":
+        torch.testing.assert_close(out, ref[mask].to(dtype))
+
+# %%
+# What each device accepts
+# ------------------------
+# On CPU (torch 2.13, measured for this page) the efficient and cuDNN backends are not
+# there at all: the CPU dispatcher finds "no viable backend". Flash takes every dtype
+# and mask but a 3-D one (it wants 2 or 4 dims, its warning says), and the default is
+# flash wherever flash accepts, math otherwise. On CUDA the expectations come from
+# measurements on an H100 with torch 2.11 (``is_causal`` and the ``(Nh, L, L)`` float
+# mask at this shape; not yet verified by a GPU build of the book): flash and cuDNN
+# refuse float32, and a float mask in every dtype; the memory-efficient kernel accepts
+# all of these; every refusal says "No available kernel". What was not measured there
+# is printed above, not asserted, and so is the kernel CUDA picks by default. On either
+# device the default runs the op of exactly one backend that accepts the inputs.
+if device == "cuda":
+    expected = {}
+    for dt in DTYPES:
+        sixteen = dt != torch.float32
+        expected[dt, "is_causal"] = dict(zip(NAMES, [sixteen, True, sixteen, True]))
+        expected[dt, "float (Nh,L,L)"] = dict(zip(NAMES[:3], [False, True, False]))
+else:
+    expected = {(dt, m): dict(zip(NAMES, [m != "float (Nh,L,L)", False, False, True]))
+                for dt in DTYPES for m in MASKS}
+for (dt, mask), exp in expected.items():
+    assert {n: accepted[dt, mask, n] for n in exp} == exp, (dt, mask)
+print(f"asserted {len(expected)} of {len(DTYPES) * len(MASKS)} rows on {device}")
+assert all(len(default[dt, m]) == 1 for dt in DTYPES for m in MASKS)  # one, accepting
+if device == "cpu":  # torch 2.13: two kinds of refusal; flash by default, else math
+    assert {m for (_, _, b), m in refusals.items() if b != "FLASH_ATTENTION"} == {
+        "No viable backend for scaled_dot_product_attention was found"}
+    assert {m for (_, _, b), m in refusals.items() if b == "FLASH_ATTENTION"} == {
+        "No available kernel"}
+    flash_or_math = {m: ["MATH" if m == "float (Nh,L,L)" else "FLASH_ATTENTION"]
+                     for m in MASKS}
+    assert all(default[dt, m] == flash_or_math[m] for dt in DTYPES for m in MASKS)
+else:  # H100, torch 2.11: each refusal says "No available kernel"; no CPU kernel runs
+    assert {refusals[dt, m, n] for (dt, m), exp in expected.items()
+            for n, ok in exp.items() if not ok} == {"No available kernel"}
+    assert not any(name.endswith("_for_cpu") for name in op.values())
+
+# %%
+# FlexAttention: the mask as a function
+# -------------------------------------
+# ``torch.nn.attention.flex_attention`` (Dong et al., 2024) takes the mask as code: a
+# ``score_mod(score, b, h, q_idx, kv_idx)`` that rewrites each scaled logit, and a
+# ``mask_mod(b, h, q_idx, kv_idx)`` that says which key a query may see.
+# ``create_block_mask`` evaluates the ``mask_mod`` and sorts the ``128 x 128`` blocks
+# into a ``BlockMask``: empty blocks, which are skipped; *full* blocks, which need no
+# mask; and *partial* ones, where the ``mask_mod`` decides entry by entry. The four
+# masks of the chapter: causal, ALiBi (a ``score_mod`` on top of the causal block
+# mask), a sliding window, and the document mask of packed sequences (each token sees
+# itself and the earlier tokens of its own document). Shapes for this part: ``4 x 4``
+# blocks.
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+B, Nh, L, Dh = 2, 4, 512, 16
+W = 100  # sliding window: l - 100 < m <= l
+lengths = [100, 60, 96, 256]  # four packed documents, L tokens in all
+q, k, v = (torch.randn(B, Nh, L, Dh, device=device) for _ in range(3))
+doc = torch.repeat_interleave(torch.arange(len(lengths), device=device),
+                              torch.tensor(lengths, device=device))  # (L,) document ids
+head_slopes = 2.0 ** (-8 * torch.arange(1, Nh + 1, device=device) / Nh)  # (Nh,)
+
+
+# FlexAttention traces each ``*_mod`` with TorchDynamo, which looks a global name up in
+# the module the function names (``__main__`` here), and a page run by another program
+# (the book's build) keeps its globals elsewhere. So each ``*_mod`` is made by a
+# function and closes over its data (window, document ids, slopes): that runs anywhere.
+def causal_mod(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+def sliding_window(W):
+    def window_mod(b, h, q_idx, kv_idx):
+        return (q_idx >= kv_idx) & (q_idx - kv_idx < W)
+    return window_mod
+
+
+def documents(doc):
+    """doc (L,): the document id of each token of the packed sequence."""
+    def document_mod(b, h, q_idx, kv_idx):
+        return (doc[q_idx] == doc[kv_idx]) & (q_idx >= kv_idx)
+    return document_mod
+
+
+def alibi_bias(slopes):
+    """slopes (Nh,): ALiBi's slope of each head."""
+    def alibi_mod(score, b, h, q_idx, kv_idx):
+        return score + slopes[h] * (kv_idx - q_idx)
+    return alibi_mod
+
+
+window_mod, document_mod = sliding_window(W), documents(doc)
+alibi_mod = alibi_bias(head_slopes)
+block_masks = {name: create_block_mask(mod, None, None, L, L, device=device)
+               for name, mod in [("causal", causal_mod), ("sliding window", window_mod),
+                                 ("document", document_mod)]}
+block_masks["ALiBi"] = block_masks["causal"]
+print(block_masks["document"])
+
+# %%
+# The same masks written out densely, built with ``tril``, ``triu`` and
+# ``block_diag`` rather than from the functions above.
+ones = torch.ones(L, L, dtype=torch.bool, device=device)
+dense = {"causal": ones.tril(), "sliding window": ones.tril().triu(-(W - 1)),
+         "document": torch.block_diag(*[torch.ones(n, n, device=device).tril()
+                                        for n in lengths]).bool()}
+dense["ALiBi"] = dense["causal"]
+pos = torch.arange(L, device=device)
+alibi = (head_slopes[:, None, None] * (pos[None, :] - pos[:, None])).masked_fill(
+    ~dense["causal"], -math.inf)  # (Nh, L, L)
+
+# %%
+# ``create_block_mask`` ran eagerly on this device (its ``device=`` argument), and its
+# blocks are those of the dense mask: a block is visited where the dense mask has any
+# ``True`` entry, and *full* where it has only ``True`` entries.
+nb = L // 128
+for name in ["causal", "sliding window", "document"]:
+    bm = block_masks[name]
+    print(f"{name:15s} on {bm.kv_num_blocks.device.type}: ", end="")
+    assert bm.kv_num_blocks.device.type == device
+    blocks = dense[name].reshape(nb, 128, nb, 128)  # (q block, row, kv block, col)
+    visited = bm.to_dense()[0, 0].bool()  # (nb, nb)
+    full = torch.zeros(nb, nb, dtype=torch.bool, device=device)
+    for r in range(nb):
+        full[r, bm.full_kv_indices[0, 0, r, :bm.full_kv_num_blocks[0, 0, r]]] = True
+    print(f"visits {int(visited.sum())} of {nb * nb} blocks, {int(full.sum())} of them "
+          f"full, sparsity {bm.sparsity():.1f} %")
+    assert torch.equal(visited, blocks.any(dim=3).any(dim=1))
+    assert torch.equal(full, blocks.all(dim=3).all(dim=1))
+
+# %%
+# Eager on CPU, compiled on CUDA
+# ------------------------------
+# ``flex_attention`` called as it is runs an unfused implementation that materializes
+# all the scores, and warns once per process; ``torch.compile(flex_attention)``
+# generates a fused kernel. Compiling on CPU takes longer than the page's whole budget
+# (18 to 56 s on 2 cores, torch 2.13), so the CPU build runs it eagerly (about 2 s for
+# these four masks) and asserts the warning; on CUDA the page compiles it (the H100 took
+# 15.6 s for the first call, torch 2.11) and asserts that nothing warned.
+flex = torch.compile(flex_attention) if device == "cuda" else flex_attention
+ARGS = {"causal": {"block_mask": block_masks["causal"]},
+        "ALiBi": {"score_mod": alibi_mod, "block_mask": block_masks["ALiBi"]},
+        "sliding window": {"block_mask": block_masks["sliding window"]},
+        "document": {"block_mask": block_masks["document"]}}
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    flex_out = {name: flex(q, k, v, **kw) for name, kw in ARGS.items()}  # (B,Nh,L,Dh)
+unfused = [w for w in caught if "without torch.compile" in str(w.message)]
+mode = "eager (unfused)" if unfused else "compiled"  # the page's first flex call
+print(f"flex_attention ran {mode} on {device}: {len(unfused)} unfused warning, "
+      f"{len(caught)} warning(s) in all")
+if device == "cuda":
+    assert mode == "compiled"
+else:
+    assert mode == "eager (unfused)" and len(caught) == 1
+
+# %%
+# Each output equals SDPA's with the dense mask (the ALiBi bias as a float
+# ``attn_mask``, added to the scaled logits as FlexAttention's ``score_mod`` is).
+sdpa_out = {"causal": F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            "ALiBi": F.scaled_dot_product_attention(q, k, v, attn_mask=alibi),
+            "sliding window": F.scaled_dot_product_attention(
+                q, k, v, attn_mask=dense["sliding window"]),
+            "document": F.scaled_dot_product_attention(q, k, v,
+                                                       attn_mask=dense["document"])}
+for name in ARGS:
+    gap = (flex_out[name] - sdpa_out[name]).abs().max().item()
+    print(f"{name:15s} max|flex_attention - SDPA with the dense mask| = {gap:.1e}")
+    torch.testing.assert_close(flex_out[name], sdpa_out[name])
+
+# %%
+# The four masks and the ``128 x 128`` blocks FlexAttention visits: grey blocks are
+# skipped, outlined blocks are full (they need no mask), the rest are partial.
+# The ALiBi panel shows the bias of the last head (slope ``2**-8``) on the causal mask.
+import matplotlib.pyplot as plt
+
+fig, axs = plt.subplots(1, 4, figsize=(11, 3.6), sharey=True)
+for ax, name in zip(axs, ARGS):
+    bm = block_masks[name]
+    visited = bm.to_dense()[0, 0].cpu()  # (nb, nb)
+    full_count = int(bm.full_kv_num_blocks.sum())
+    if name == "ALiBi":
+        ax.imshow(alibi[-1].cpu(), cmap="viridis", interpolation="nearest")
+    else:
+        ax.imshow(dense[name].cpu(), cmap="Blues", vmin=-0.3, vmax=1,
+                  interpolation="nearest")
+    for r in range(nb):
+        full_cols = bm.full_kv_indices[0, 0, r, :bm.full_kv_num_blocks[0, 0, r]]
+        for c in range(nb):
+            corner = (c * 128 - 0.5, r * 128 - 0.5)
+            if not visited[r, c]:
+                ax.add_patch(plt.Rectangle(corner, 128, 128, color="0.55", alpha=0.6))
+            elif c in full_cols.tolist():
+                ax.add_patch(plt.Rectangle(corner, 128, 128, fill=False,
+                                           edgecolor="C1", lw=2))
+    ax.set_xticks(range(0, L + 1, 128))
+    ax.set_yticks(range(0, L + 1, 128))
+    ax.grid(True, color="0.4", lw=0.5)
+    ax.set_title(f"{name}: {int(visited.sum())} of {nb * nb} blocks\n"
+                 f"visited, {full_count} full", fontsize="medium")
+    ax.set_xlabel("key m")
+axs[0].set_ylabel("query l")
+fig.suptitle("flex_attention equals SDPA with the dense mask for all four masks "
+             "and skips the empty blocks (grey)")
+plt.show()
+
+# %%
+# References
+# ----------
+# ``torch.nn.functional.scaled_dot_product_attention``,
+# ``torch.nn.attention.sdpa_kernel``, ``torch.nn.attention.SDPBackend``,
+# ``torch.nn.attention.flex_attention.flex_attention``,
+# ``torch.nn.attention.flex_attention.create_block_mask``, ``torch.compile``,
+# ``torch.autograd.profiler.profile``. Dao, Fu, Ermon, Rudra and Ré, *FlashAttention*
+# (2022); Rabe and Staats, *Self-attention Does Not Need O(n²) Memory* (2021); Press,
+# Smith and Lewis, *Train Short, Test Long* (ALiBi, 2022); Dong, Feng, Guessous, Liang
+# and He, *Flex Attention: A Programming Model for Generating Optimized Attention
+# Kernels* (2024), arXiv:2412.05496.
