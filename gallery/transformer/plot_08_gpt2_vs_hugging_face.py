@@ -272,7 +272,7 @@ c_fc_hf = hf.transformer.h[0].mlp.c_fc
 try:
     c_fc_hf(x_lbd)
 except RuntimeError as err:
-    print(f"HF's Conv1D, input transposed: RuntimeError:\n    {str(err).split(' (')[0]}")
+    print("HF's Conv1D, input transposed: RuntimeError:\n   ", str(err).split(" (")[0])
 else:
     raise AssertionError("expected HF's Conv1D (view) to fail on a strided input")
 with torch.no_grad():
