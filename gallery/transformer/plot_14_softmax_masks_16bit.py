@@ -1,0 +1,324 @@
+"""
+Softmax and masks in 16 bits
+============================
+
+A mask is a number added to the logits, and in 16 bits numbers run out: ``-1e9``
+overflows float16 to ``-inf``, ``finfo.min`` plus a logit can overflow too, and
+``-1e4`` stops masking once logits reach ten thousand. This page measures each mask
+value in float32, bfloat16 and float16 against the ``-inf`` mask, shows what a fully
+masked row returns (NaN, zeros or a uniform average, depending on who computes it),
+finds the ``Dh`` and entry size at which unscaled ``q @ k.T`` overflows float16, and
+plots the softmax's error against the logits' magnitude in each dtype.
+"""
+
+# %%
+# Setup
+# -----
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The
+# :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import torch
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+print(f"device: {device}, torch {torch.__version__}")
+
+# %%
+# Mask values as each dtype stores them
+# -------------------------------------
+# float16 keeps 5 exponent bits (largest finite ``65504``), bfloat16 keeps float32's 8
+# with a 7-bit mantissa (so ``-1e4`` is stored as ``-9984``). ``-1e9`` does not fit in
+# float16: it *is* ``-inf`` there.
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+LOW = (torch.bfloat16, torch.float16)
+for dt in DTYPES:
+    fi = torch.finfo(dt)
+    stored = {c: torch.tensor(c, dtype=dt, device=device).item() for c in (-1e4, -1e9)}
+    print(f"{str(dt):15s} finfo.min {fi.min:11.4e}  -1e4 -> {stored[-1e4]:8.0f}  "
+          f"-1e9 -> {stored[-1e9]:.4e}")
+neg = {dt: {c: torch.tensor(c, dtype=dt, device=device) for c in (-1e4, -1e9)}
+       for dt in DTYPES}
+assert neg[torch.float16][-1e9].isinf()  # float16(-1e9) = -inf
+assert neg[torch.bfloat16][-1e9].item() == -998244352.0  # finite, 8 bits of mantissa
+assert neg[torch.bfloat16][-1e4].item() == -9984.0  # bfloat16's -1e4 is -9984
+assert neg[torch.float16][-1e4].item() == -1e4  # float16 stores -1e4 exactly
+
+# %%
+# ``masked_fill`` refuses the overflow instead of rounding it (so the masks below are
+# built with ``torch.tensor(value, dtype=...)``, which rounds, and ``torch.where``).
+try:
+    torch.zeros(2, dtype=torch.float16, device=device).masked_fill(
+        torch.tensor([True, False], device=device), -1e9)
+except RuntimeError as err:
+    print(f"float16 masked_fill(-1e9): RuntimeError: {err}")
+else:
+    raise AssertionError("expected masked_fill(-1e9) to refuse float16")
+
+# %%
+# ``finfo.min`` plus a logit
+# --------------------------
+# Hugging Face fills masked logits with ``finfo(dtype).min``. Whatever is then *added* to
+# it is rounded at ``finfo.min``'s spacing: ``2**5 = 32`` in float16, so a logit of
+# ``-16`` or less pushes it to ``-inf`` and one of ``+16`` moves it to ``-65472``. In
+# bfloat16 and float32 the spacing there is ``2**120`` and ``2**104``: any real logit
+# vanishes. Two masks added together (causal + padding) overflow in every dtype.
+import math
+
+for dt in DTYPES:
+    fi = torch.finfo(dt)
+    m = torch.tensor(fi.min, dtype=dt, device=device)
+    spacing = fi.eps * 2.0 ** math.floor(math.log2(fi.max))  # one ulp at finfo.min
+    got = {z: (m + z).item() for z in (-16.0, -15.0, 16.0)}
+    print(f"{str(dt)[6:]:9s} ulp at min {spacing:.1e}: min-16 {got[-16.0]:.4g}, "
+          f"min-15 {got[-15.0]:.4g}, min+16 {got[16.0]:.4g}, min+min {(m + m).item()}")
+    assert (m + m).isinf()  # two finfo.min masks added: -inf in every dtype
+    if dt == torch.float16:
+        assert spacing == 32 and got[-16.0] == float("-inf") and got[-15.0] == fi.min
+        assert got[16.0] == -65472.0  # the masked logit moved by one spacing
+    else:
+        assert got[-16.0] == got[-15.0] == got[16.0] == fi.min  # absorbed
+
+# %%
+# Partially masked rows: every mask value agrees with ``-inf``
+# ------------------------------------------------------------
+# With at least one key kept, ``exp(masked - max)`` underflows to exactly 0 for
+# ``finfo.min``, ``-1e4`` and ``-1e9`` alike, as long as the logits are moderate (here
+# ``|z| <= 8``). The reference does not mask at all: it takes the softmax of the kept
+# logits (the same 16-bit logits) in float64, puts zeros at the masked keys and rounds
+# once to the dtype. Compared in the dtype, torch.testing's default tolerances for it.
+L = 16  # a power of two: a uniform row's weights 1/L are exact in every dtype
+g = torch.Generator().manual_seed(1)
+z64 = 4 * torch.randn(L, L, generator=g, dtype=torch.float64).clamp(-2, 2)  # (L, L)
+keep = torch.ones(L, L, dtype=torch.bool).tril()  # (L, L), True = attend (causal)
+z64, keep = z64.to(device), keep.to(device)
+
+
+def kept_softmax64(z):
+    """Row i: float64 softmax of z[i, :i+1], zeros after; no mask involved."""
+    out = torch.zeros(z.shape, dtype=torch.float64, device=z.device)
+    for i in range(z.shape[-1]):
+        out[i, : i + 1] = torch.softmax(z[i, : i + 1].double(), dim=-1)
+    return out
+
+
+def masked_softmax(z, keep, value):
+    """softmax(z + mask) with `value` where keep is False; z (..., L, L)."""
+    value = torch.tensor(value, dtype=z.dtype, device=z.device)  # rounded to z's dtype
+    mask = torch.where(keep, 0.0, value).to(z.dtype)  # additive mask
+    return torch.softmax(z + mask, dim=-1)
+
+
+for dt in LOW:
+    z = z64.to(dt)
+    ref64 = kept_softmax64(z)  # (L, L)
+    ref = ref64.to(dt)
+    fi = torch.finfo(dt)
+    for name, value in (("-inf", float("-inf")), ("finfo.min", fi.min),
+                        ("-1e4", -1e4), ("-1e9", -1e9)):
+        p = masked_softmax(z, keep, value)  # (L, L)
+        err = (p.double() - ref64).abs().max().item()
+        print(f"{str(dt):15s} mask {name:9s}: max|p - float64 reference| = {err:.1e}, "
+              f"masked weight {p[~keep].abs().max().item()}")
+        torch.testing.assert_close(p, ref)  # defaults for dt: one rounding of p
+        assert (p[~keep] == 0).all()  # exactly zero, not just small
+
+# %%
+# Each finite mask against the ``-inf`` mask directly, in the dtype: equal bit for bit
+# here (``rtol=0, atol=0``), since the masked weights are exactly 0 and the kept logits
+# see the same arithmetic.
+for dt in LOW:
+    z = z64.to(dt)
+    p_inf = masked_softmax(z, keep, float("-inf"))
+    for value in (torch.finfo(dt).min, -1e4):
+        torch.testing.assert_close(masked_softmax(z, keep, value), p_inf, rtol=0, atol=0)
+    p_1e9 = masked_softmax(z, keep, -1e9)
+    torch.testing.assert_close(p_1e9, p_inf, rtol=0, atol=0)  # f16: -1e9 *is* -inf
+print("finfo.min, -1e4, -1e9 masks: bit-equal to the -inf mask in bfloat16 and float16")
+
+# %%
+# Where ``-1e4`` leaks
+# --------------------
+# ``-1e4`` is added, so a masked logit ``s`` becomes ``s - 1e4``. One kept key at logit
+# 0 and three masked keys at logit ``s``: the masked weight is exactly 0 while
+# ``exp(s - 1e4)`` underflows, and the whole row is wrong once ``s`` nears ``1e4``. The
+# softmax kernel computes ``exp`` in float32 and rounds each weight to the dtype, so
+# the leak starts where ``round_dt(exp(round_dt(s) + round_dt(-1e4)))`` leaves 0: that
+# model, computed in float64, predicts every point of the scan on CPU.
+s_grid = torch.arange(9700.0, 10100.0, 1.0, dtype=torch.float64)  # masked logits
+row64 = torch.zeros(len(s_grid), 4, dtype=torch.float64)
+row64[:, 1:] = s_grid[:, None]  # (S, 4): key 0 kept at 0, keys 1..3 masked at s
+row_keep = torch.tensor([True, False, False, False])
+leaks, first = {}, {}
+for dt in DTYPES:
+    rows = row64.to(device, dt)
+    p = masked_softmax(rows, row_keep.to(device), -1e4)  # (S, 4)
+    p_inf = masked_softmax(rows, row_keep.to(device), float("-inf"))
+    leak = p[:, 1:].sum(dim=-1).double().cpu()  # weight on the masked keys
+    leaks[dt] = leak
+    x = s_grid.to(dt).double() + torch.tensor(-1e4, dtype=dt).double()  # exact sum
+    model = torch.exp(x).to(dt) > 0  # each masked weight, rounded once
+    i_leak = int((leak > 0).nonzero()[0])
+    i_kept = int((p[:, 0] != 1).nonzero()[0])
+    first[dt] = s_grid[i_leak].item()
+    print(f"{str(dt)[6:]:9s} masked weight > 0 from s = {s_grid[i_leak]:.0f} "
+          f"({leak[i_leak]:.1e}), kept weight < 1 from s = {s_grid[i_kept]:.0f}, "
+          f"at 1e4: {leak[s_grid == 1e4].item():.2f}")
+    torch.testing.assert_close(p[: i_leak], p_inf[: i_leak], rtol=0, atol=0)
+    assert leak[s_grid == 1e4].item() >= 0.5  # measured 0.75: the mask failed
+    if device == "cpu":
+        assert torch.equal(leak > 0, model)  # the model predicts the scan exactly
+        # measured on CPU, torch 2.13: float32 9897, bfloat16 9889, float16 9980
+        assert first[dt] == {torch.float32: 9897.0, torch.bfloat16: 9889.0,
+                             torch.float16: 9980.0}[dt]
+    else:  # not measured in FACTS.md: only what any kernel must do
+        assert (leak[s_grid <= 9700] == 0).all()
+
+# %%
+# The figure shows the scan. The float32 leak starts at ``exp(-103)``, its smallest
+# subnormal; float16's weights cannot be smaller than ``2**-24``, so the leak appears
+# only ``16`` below ``1e4``; bfloat16 rounds ``s`` to steps of 64 and ``-1e4`` to
+# ``-9984``, so it leaks first.
+import matplotlib.pyplot as plt
+
+fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
+for dt in DTYPES:
+    ax.semilogy(s_grid, leaks[dt].clamp_min(1e-46), label=f"{dt}".replace("torch.", ""))
+ax.axvline(1e4, color="gray", lw=0.8, ls="--")
+ax.set_xlabel("logit s of the masked keys (kept key at 0), mask -1e4 added")
+ax.set_ylabel("weight on masked keys")
+ax.set_ylim(1e-46, 2)
+ax.legend()
+ax.set_title("-1e4 masks exactly until masked logits come within ~100 of 1e4")
+plt.show()
+
+# %%
+# A fully masked row
+# ------------------
+# A query whose every key is masked (a padding query, a window with nothing in it) has
+# no valid softmax. With ``-inf`` the naive softmax computes ``exp(-inf - (-inf))``:
+# NaN, and so does ``torch.softmax``. With ``finfo.min`` every logit rounds to the same
+# number (the logits here are below 16 in size), so the row is uniform: the query
+# returns the mean of ``v``. Row 3 of this batch is fully masked.
+B, Nh, Dh = 1, 2, 8
+g = torch.Generator().manual_seed(2)
+q64, k64, v64 = (torch.randn(B, Nh, L, Dh, generator=g, dtype=torch.float64)
+                 for _ in range(3))  # each (B, Nh, L, Dh)
+q64 = 3 * q64  # sharp rows: the unmasked output is far from the mean of v
+q64, k64, v64 = q64.to(device), k64.to(device), v64.to(device)
+dead = 3  # the fully masked query
+keep_full = keep.clone()
+keep_full[dead] = False  # (L, L)
+
+
+def naive_attention(q, k, v, keep, value):
+    """softmax(q k^T / sqrt(Dh) + mask) v, all in q's dtype; q, k, v (B, Nh, L, Dh)."""
+    z = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5  # (B, Nh, L, L)
+    z = z.masked_fill(~keep, value)
+    m = z.amax(dim=-1, keepdim=True)
+    e = torch.exp(z - m)
+    return (e / e.sum(dim=-1, keepdim=True)) @ v  # (B, Nh, L, Dh)
+
+
+import torch.nn.functional as F
+
+for dt in DTYPES:
+    q, k, v = q64.to(dt), k64.to(dt), v64.to(dt)
+    z = (q @ k.transpose(-2, -1) / Dh ** 0.5).masked_fill(~keep_full, float("-inf"))
+    naive = naive_attention(q, k, v, keep_full, float("-inf"))
+    soft = torch.softmax(z, dim=-1)
+    print(f"{str(dt):15s} -inf: naive row NaN {naive[..., dead, :].isnan().all().item()}, "
+          f"torch.softmax row NaN {soft[..., dead, :].isnan().all().item()}")
+    assert naive[..., dead, :].isnan().all() and soft[..., dead, :].isnan().all()
+    assert not naive[..., :dead, :].isnan().any()  # only that row
+
+# %%
+# With ``finfo.min`` the naive row is the mean of ``v``: its weights are exactly ``1/L``
+# and the reference is ``v``'s mean in float64, rounded once (default tolerances for
+# the dtype).
+for dt in LOW:
+    q, k, v = q64.to(dt), k64.to(dt), v64.to(dt)
+    naive = naive_attention(q, k, v, keep_full, torch.finfo(dt).min)
+    mean_v = v.double().mean(dim=-2).to(dt)  # (B, Nh, Dh), of the 16-bit v
+    err = (naive[..., dead, :].double() - v.double().mean(dim=-2)).abs().max().item()
+    print(f"{str(dt):15s} finfo.min: naive row - mean of v: {err:.1e}")
+    torch.testing.assert_close(naive[..., dead, :], mean_v)
+
+# %%
+# ``scaled_dot_product_attention`` with a boolean mask that masks a whole row returns
+# **zeros** for that row on CPU (torch 2.13, float32, bfloat16 and float16 alike; also
+# with an additive ``-inf`` mask). On CUDA this is not measured in FACTS.md: the page
+# prints the row there and asserts only the other rows. The common fix for one's own
+# code gives the same zeros: ``torch.nan_to_num`` on the weights, or ``torch.where`` on
+# the rows that keep a key; neither touches the other rows. SDPA's other rows are judged
+# as FlashAttention's tests judge a kernel: against float64 (each row over its kept keys
+# only, no mask), its error at most twice the naive computation's in the same dtype
+# (a kernel may round at other places than the naive code, not at many more).
+
+
+def kept_attention64(q, k, v, keep):
+    """float64, row by row over the kept keys only; zeros where a row keeps none."""
+    q, k, v = q.double(), k.double(), v.double()  # each (B, Nh, L, Dh)
+    out = torch.zeros_like(q)
+    for i in range(q.shape[-2]):
+        idx = keep[i].nonzero()[:, 0]  # the keys query i may see
+        if len(idx):
+            z = q[..., i : i + 1, :] @ k[..., idx, :].transpose(-2, -1) / Dh ** 0.5
+            out[..., i, :] = (torch.softmax(z, dim=-1) @ v[..., idx, :])[..., 0, :]
+    return out
+
+
+live = keep_full.any(dim=-1)  # (L,), rows that keep a key
+for dt in DTYPES:
+    q, k, v = q64.to(dt), k64.to(dt), v64.to(dt)
+    ref64 = kept_attention64(q, k, v, keep_full)  # (B, Nh, L, Dh)
+    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=keep_full)
+    add_inf = torch.zeros(L, L, dtype=dt, device=device).masked_fill(~keep_full,
+                                                                      float("-inf"))
+    sdpa_inf = F.scaled_dot_product_attention(q, k, v, attn_mask=add_inf)
+    z = (q @ k.transpose(-2, -1) / Dh ** 0.5).masked_fill(~keep_full, float("-inf"))
+    w = torch.softmax(z, dim=-1)  # (B, Nh, L, L), row `dead` is NaN
+    fixed_nan = torch.nan_to_num(w, nan=0.0) @ v  # (B, Nh, L, Dh)
+    fixed_where = torch.where(live[:, None], w, 0.0) @ v
+    naive_err = (fixed_nan - ref64).abs().max().item()
+    sdpa_err = (sdpa[..., live, :] - ref64[..., live, :]).abs().max().item()
+    print(f"{str(dt)[6:]:9s} SDPA row {dead}: {sdpa[0, 0, dead, :3].tolist()} ... "
+          f"({device}); other rows: SDPA err {sdpa_err:.1e}, naive {naive_err:.1e}")
+    assert (fixed_nan[..., dead, :] == 0).all()
+    torch.testing.assert_close(fixed_nan[..., live, :], (w @ v)[..., live, :],
+                               rtol=0, atol=0)  # the fix leaves the other rows alone
+    torch.testing.assert_close(fixed_where, fixed_nan, rtol=0, atol=0)
+    torch.testing.assert_close(sdpa[..., live, :], ref64.to(dt)[..., live, :],
+                               rtol=0, atol=2 * naive_err)  # the error model above
+    if device == "cpu":  # measured on CPU, torch 2.13: the row is exactly 0
+        torch.testing.assert_close(sdpa[..., dead, :], fixed_nan[..., dead, :],
+                                   rtol=0, atol=0)
+        assert (sdpa_inf[..., dead, :] == 0).all()
+
+# %%
+# SDPA with an additive ``finfo.min`` mask, on CPU: in bfloat16 the row is uniform (the
+# mean of ``v``, as in the naive code), but in float16 the kernel adds the mask in
+# float32, where ``-65504`` is just a constant shift: the fully masked query attends as
+# if **unmasked**. Measured on CPU with torch 2.13; on CUDA not measured in FACTS.md,
+# printed only. Error model for float16: float32's spacing at ``65504`` is ``2**-8``,
+# so each shifted logit moves by up to ``2**-9`` and the output row by up to
+# ``2 * 2**-9 * max|v|``, plus one float16 rounding of the output.
+for dt in LOW:
+    q, k, v = q64.to(dt), k64.to(dt), v64.to(dt)
+    add = torch.zeros(L, L, dtype=dt, device=device).masked_fill(~keep_full,
+                                                                  torch.finfo(dt).min)
+    row = F.scaled_dot_product_attention(q, k, v, attn_mask=add)[..., dead, :]
+    mean_v = v.double().mean(dim=-2)  # (B, Nh, Dh)
+    free = F.scaled_dot_product_attention(q.double(), k.double(),
+                                          v.double())[..., dead, :]  # unmasked, f64
+    to_mean = (row.double() - mean_v).abs().max().item()
+    to_free = (row.double() - free).abs().max().item()
+    print(f"{str(dt):15s} SDPA, finfo.min: row - mean of v {to_mean:.1e}, "
+          f"row - unmasked {to_free:.1e}")
+    if device == "cpu" and dt == torch.bfloat16:
+        torch.testing.assert_close(row, mean_v.to(dt))
+        assert to_free > 0.1  # measured 1.2e+00
+    elif device == "cpu":
+        bound = 2 * 2**-9 * v.abs().max().item()
+        torch.testing.assert_close(row, free.to(dt), rtol=torch.finfo(dt).eps,
+                                   atol=bound)  # the error model above
+        assert to_mean > 0.1  # measured 1.2e+00
