@@ -50,15 +50,15 @@ try:
     torch.zeros(2, dtype=torch.float16, device=device).masked_fill(
         torch.tensor([True, False], device=device), -1e9)
 except RuntimeError as err:
-    print(f"float16 masked_fill(-1e9): RuntimeError: {err}")
+    print(f"float16 masked_fill(-1e9): RuntimeError:\n    {err}")
 else:
     raise AssertionError("expected masked_fill(-1e9) to refuse float16")
 
 # %%
 # ``finfo.min`` plus a logit
 # --------------------------
-# Hugging Face fills masked logits with ``finfo(dtype).min``. Whatever is then *added* to
-# it is rounded at ``finfo.min``'s spacing: ``2**5 = 32`` in float16, so a logit of
+# Hugging Face fills masked logits with ``finfo(dtype).min``. Whatever is then *added*
+# to it is rounded at ``finfo.min``'s spacing: ``2**5 = 32`` in float16, so a logit of
 # ``-16`` or less pushes it to ``-inf`` and one of ``+16`` moves it to ``-65472``. In
 # bfloat16 and float32 the spacing there is ``2**120`` and ``2**104``: any real logit
 # vanishes. Two masks added together (causal + padding) overflow in every dtype.
@@ -69,8 +69,8 @@ for dt in DTYPES:
     m = torch.tensor(fi.min, dtype=dt, device=device)
     spacing = fi.eps * 2.0 ** math.floor(math.log2(fi.max))  # one ulp at finfo.min
     got = {z: (m + z).item() for z in (-16.0, -15.0, 16.0)}
-    print(f"{str(dt)[6:]:9s} ulp at min {spacing:.1e}: min-16 {got[-16.0]:.4g}, "
-          f"min-15 {got[-15.0]:.4g}, min+16 {got[16.0]:.4g}, min+min {(m + m).item()}")
+    print(f"{str(dt)[6:]:9s} ulp at min {spacing:.0e}: min-16 {got[-16.0]:.3g}, "
+          f"min-15 {got[-15.0]:.3g}, min+16 {got[16.0]:.5g}, 2 min {(m + m).item()}")
     assert (m + m).isinf()  # two finfo.min masks added: -inf in every dtype
     if dt == torch.float16:
         assert spacing == 32 and got[-16.0] == float("-inf") and got[-15.0] == fi.min
@@ -130,7 +130,8 @@ for dt in LOW:
     z = z64.to(dt)
     p_inf = masked_softmax(z, keep, float("-inf"))
     for value in (torch.finfo(dt).min, -1e4):
-        torch.testing.assert_close(masked_softmax(z, keep, value), p_inf, rtol=0, atol=0)
+        p = masked_softmax(z, keep, value)
+        torch.testing.assert_close(p, p_inf, rtol=0, atol=0)
     p_1e9 = masked_softmax(z, keep, -1e9)
     torch.testing.assert_close(p_1e9, p_inf, rtol=0, atol=0)  # f16: -1e9 *is* -inf
 print("finfo.min, -1e4, -1e9 masks: bit-equal to the -inf mask in bfloat16 and float16")
@@ -161,7 +162,7 @@ for dt in DTYPES:
     i_kept = int((p[:, 0] != 1).nonzero()[0])
     first[dt] = s_grid[i_leak].item()
     print(f"{str(dt)[6:]:9s} masked weight > 0 from s = {s_grid[i_leak]:.0f} "
-          f"({leak[i_leak]:.1e}), kept weight < 1 from s = {s_grid[i_kept]:.0f}, "
+          f"({leak[i_leak]:.1e}), kept < 1 from {s_grid[i_kept]:.0f}, "
           f"at 1e4: {leak[s_grid == 1e4].item():.2f}")
     torch.testing.assert_close(p[: i_leak], p_inf[: i_leak], rtol=0, atol=0)
     assert leak[s_grid == 1e4].item() >= 0.5  # measured 0.75: the mask failed
@@ -226,8 +227,8 @@ for dt in DTYPES:
     z = (q @ k.transpose(-2, -1) / Dh ** 0.5).masked_fill(~keep_full, float("-inf"))
     naive = naive_attention(q, k, v, keep_full, float("-inf"))
     soft = torch.softmax(z, dim=-1)
-    print(f"{str(dt):15s} -inf: naive row NaN {naive[..., dead, :].isnan().all().item()}, "
-          f"torch.softmax row NaN {soft[..., dead, :].isnan().all().item()}")
+    print(f"{str(dt):15s} -inf: naive row NaN {naive[..., dead, :].isnan().all()}, "
+          f"torch.softmax row NaN {soft[..., dead, :].isnan().all()}")
     assert naive[..., dead, :].isnan().all() and soft[..., dead, :].isnan().all()
     assert not naive[..., :dead, :].isnan().any()  # only that row
 
@@ -282,7 +283,7 @@ for dt in DTYPES:
     naive_err = (fixed_nan - ref64).abs().max().item()
     sdpa_err = (sdpa[..., live, :] - ref64[..., live, :]).abs().max().item()
     print(f"{str(dt)[6:]:9s} SDPA row {dead}: {sdpa[0, 0, dead, :3].tolist()} ... "
-          f"({device}); other rows: SDPA err {sdpa_err:.1e}, naive {naive_err:.1e}")
+          f"({device}); others: SDPA err {sdpa_err:.1e}, naive {naive_err:.1e}")
     assert (fixed_nan[..., dead, :] == 0).all()
     torch.testing.assert_close(fixed_nan[..., live, :], (w @ v)[..., live, :],
                                rtol=0, atol=0)  # the fix leaves the other rows alone
@@ -322,3 +323,125 @@ for dt in LOW:
         torch.testing.assert_close(row, free.to(dt), rtol=torch.finfo(dt).eps,
                                    atol=bound)  # the error model above
         assert to_mean > 0.1  # measured 1.2e+00
+
+# %%
+# Unscaled ``q @ k.T`` overflows float16
+# --------------------------------------
+# With constant entries ``a`` every logit is ``Dh * a**2``. float16 rounds to ``inf``
+# from ``65504 + 16`` on (half the spacing ``32`` above its largest number), so the
+# unscaled logits overflow exactly when ``Dh * a**2 >= 65520``: from ``a = 32`` at
+# ``Dh = 64``, ``a = 22.6`` at ``Dh = 128``. On CPU the matmul accumulates in float32
+# and rounds once, and the prediction holds at every point of the scan; on any device
+# logits at half the limit are finite and at twice the limit are ``inf``.
+f16 = torch.finfo(torch.float16)
+limit = f16.max + f16.eps * 2.0 ** math.floor(math.log2(f16.max)) / 2  # 65520
+a_grid = torch.arange(8.0, 64.0, 0.125, device=device).half()  # exact in float16, (A,)
+for Dh in (32, 64, 128, 256):
+    qa = a_grid[:, None].expand(-1, Dh)  # (A, Dh): row j is a_j * ones(Dh)
+    logits = (qa[:, None, :] @ qa[:, :, None]).flatten()  # (A,): Dh * a_j**2
+    exact = Dh * a_grid.double() ** 2
+    pred = exact >= limit
+    a_first = a_grid[logits.isinf()][0].item()
+    print(f"Dh = {Dh:3d}: logits inf from a = {a_first:6.3f}; "
+          f"sqrt(65520 / Dh) = {math.sqrt(limit / Dh):6.3f}")
+    assert logits[exact <= limit / 2].isfinite().all()
+    assert logits[exact >= 2 * limit].isinf().all()
+    if device == "cpu":
+        assert torch.equal(logits.isinf(), pred)  # exactly the finfo prediction
+
+# %%
+# Attention with such queries and keys (``Dh = 64``, entries about 33, a little noise
+# so that the keys differ): unscaled, float16's logits are ``inf`` and the softmax is
+# NaN; dividing ``q`` by ``sqrt(Dh) = 8`` first keeps every logit near ``8712``,
+# finite. bfloat16 has float32's range: nothing overflows, and since the scale is a
+# power of two, scaling before or after the matmul gives the same bits. Finite is not
+# accurate: at ``8712`` float16's spacing is 8 and bfloat16's 64, far above the logits'
+# spread (about 2), so the naive 16-bit softmax is wrong either way. SDPA on CPU
+# computes the logits in float32; its error model against float64: the weights and
+# the output rounded once each to the dtype, ``|sdpa - ref| <= eps * max|v|`` (float32's
+# logit rounding at 8712, ``2**-11``, adds ten times less). On CUDA, not measured in
+# FACTS.md for such inputs: printed, and only finiteness asserted.
+Dh, L2 = 64, 16
+g = torch.Generator().manual_seed(3)
+qo64 = (33 + 0.05 * torch.randn(1, 1, L2, Dh, generator=g, dtype=torch.float64))
+ko64 = (33 + 0.05 * torch.randn(1, 1, L2, Dh, generator=g, dtype=torch.float64))
+vo64 = torch.randn(1, 1, L2, Dh, generator=g, dtype=torch.float64)
+qo64, ko64, vo64 = qo64.to(device), ko64.to(device), vo64.to(device)
+for dt in LOW:
+    q, k, v = qo64.to(dt), ko64.to(dt), vo64.to(dt)  # each (1, 1, L2, Dh)
+    after = torch.softmax(q @ k.transpose(-2, -1) / 8, dim=-1) @ v  # scale after
+    first = torch.softmax((q / 8) @ k.transpose(-2, -1), dim=-1) @ v  # scale first
+    sdpa = F.scaled_dot_product_attention(q, k, v)  # (1, 1, L2, Dh)
+    ref64 = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
+    naive_err = (first.double() - ref64).abs().max().item()
+    sdpa_err = (sdpa.double() - ref64).abs().max().item()
+    print(f"{str(dt)[6:]:9s} scale after: NaN {after.isnan().all().item()}; "
+          f"scale first: finite, err {naive_err:.1e}; SDPA err {sdpa_err:.1e}")
+    assert first.isfinite().all() and sdpa.isfinite().all()
+    assert naive_err > 0.1  # measured 4.5e-01 (bfloat16), 1.9e+00 (float16)
+    if device == "cpu":
+        torch.testing.assert_close(sdpa, ref64.to(dt), rtol=0,
+                                   atol=torch.finfo(dt).eps * v.abs().max().item())
+    if dt == torch.float16:
+        assert after.isnan().all()  # every logit inf: inf - inf
+    else:
+        torch.testing.assert_close(after, first, rtol=0, atol=0)  # same bits
+
+# %%
+# What bfloat16 pays instead: precision
+# -------------------------------------
+# Softmax is shift-invariant, so ``softmax(M + u)`` is ``softmax(u)`` for any offset
+# ``M``; but rounding ``M + u`` to the dtype moves each logit by up to half a spacing at
+# ``M``, ``M * 2**-8`` in bfloat16, ``M * 2**-11`` in float16. The softmax's Jacobian
+# has row sums ``2 p (1 - p) <= 1/2``, so the weights move by at most half the largest
+# logit error ``delta``. Error model for each dtype:
+# ``max|p - p64| <= delta / 2 + 4 eps``
+# (the ``4 eps`` for ``exp``, sum, division and the output's rounding). float16 turns
+# to ``inf`` (NaN weights) above ``65504``. Three seeds, 64 keys.
+M_grid = torch.logspace(0, 5, 31, dtype=torch.float64)  # offsets 1 .. 1e5
+errors = {dt: torch.full((3, len(M_grid)), float("nan")) for dt in DTYPES}
+for seed in range(3):
+    u = torch.randn(64, generator=torch.Generator().manual_seed(10 + seed),
+                    dtype=torch.float64).to(device)  # (64,)
+    p64 = torch.softmax(u, dim=-1)  # exact: the shift changes nothing
+    for j, M in enumerate(M_grid.tolist()):
+        for dt in DTYPES:
+            z = (M + u).to(dt)
+            p = torch.softmax(z, dim=-1)
+            if dt == torch.float16 and M + u.max().item() >= limit:
+                assert p.isnan().all()  # logits inf: inf - inf
+                continue
+            delta = (z.double() - (M + u)).abs().max().item()
+            errors[dt][seed, j] = (p.double() - p64).abs().max().item()
+            torch.testing.assert_close(p, p64.to(dt), rtol=0,
+                                       atol=delta / 2 + 4 * torch.finfo(dt).eps)
+worst = {dt: errors[dt].nan_to_num(0).amax(dim=0) for dt in DTYPES}  # (31,)
+at = {M: int((M_grid - M).abs().argmin()) for M in (1.0, 1e3, 1e4)}
+for dt in DTYPES:
+    print(f"{str(dt)[6:]:9s} max|p - p64| at M = 1: {worst[dt][at[1.0]]:.1e}, "
+          f"1e3: {worst[dt][at[1e3]]:.1e}, 1e4: {worst[dt][at[1e4]]:.1e}")
+assert worst[torch.bfloat16][at[1e3]] > 0.1  # measured 4.0e-01: weights are wrong
+assert worst[torch.float16][at[1e3]] < 0.1 < worst[torch.float16][at[1e4]]
+assert worst[torch.float32][at[1e4]] < 1e-3  # measured 5.1e-05
+
+# %%
+# The figure: the worst of the three seeds per offset. float16 stops at ``65504``.
+fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
+for dt in DTYPES:
+    ax.loglog(M_grid, worst[dt].clamp_min(1e-9), "o-", ms=3,
+              label=str(dt).replace("torch.", ""))
+ax.axvline(f16.max, color="gray", lw=0.8, ls="--")
+ax.text(f16.max * 0.9, 1e-8, "float16 max", ha="right", color="gray")
+ax.set_xlabel("logit magnitude M (logits M + u, u ~ N(0, 1))")
+ax.set_ylabel("max |softmax - float64|")
+ax.legend()
+ax.set_title("Softmax error grows with the logits' magnitude: bfloat16 is wrong "
+             "by M = 1e3")
+plt.show()
+
+# %%
+# References
+# ----------
+# ``torch.finfo``, ``torch.softmax``, ``torch.nan_to_num``, ``torch.where``,
+# ``torch.Tensor.masked_fill``,
+# ``torch.nn.functional.scaled_dot_product_attention`` (``attn_mask``).
