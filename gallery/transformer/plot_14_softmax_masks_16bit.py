@@ -69,8 +69,9 @@ for dt in DTYPES:
     m = torch.tensor(fi.min, dtype=dt, device=device)
     spacing = fi.eps * 2.0 ** math.floor(math.log2(fi.max))  # one ulp at finfo.min
     got = {z: (m + z).item() for z in (-16.0, -15.0, 16.0)}
-    print(f"{str(dt)[6:]:9s} ulp at min {spacing:.0e}: min-16 {got[-16.0]:.3g}, "
-          f"min-15 {got[-15.0]:.3g}, min+16 {got[16.0]:.5g}, 2 min {(m + m).item()}")
+    named = {z: "min" if x == fi.min else f"{x:g}" for z, x in got.items()}
+    print(f"{str(dt)[6:]:9s} ulp at min {spacing:.0e}: min-16 -> {named[-16.0]}, "
+          f"min-15 -> {named[-15.0]}, min+16 -> {named[16.0]}, 2 min -> {m + m:g}")
     assert (m + m).isinf()  # two finfo.min masks added: -inf in every dtype
     if dt == torch.float16:
         assert spacing == 32 and got[-16.0] == float("-inf") and got[-15.0] == fi.min
