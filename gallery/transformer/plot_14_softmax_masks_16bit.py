@@ -70,7 +70,7 @@ for dt in DTYPES:
     spacing = fi.eps * 2.0 ** math.floor(math.log2(fi.max))  # one ulp at finfo.min
     got = {z: (m + z).item() for z in (-16.0, -15.0, 16.0)}
     named = {z: "min" if x == fi.min else f"{x:g}" for z, x in got.items()}
-    print(f"{str(dt)[6:]:9s} ulp at min {spacing:.0e}: min-16 -> {named[-16.0]}, "
+    print(f"{str(dt)[6:]:9s} ulp(min) {spacing:.0e}: min-16 -> {named[-16.0]}, "
           f"min-15 -> {named[-15.0]}, min+16 -> {named[16.0]}, 2 min -> {m + m:g}")
     assert (m + m).isinf()  # two finfo.min masks added: -inf in every dtype
     if dt == torch.float16:
