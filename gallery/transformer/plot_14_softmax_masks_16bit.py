@@ -416,7 +416,7 @@ for seed in range(3):
             errors[dt][seed, j] = (p.double() - p64).abs().max().item()
             torch.testing.assert_close(p, p64.to(dt), rtol=0,
                                        atol=delta / 2 + 4 * torch.finfo(dt).eps)
-worst = {dt: errors[dt].nan_to_num(0).amax(dim=0) for dt in DTYPES}  # (31,)
+worst = {dt: errors[dt].amax(dim=0) for dt in DTYPES}  # (31,), NaN: float16 is inf
 at = {M: int((M_grid - M).abs().argmin()) for M in (1.0, 1e3, 1e4)}
 for dt in DTYPES:
     print(f"{str(dt)[6:]:9s} max|p - p64| at M = 1: {worst[dt][at[1.0]]:.1e}, "
@@ -429,15 +429,14 @@ assert worst[torch.float32][at[1e4]] < 1e-3  # measured 5.1e-05
 # The figure: the worst of the three seeds per offset. float16 stops at ``65504``.
 fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
 for dt in DTYPES:
-    ax.loglog(M_grid, worst[dt].clamp_min(1e-9), "o-", ms=3,
+    ax.loglog(M_grid, worst[dt], "o-", ms=3,
               label=str(dt).replace("torch.", ""))
 ax.axvline(f16.max, color="gray", lw=0.8, ls="--")
 ax.text(f16.max * 0.9, 1e-8, "float16 max", ha="right", color="gray")
 ax.set_xlabel("logit magnitude M (logits M + u, u ~ N(0, 1))")
 ax.set_ylabel("max |softmax - float64|")
 ax.legend()
-ax.set_title("Softmax error grows with the logits' magnitude: bfloat16 is wrong "
-             "by M = 1e3")
+ax.set_title("Softmax error grows with logit magnitude; bfloat16's is 0.4 at 1e3")
 plt.show()
 
 # %%
