@@ -364,11 +364,13 @@ for Dh in (32, 64, 128, 256, 455):
 # finite. bfloat16 has float32's range: nothing overflows, and since the scale is a
 # power of two, scaling before or after the matmul gives the same bits. Finite is not
 # accurate: at ``8712`` float16's spacing is 8 and bfloat16's 64, far above the logits'
-# spread (about 2), so the naive 16-bit softmax is wrong either way. SDPA on CPU
+# spread (about 2), so the naive 16-bit softmax is wrong either way: it is the exact
+# attention of its rounded logits, far from that of the true ones. SDPA on CPU
 # computes the logits in float32; its error model against float64: the weights and
 # the output rounded once each to the dtype, ``|sdpa - ref| <= eps * max|v|`` (float32's
-# logit rounding at 8712, ``2**-11``, adds ten times less). On CUDA, not measured in
-# FACTS.md for such inputs: printed, and only finiteness asserted.
+# logit rounding at 8712, ``2**-11``, adds ten times less); the same bound holds
+# between the naive result and the exact attention of its rounded logits. On CUDA, not
+# measured in FACTS.md for such inputs: printed, and only finiteness asserted.
 Dh, L2 = 64, 16
 g = torch.Generator().manual_seed(3)
 qo64 = (33 + 0.05 * torch.randn(1, 1, L2, Dh, generator=g, dtype=torch.float64))
@@ -389,7 +391,10 @@ for dt in LOW:
           f"scale first: finite, err {naive_err:.1e}; SDPA err {sdpa_err:.1e}")
     assert first.isfinite().all() and sdpa.isfinite().all()
     assert naive_err > 0.1  # measured 4.5e-01 (bfloat16), 1.9e+00 (float16)
+    of_rounded = torch.softmax(z_first.double(), dim=-1) @ v.double()  # (1,1,L2,Dh)
     if device == "cpu":
+        torch.testing.assert_close(first, of_rounded.to(dt), rtol=0,
+                                   atol=torch.finfo(dt).eps * v.abs().max().item())
         torch.testing.assert_close(sdpa, ref64.to(dt), rtol=0,
                                    atol=torch.finfo(dt).eps * v.abs().max().item())
     if dt == torch.float16:
