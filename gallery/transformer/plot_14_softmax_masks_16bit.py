@@ -337,14 +337,15 @@ for dt in LOW:
 # from ``65504 + 16`` on (half the spacing ``32`` above its largest number), so the
 # unscaled logits overflow exactly when ``Dh * a**2 >= 65520``: from ``a = 32`` at
 # ``Dh = 64``, ``a = 22.6`` at ``Dh = 128``. ``Dh = 455`` puts the exact tie
-# ``455 * 12**2 = 65520`` on the scan: it rounds to even, that is to ``inf``. On CPU the
-# matmul accumulates in float32 and rounds once, and the prediction holds at every point
-# of the scan; on any device logits at half the limit are finite and at twice the limit
-# are ``inf``.
+# ``455 * 12**2 = 65520`` on the scan: it rounds to even, that is to ``inf``.
+# ``Dh = 554`` puts ``554 * 10.875**2 = 65519.16`` there, above 65504 and rounded down
+# to it. On CPU the matmul accumulates in float32 and rounds once, and the prediction
+# holds at every point of the scan; on any device logits at half the limit are finite
+# and at twice the limit are ``inf``.
 f16 = torch.finfo(torch.float16)
 limit = f16.max + f16.eps * 2.0 ** math.floor(math.log2(f16.max)) / 2  # 65520
 a_grid = torch.arange(8.0, 64.0, 0.125, device=device).half()  # exact in float16, (A,)
-for Dh in (32, 64, 128, 256, 455):
+for Dh in (32, 64, 128, 256, 455, 554):
     qa = a_grid[:, None].expand(-1, Dh)  # (A, Dh): row j is a_j * ones(Dh)
     logits = (qa[:, None, :] @ qa[:, :, None]).flatten()  # (A,): Dh * a_j**2
     exact = Dh * a_grid.double() ** 2
