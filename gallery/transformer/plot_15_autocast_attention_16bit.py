@@ -99,20 +99,29 @@ if device == "cuda":  # H100, torch 2.11, bfloat16 on a bfloat16 input
 # %%
 # autocast is "cast the inputs, run the op"
 # -----------------------------------------
-# Each output equals the same op run outside autocast on inputs cast by hand: to the
-# 16-bit dtype for the lower-precision list (the float32 weight and bias too), to
-# float32 for CUDA's float32 list, and not at all for the rest. Bit for bit
-# (``rtol=0, atol=0``): autocast adds a cast and nothing else.
+# Each output equals the same op, written out again below, run outside autocast on
+# inputs cast by hand: to the 16-bit dtype for the lower-precision list (the float32
+# weight and bias too), to float32 for CUDA's float32 list, and not at all for the
+# rest. Bit for bit (``rtol=0, atol=0``): autocast adds a cast and nothing else.
+PLAIN = {  # name -> the op on (x, its parameters), outside autocast
+    "matmul": torch.matmul,
+    "linear": F.linear,
+    "sdpa": lambda t: F.scaled_dot_product_attention(t[None], t[None], t[None]),
+    "softmax": lambda t: torch.softmax(t, dim=1),  # (L, D): over the D channels
+    "layer_norm": lambda t, g, b: F.layer_norm(t, [D], weight=g, bias=b),
+    "rms_norm": lambda t: F.rms_norm(t, [D]),
+    "gelu": F.gelu,
+}
 for dt in DTYPES:
     x16 = x32.to(dt)  # (L, D)
     for name in LOWER:
         args = [t.to(dt) for t in PARAMS.get(name, ())]
         for given, t in [("float32", x32), ("16-bit", x16)]:
-            by_hand = OPS[name](t.to(dt), *args)
+            by_hand = PLAIN[name](t.to(dt), *args)
             torch.testing.assert_close(out[dt, given, name], by_hand, rtol=0, atol=0)
     for name in set(OPS) - set(LOWER):
         cast = torch.float32 if device == "cuda" and name in FLOAT32_ON_CUDA else dt
-        by_hand = OPS[name](x16.to(cast), *PARAMS.get(name, ()))
+        by_hand = PLAIN[name](x16.to(cast), *PARAMS.get(name, ()))
         torch.testing.assert_close(out[dt, "16-bit", name], by_hand, rtol=0, atol=0)
 print("every autocast output equals the op on inputs cast by hand, bit for bit")
 
@@ -190,14 +199,16 @@ for dt in DTYPES:
     assert y.dtype == torch.float32 and branches[0].dtype == branches[1].dtype == dt
 
 # %%
-# The branches, computed by hand. The same weights, each ``Linear`` and ``einsum`` fed
+# The block, computed by hand. The same weights, each ``Linear`` and ``einsum`` fed
 # tensors cast to the dtype, the LayerNorms and (on CUDA) the softmax in float32,
-# written without the class. Both branches equal autocast's, bit for bit.
-P = {name: p.detach() for name, p in block.named_parameters()}
+# written without the class. Both branches and the block's output equal autocast's,
+# bit for bit. (On CPU the softmax's dtype cannot be seen here: its 16-bit kernel
+# computes in float32 and rounds once, so float32-then-round gives the same bits.)
+P = dict(block.named_parameters())  # name -> parameter
 
 
 def by_hand(x, dt):
-    """autocast's pre-LN block, cast by cast; x (B, L, D) float32."""
+    """autocast's pre-LN block, cast by cast; x (B, L, D) float32; 3 x (B, L, D)."""
     B, L, D = x.shape
     Dh = D // Nh
     soft = torch.float32 if device == "cuda" else dt  # the dtype softmax runs in
@@ -213,17 +224,22 @@ def by_hand(x, dt):
     h = x + att  # float32: the residual stream
     c = F.layer_norm(h, (D,), P["ln_2.weight"], P["ln_2.bias"]).to(dt)
     m = F.gelu(F.linear(c, P["fc.weight"].to(dt), P["fc.bias"].to(dt)))
-    return att, F.linear(m, P["proj.weight"].to(dt), P["proj.bias"].to(dt))
+    mlp = F.linear(m, P["proj.weight"].to(dt), P["proj.bias"].to(dt))  # (B, L, D), dt
+    return att, mlp, h + mlp  # the branches and the block's output (float32)
 
 
 for dt in DTYPES:
     with torch.no_grad(), torch.autocast(device, dtype=dt):
         att = block.attn(block.ln_1(x))  # (B, L, D)
         mlp = block.mlp(block.ln_2(x + att))  # (B, L, D)
-    hand_att, hand_mlp = by_hand(x, dt)
+        y = block(x)  # (B, L, D) float32
+    with torch.no_grad():  # outside autocast
+        hand_att, hand_mlp, hand_y = by_hand(x, dt)
     torch.testing.assert_close(att, hand_att, rtol=0, atol=0)
     torch.testing.assert_close(mlp, hand_mlp, rtol=0, atol=0)
-print("both branches under autocast equal the hand-cast ones, bit for bit")
+    torch.testing.assert_close(y, hand_y, rtol=0, atol=0)  # float32
+print("both branches and the block under autocast equal the hand-cast ones, bit "
+      "for bit")
 
 # %%
 # What autocast buys: the block's error against float64 (the same weights and input in
@@ -287,12 +303,11 @@ HEADS = [16, 64, 128]
 
 def formula(q, k, v, causal=False, bias=None):
     """softmax(q k^T / sqrt(Dh) + bias) v, masked if causal; (B, Nh, L, Dh)."""
-    L = q.size(-2)
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))  # (B, Nh, L, L)
     if bias is not None:
         scores = scores + bias
     if causal:
-        future = torch.ones(L, L, dtype=torch.bool, device=q.device).triu(1)
+        future = torch.ones_like(scores, dtype=torch.bool).triu(1)  # key after query
         scores = scores.masked_fill(future, float("-inf"))
     return scores.softmax(dim=-1) @ v
 
@@ -372,7 +387,7 @@ for dt in DTYPES:
     print(f"{short[dt]:9s} v ~ N(0, 1): {100 * min(share):.1f} to "
           f"{100 * max(share):.1f} % of the entries fail the defaults; "
           f"v in [1, 2): none")
-    assert min(share) > 0.01  # measured on CPU: 4.3 to 7.7 % fail, every case
+    assert all(0.02 < f < 0.15 for f in share)  # measured on CPU: 4.3 to 7.7 %
 
 # %%
 # Each backend forced, on CUDA
