@@ -488,7 +488,8 @@ ax.bar([p - 0.2 for p in pos], [err[c + ("kernel",)] for c in cases], 0.4,
 ax.bar([p + 0.2 for p in pos], [err[c + ("naive",)] for c in cases], 0.4,
        label="naive, step by step in 16 bits")
 ax.set_yscale("log")
-ax.set_xticks(pos, [f"{short[dt][:4]}\n{Dh}\n{'causal' if c else 'none'}"
+tick = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+ax.set_xticks(pos, [f"{tick[dt]}\n{Dh}\n{'causal' if c else 'none'}"
                     for dt, Dh, c in cases], fontsize="small")
 ax.set_ylabel("max |out - float64|")
 ax.set_xlabel("dtype / head size Dh / mask")
