@@ -409,11 +409,12 @@ for dt in DTYPES:
     ref = x.double().var(1, correction=0)
     one = (x * x).mean(1) - x.mean(1) ** 2  # in dt
     tv = torch.var(x, 1, correction=0)
-    e_one = ((one.double() - ref) / ref).abs().max().item()
+    rel_one = ((one.double() - ref) / ref).abs()  # (R,)
     e_tv = ((tv.double() - ref) / ref).abs().max().item()
-    print(f"{str(dt):15s} mean 100: rel. error one-pass {e_one:.1e}, "
+    print(f"{str(dt):15s} mean 100: rel. error one-pass {rel_one.min().item():.1e} "
+          f"to {rel_one.max().item():.1e}, "
           f"torch.var {e_tv:.1e}")
-    assert e_one >= 0.5  # measured: bfloat16 1.0 (returns 0), float16 9.7
+    assert (rel_one >= 0.5).all()  # every row; bf16: 0 returned, fp16: 1.0 to 9.7
     torch.testing.assert_close(tv, ref.to(dt))
     ln16 = torch.nn.LayerNorm(N, device=device, dtype=dt)  # fresh affine: identity
     ln32 = torch.nn.LayerNorm(N, device=device)
