@@ -273,7 +273,7 @@ for i, name in enumerate(NAMES):
 ax.set_xlabel("dtype of input, parameters and output")
 ax.set_ylabel("max |y - float64 result|")
 ax.set_title("PyTorch's norms round a float32 result once;\n"
-             "the formula computed in 16 bits is 2 to 100 times worse")
+             "the formula computed in 16 bits is up to 100 times worse")
 ax.legend(fontsize="x-small", ncol=2)
 plt.show()
 
@@ -430,8 +430,8 @@ ax.loglog(means, mu**2 * torch.finfo(f32).eps, color="gray", lw=0.8,
           label="(mean / std)² × eps(float32)")
 ax.set_xlabel("mean of the row (std 1)")
 ax.set_ylabel("max relative error of the variance")
-ax.set_title("E[x²] − E[x]² cancels as mean²·eps; the two-pass form\n"
-             "and torch.var stay at float32's rounding")
+ax.set_title("E[x²] − E[x]² cancels as mean²·eps; the two-pass form loses only\n"
+             "(mean·eps)², torch.var stays at float32's rounding")
 ax.legend(fontsize="small")
 plt.show()
 
