@@ -243,9 +243,10 @@ def rope_cos_sin(pos, Dh, base, angle_dtype, dtype):
 # %%
 # Against float64's cos and sin rounded to the dtype, for every position below
 # :math:`2^{15}` and base 500,000. An error model in one line: cos and sin move by at
-# most the angle's float32 error :math:`\delta` (measured above), float32's cos/sin add
-# at most 2 ulps, and each of the two roundings to the dtype at most a quarter of eps
-# (both values lie in [-1, 1]). The naive tables, angles in the dtype, miss by up to 2.
+# most the angle's float32 error :math:`\delta` (measured here, on the same positions),
+# float32's cos/sin add at most 2 ulps, and each of the two roundings to the dtype at
+# most a quarter of eps (both values lie in [-1, 1]). The naive tables, angles in the
+# dtype, miss by up to 2.
 base = 500_000.0
 L32k = 2**15
 pos32k = torch.arange(L32k, device=device)  # (L,) positions 0 .. 32767
