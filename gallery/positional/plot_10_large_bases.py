@@ -113,12 +113,13 @@ fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
 ax0.loglog(base_grid, slowest_grid, color="C0")
 for L in CONTEXTS:
     ax0.axhline(L, color="gray", lw=0.8, ls="--")
-    ax0.text(1.1e3, L * 1.1, f"L = {L // 1024}k", color="gray", fontsize=8)
+    name = f"{L // 1024}k" if L < 2**20 else "1M"
+    ax0.text(1.5e6, L * 1.1, f"L = {name}", color="gray", fontsize=8)
 for base in BASES:
     ax0.plot(base, wavelength[base][-1].item(), "o", label=f"base {base:,.0f}")
 ax0.set_xlabel("base")
 ax0.set_ylabel("slowest wavelength (tokens)")
-ax0.legend(loc="lower right")
+ax0.legend(loc="upper left")
 ax0.set_title("base 10k: slowest turn at 54k tokens;\n500k: 2.6M, above every context")
 for base in BASES:
     ax1.semilogx(L_grid[:13], n_turn[base][:13], "o-", label=f"base {base:,.0f}")
@@ -236,8 +237,8 @@ for color, base in (("C0", 10_000.0), ("C1", 500_000.0)):
         ax.loglog(x_bucket[shown], worst[shown], color=color, ls=ls,
                   label=f"{what}, base {base:,.0f}")
 ax.axhline(eps32, color="gray", lw=0.8, ls=":")
-ax.text(2, eps32 * 1.5, "float32 eps: the reduced route's cos/sin", color="gray",
-        fontsize=8)
+ax.text(1e3, eps32 * 0.5, "float32 eps (the reduced route's cos/sin)", color="gray",
+        fontsize=8, va="top")
 ax.set_xlabel("position p")
 ax.set_ylabel("max over pairs |angle - float64| (rad)")
 ax.legend(loc="upper left", fontsize=8)
