@@ -63,14 +63,13 @@ for base in BASES:
 # pair has turned more than twice and no pair stays below one turn. Llama 3's base
 # 500,000 puts the slowest wavelength at 2.6 million tokens, base 1,000,000 at 5.1
 # million: below one turn at every context up to :math:`2^{20}`.
-CONTEXTS = (4_096, 8_192, 32_768, 131_072, 2**20)
+CONTEXTS = {4_096: "4k", 8_192: "8k", 32_768: "32k", 131_072: "128k", 2**20: "1M"}
 below = {}  # per base: the contexts over which the slowest pair turns less than once
 for base in BASES:
     turns = [L / wavelength[base][-1].item() for L in CONTEXTS]
     below[base] = [L for L, t in zip(CONTEXTS, turns) if t < 1]
-    labels = [f"{L // 1024}k" if L < 2**20 else "1M" for L in CONTEXTS]
     print(f"base {base:>9,.0f}, slowest pair's turns: "
-          + ", ".join(f"{n} {t:.2f}" for n, t in zip(labels, turns)))
+          + ", ".join(f"{CONTEXTS[L]} {t:.2f}" for L, t in zip(CONTEXTS, turns)))
 assert below[10_000.0] == [4_096, 8_192, 32_768], "base 10k: another boundary?"
 assert below[500_000.0] == list(CONTEXTS), "base 500k turns within 1M?"  # 0.41 at 1M
 assert below[1_000_000.0] == list(CONTEXTS), "base 1M turns within 1M?"  # 0.21 at 1M
@@ -87,7 +86,7 @@ assert below[1_000_000.0] == list(CONTEXTS), "base 1M turns within 1M?"  # 0.21 
 # (Liu et al., 2023); Xiong et al. (2023) raise the base to 500,000 for long contexts.
 # The count from the frequencies is checked against the closed form at every ``L``
 # below.
-L_grid = [2**k for k in range(8, 21)] + [3_000, 100_000, 1_000_000]
+L_grid = [2**k for k in range(8, 21)] + [4, 3_000, 100_000, 1_000_000]  # 4 < 2 pi
 n_turn = {}  # per base: list of counts over L_grid
 for base in BASES:
     theta = rope_theta(Dh, base, torch.float64)  # (Dh/2,)
@@ -101,6 +100,7 @@ for base in BASES:
     assert counted == closed, "the count is not the closed form?"
 assert n_turn[10_000.0][L_grid.index(8192)] == 50, "base 10k, 8k: 50 pairs?"
 assert n_turn[500_000.0][L_grid.index(8192)] == 35, "base 500k, 8k: 35 pairs?"
+assert n_turn[10_000.0][L_grid.index(4)] == 0, "a turn within 4 tokens?"
 
 # %%
 # The figure: the slowest wavelength against the base (left), the contexts as
@@ -113,8 +113,7 @@ fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
 ax0.loglog(base_grid, slowest_grid, color="C0")
 for L in CONTEXTS:
     ax0.axhline(L, color="gray", lw=0.8, ls="--")
-    name = f"{L // 1024}k" if L < 2**20 else "1M"
-    ax0.text(1.5e6, L * 1.1, f"L = {name}", color="gray", fontsize=8)
+    ax0.text(1.5e6, L * 1.1, f"L = {CONTEXTS[L]}", color="gray", fontsize=8)
 for base in BASES:
     ax0.plot(base, wavelength[base][-1].item(), "o", label=f"base {base:,.0f}")
 ax0.set_xlabel("base")
@@ -154,7 +153,7 @@ plt.show()
 gen = torch.Generator().manual_seed(0)
 pos = torch.cat([torch.arange(1, 2**12),  # every small position
                  torch.randint(2**12, 2**20, (2**16,), generator=gen),
-                 torch.arange(2**20 - 64, 2**20 + 1)])
+                 torch.arange(2**20 - 64, 2**20)])
 pos = pos.unique().to(device)  # (P,) sorted
 p64 = pos.double()  # (P,) exact
 eps64 = torch.finfo(torch.float64).eps
@@ -171,15 +170,23 @@ for base in (10_000.0, 500_000.0):
                 - angle32).double() / 2  # (P, Dh/2)
     theta_term = p64[:, None] * (theta32.double() - theta64).abs()[None, :]
     model[base] = theta_term + half_ulp + 4 * eps64 * angle64[base]
-    near = pos >= 2**20 - 64  # (P,) the last 65 positions, up to 2^20
+    near = pos >= 2**20 - 64  # (P,) the last 64 positions, up to 2^20 - 1
     rel = ((theta32.double() - theta64) / theta64).abs().max().item()
     print(f"base {base:>7,.0f}: |theta32 / theta - 1| <= {rel / eps32:.2f} eps32; "
           f"p near 2^20: max err {err32[base][near].max().item():.3f} rad,")
     print(f"{'':15s} model {model[base][near].max().item():.3f} rad; pair 0: max err "
           f"{err32[base][:, 0].max().item():.0f}")
+    # the product is one correctly rounded operation: float64's exact product, rounded
+    exact = (p64[:, None] * theta32.double()[None, :]).to(torch.float32)  # (P, Dh/2)
+    torch.testing.assert_close(angle32, exact, rtol=0, atol=0)
     assert (err32[base] <= model[base]).all(), "an angle outside the error model?"
     assert (err32[base][:, 0] == 0).all(), "the fastest pair's angle is not exact?"
     assert err32[base][near].max() > 0.03, "float32 angles at 1M within 0.03 rad?"
+    # both terms matter: the frequency's rounding times p is about the half ulp
+    assert rel > 0.25 * eps32, "float32 frequencies exact?"  # 0.58 and 0.69 eps32
+    print(f"{'':15s} terms near 2^20: p |theta32 - theta| {theta_term[near].max():.3f}, "
+          f"half ulp {half_ulp[near].max():.3f}")
+    assert theta_term[near].max() > 0.25 * half_ulp[near].max(), "theta term tiny?"  # 0.031, 0.044
     # the model is tight: the worst angle near 2^20 reaches half the model's worst
     assert err32[base][near].max() > 0.5 * model[base][near].max(), "model loose?"
 
