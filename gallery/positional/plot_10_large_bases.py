@@ -76,7 +76,7 @@ assert below[1_000_000.0] == list(CONTEXTS), "base 1M turns within 1M?"  # 0.21 
 
 # %%
 # How many pairs turn at least once within ``L`` tokens
-# ----------------------------------------------------
+# -----------------------------------------------------
 # Pair ``i`` completes a turn within ``L`` tokens when :math:`L\theta_i \ge 2\pi`,
 # i.e. :math:`i \le \tfrac{D_h}{2}\log_{\text{base}}(L / 2\pi)`. The count is the
 # closed form
@@ -147,7 +147,7 @@ plt.show()
 # :math:`[2^{19}, 2^{20})` is :math:`2^{-4}` rad. The fastest pair is exact
 # (:math:`\theta_0 = \text{base}^0 = 1`, so its angle is the position); the error sits
 # in the next pairs, whose angles are almost as large. The reference is float64, with
-# :math:`\theta_i` from ``math.pow``; ``p\,\hat\theta_i`` is exact in float64 (21 + 24
+# :math:`\theta_i` from ``math.pow``; :math:`p\,\hat\theta_i` is exact in float64 (21 + 24
 # bits), and the float64 reference itself is off by about :math:`10^{-10}` rad, the
 # slack added to the model.
 gen = torch.Generator().manual_seed(0)
