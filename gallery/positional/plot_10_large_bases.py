@@ -147,9 +147,9 @@ plt.show()
 # :math:`[2^{19}, 2^{20})` is :math:`2^{-4}` rad. The fastest pair is exact
 # (:math:`\theta_0 = \text{base}^0 = 1`, so its angle is the position); the error sits
 # in the next pairs, whose angles are almost as large. The reference is float64, with
-# :math:`\theta_i` from ``math.pow``; :math:`p\,\hat\theta_i` is exact in float64 (21 + 24
-# bits), and the float64 reference itself is off by about :math:`10^{-10}` rad, the
-# slack added to the model.
+# :math:`\theta_i` from ``math.pow``; :math:`p\,\hat\theta_i` is exact in float64
+# (21 + 24 bits), and the float64 reference itself is off by about :math:`10^{-10}`
+# rad, the slack (four float64 eps of the angle) added to the model.
 gen = torch.Generator().manual_seed(0)
 pos = torch.cat([torch.arange(1, 2**12),  # every small position
                  torch.randint(2**12, 2**20, (2**16,), generator=gen),
