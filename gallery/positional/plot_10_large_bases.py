@@ -1,0 +1,289 @@
+"""
+Large bases and long positions
+==============================
+
+Long-context models raise RoPE's base: Llama 3 uses 500,000 where RoFormer used
+10,000. This page proves what the base buys (the slowest pair's wavelength,
+``2 pi base ** ((Dh - 2) / Dh)``, against the context length, and how many pairs
+complete a turn within ``L`` tokens), what a float32 angle ``p * theta`` loses at
+positions near a million (an error model, asserted: the rounding of the frequency
+times ``p`` plus half an ulp of the product), and that reducing the angle modulo
+``2 pi`` in float64 before the cast keeps cos and sin at float32's own precision.
+"""
+
+# %%
+# Setup
+# -----
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The
+# :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import torch
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+print(f"device: {device}, torch {torch.__version__}")
+
+# %%
+# The slowest wavelength
+# ----------------------
+# Pair ``i`` turns by :math:`\theta_i = \text{base}^{-2i/D_h}` per token, so it
+# completes one turn every :math:`\lambda_i = 2\pi / \theta_i = 2\pi\,
+# \text{base}^{2i/D_h}` tokens. The slowest pair, :math:`i = D_h/2 - 1`, has
+# :math:`\lambda = 2\pi\,\text{base}^{(D_h-2)/D_h}`. The frequencies are computed as
+# Llama's code does (``1 / base ** (2i / Dh)``, here in float64), the wavelengths
+# checked against the formula evaluated with Python's ``math.pow``.
+import math
+
+Dh = 128  # Llama's head width
+BASES = (10_000.0, 500_000.0, 1_000_000.0)
+
+
+def rope_theta(Dh, base, dtype):
+    """theta_i = 1 / base ** (2i / Dh), i = 0 .. Dh/2 - 1: (Dh/2,) in `dtype`."""
+    two_i = torch.arange(0, Dh, 2, device=device).to(dtype)  # (Dh/2,)
+    return 1.0 / base ** (two_i / Dh)
+
+
+wavelength = {}  # per base: (Dh/2,) float64 wavelengths in tokens
+for base in BASES:
+    wavelength[base] = 2 * math.pi / rope_theta(Dh, base, torch.float64)  # (Dh/2,)
+    formula = torch.tensor([2 * math.pi * math.pow(base, 2 * i / Dh)
+                            for i in range(Dh // 2)],
+                           dtype=torch.float64, device=device)  # (Dh/2,)
+    slowest = 2 * math.pi * math.pow(base, (Dh - 2) / Dh)
+    print(f"base {base:>9,.0f}: slowest wavelength "
+          f"{wavelength[base][-1].item():>12,.0f} tokens (formula {slowest:,.0f})")
+    torch.testing.assert_close(wavelength[base], formula)  # float64 tolerances
+    assert wavelength[base][-1].item() == max(wavelength[base].tolist()), "not last?"
+    torch.testing.assert_close(wavelength[base][-1].item(), slowest)
+
+# %%
+# Against the context length: with base 10,000 the slowest pair completes a turn in
+# 54,410 tokens, so at 128k tokens (Llama 3.1's context, Dubey et al., 2024) every
+# pair has turned more than twice and no pair stays below one turn. Llama 3's base
+# 500,000 puts the slowest wavelength at 2.6 million tokens, base 1,000,000 at 5.1
+# million: below one turn at every context up to :math:`2^{20}`.
+CONTEXTS = {4_096: "4k", 8_192: "8k", 32_768: "32k", 131_072: "128k", 2**20: "1M"}
+below = {}  # per base: the contexts over which the slowest pair turns less than once
+for base in BASES:
+    turns = [L / wavelength[base][-1].item() for L in CONTEXTS]
+    below[base] = [L for L, t in zip(CONTEXTS, turns) if t < 1]
+    print(f"base {base:>9,.0f}, slowest pair's turns: "
+          + ", ".join(f"{CONTEXTS[L]} {t:.2f}" for L, t in zip(CONTEXTS, turns)))
+assert below[10_000.0] == [4_096, 8_192, 32_768], "base 10k: another boundary?"
+assert below[500_000.0] == list(CONTEXTS), "base 500k turns within 1M?"  # 0.41 at 1M
+assert below[1_000_000.0] == list(CONTEXTS), "base 1M turns within 1M?"  # 0.21 at 1M
+
+# %%
+# How many pairs turn at least once within ``L`` tokens
+# -----------------------------------------------------
+# Pair ``i`` completes a turn within ``L`` tokens when :math:`L\theta_i \ge 2\pi`,
+# i.e. :math:`i \le \tfrac{D_h}{2}\log_{\text{base}}(L / 2\pi)`. The count is the
+# closed form
+# :math:`n(L) = \lfloor \tfrac{D_h}{2}\log_{\text{base}}(L/2\pi) \rfloor + 1`
+# (clipped to :math:`[0, D_h/2]`); the remaining pairs see less than one period during
+# training at length ``L``. Liu et al. call the boundary the critical dimension
+# (Liu et al., 2023); Xiong et al. (2023) raise the base to 500,000 for long contexts.
+# The count from the frequencies is checked against the closed form at every ``L``
+# below.
+L_grid = [2**k for k in range(8, 21)] + [4, 3_000, 100_000, 1_000_000]  # 4 < 2 pi
+n_turn = {}  # per base: list of counts over L_grid
+for base in BASES:
+    theta = rope_theta(Dh, base, torch.float64)  # (Dh/2,)
+    counted = [int((L * theta >= 2 * math.pi).sum()) for L in L_grid]
+    closed = [min(Dh // 2, max(0, math.floor(Dh / 2 * math.log(L / (2 * math.pi))
+                                             / math.log(base)) + 1)) for L in L_grid]
+    n_turn[base] = counted
+    print(f"base {base:>9,.0f}, pairs (of {Dh // 2}) with a full turn within 8k: "
+          f"{counted[L_grid.index(8192)]:2d}, 128k: "
+          f"{counted[L_grid.index(131_072)]:2d}, 1M: {counted[-1]:2d}")
+    assert counted == closed, "the count is not the closed form?"
+assert n_turn[10_000.0][L_grid.index(8192)] == 50, "base 10k, 8k: 50 pairs?"
+assert n_turn[500_000.0][L_grid.index(8192)] == 35, "base 500k, 8k: 35 pairs?"
+assert n_turn[10_000.0][L_grid.index(4)] == 0, "a turn within 4 tokens?"
+
+# %%
+# The figure: the slowest wavelength against the base (left), the contexts as
+# horizontal lines; the number of pairs that complete a turn against ``L`` (right).
+import matplotlib.pyplot as plt
+
+base_grid = torch.logspace(3, 7, 200, dtype=torch.float64)  # bases 1e3 .. 1e7
+slowest_grid = 2 * math.pi * base_grid ** ((Dh - 2) / Dh)  # (200,) tokens
+fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
+ax0.loglog(base_grid, slowest_grid, color="C0")
+for L in CONTEXTS:
+    ax0.axhline(L, color="gray", lw=0.8, ls="--")
+    ax0.text(1.5e6, L * 1.1, f"L = {CONTEXTS[L]}", color="gray", fontsize=8)
+for base in BASES:
+    ax0.plot(base, wavelength[base][-1].item(), "o", label=f"base {base:,.0f}")
+ax0.set_xlabel("base")
+ax0.set_ylabel("slowest wavelength (tokens)")
+ax0.legend(loc="upper left")
+ax0.set_title("base 10k: slowest turn at 54k tokens;\n500k: 2.6M, above every context")
+for base in BASES:
+    ax1.semilogx(L_grid[:13], n_turn[base][:13], "o-", label=f"base {base:,.0f}")
+ax1.set_xlabel("context length L (tokens)")
+ax1.set_ylabel(f"pairs (of {Dh // 2}) with a full turn within L")
+ax1.legend(loc="upper left")
+ax1.set_title("a larger base leaves more pairs below one turn:\n"
+              "at 8k, 14 pairs for base 10k, 29 for 500k")
+plt.show()
+
+# %%
+# The float32 angle at a million
+# ------------------------------
+# Implementations build the angle table in float32: the frequencies
+# ``1 / base ** (2i / Dh)`` in float32, the integer positions cast once (exact up to
+# :math:`2^{24}`), one product. So the angle carries two roundings. The frequency
+# :math:`\hat\theta_i` differs from :math:`\theta_i` by a few ulps, an error that the
+# product multiplies by ``p``; the product adds at most half an ulp of the result:
+#
+# .. math::
+#
+#    |\mathrm{fl}(p\,\hat\theta_i) - p\,\theta_i| \le p\,|\hat\theta_i - \theta_i| +
+#    \tfrac12\,\mathrm{ulp}(\mathrm{fl}(p\,\hat\theta_i)).
+#
+# Both terms grow with ``p``: at :math:`p \approx 10^6` an ulp of an angle in
+# :math:`[2^{19}, 2^{20})` is :math:`2^{-4}` rad. The fastest pair is exact
+# (:math:`\theta_0 = \text{base}^0 = 1`, so its angle is the position); the error sits
+# in the next pairs, whose angles are almost as large. The reference is float64, with
+# :math:`\theta_i` from ``math.pow``; :math:`p\,\hat\theta_i` is exact in float64
+# (21 + 24 bits), and the float64 reference itself is off by about :math:`10^{-10}`
+# rad, the slack (four float64 eps of the angle) added to the model.
+gen = torch.Generator().manual_seed(0)
+pos = torch.cat([torch.arange(1, 2**12),  # every small position
+                 torch.randint(2**12, 2**20, (2**16,), generator=gen),
+                 torch.arange(2**20 - 64, 2**20)])
+pos = pos.unique().to(device)  # (P,) sorted
+p64 = pos.double()  # (P,) exact
+eps64 = torch.finfo(torch.float64).eps
+eps32 = torch.finfo(torch.float32).eps
+angle64, err32, model = {}, {}, {}  # per base: (P, Dh/2)
+for base in (10_000.0, 500_000.0):
+    theta64 = torch.tensor([math.pow(base, -2 * i / Dh) for i in range(Dh // 2)],
+                           dtype=torch.float64, device=device)  # (Dh/2,)
+    theta32 = rope_theta(Dh, base, torch.float32)  # (Dh/2,) as implementations do
+    angle32 = pos.to(torch.float32)[:, None] * theta32[None, :]  # (P, Dh/2)
+    angle64[base] = p64[:, None] * theta64[None, :]  # (P, Dh/2)
+    err32[base] = (angle32.double() - angle64[base]).abs()  # (P, Dh/2)
+    half_ulp = (torch.nextafter(angle32, torch.tensor(math.inf, device=device))
+                - angle32).double() / 2  # (P, Dh/2)
+    theta_term = p64[:, None] * (theta32.double() - theta64).abs()[None, :]
+    model[base] = theta_term + half_ulp + 4 * eps64 * angle64[base]
+    near = pos >= 2**20 - 64  # (P,) the last 64 positions, up to 2^20 - 1
+    torch.testing.assert_close(theta64, rope_theta(Dh, base, torch.float64))
+    rel = ((theta32.double() - theta64) / theta64).abs()  # (Dh/2,)
+    print(f"base {base:>7,.0f}: |theta32 / theta - 1| <= {rel.max() / eps32:.2f} eps32 "
+          f"(mean {rel.mean() / eps32:.2f})")
+    print(f"{'':15s} p near 2^20: max err {err32[base][near].max().item():.3f} rad, "
+          f"model {model[base][near].max().item():.3f}; pair 0: max err "
+          f"{err32[base][:, 0].max().item():.0f}")
+    # the product is one correctly rounded operation: float64's exact product, rounded
+    exact = (p64[:, None] * theta32.double()[None, :]).to(torch.float32)  # (P, Dh/2)
+    torch.testing.assert_close(angle32, exact, rtol=0, atol=0)
+    assert (err32[base] <= model[base]).all(), "an angle outside the error model?"
+    assert (err32[base][:, 0] == 0).all(), "the fastest pair's angle is not exact?"
+    assert err32[base][near].max() > 0.03, "float32 angles at 1M within 0.03 rad?"
+    # pow and a reciprocal in float32: within one eps32; rounded, not exact
+    assert rel.max() <= eps32, "float32 frequencies off by more than eps?"  # 0.58, 0.69
+    assert rel.mean() > 0.1 * eps32, "float32 frequencies exact?"  # 0.25 and 0.27
+    # both terms matter: the frequency's rounding times p is about the half ulp
+    print(f"{'':15s} terms near 2^20: p |theta32 - theta| "
+          f"{theta_term[near].max():.3f}, half ulp {half_ulp[near].max():.3f}")
+    assert theta_term[near].max() > 0.25 * half_ulp[near].max(), "tiny?"  # 0.031, 0.044
+    # the model is tight: the worst angle near 2^20 reaches half the model's worst
+    assert err32[base][near].max() > 0.5 * model[base][near].max(), "model loose?"
+
+# %%
+# The remedy: reduce in float64, then cast
+# ----------------------------------------
+# Casting a float64 angle to float32 does not help: the cast alone rounds
+# :math:`p\,\theta_i \approx 8 \times 10^5` to a multiple of :math:`2^{-4}`, up to
+# 0.03 rad away. What rotates the vectors is cos and sin, which only need the angle
+# modulo :math:`2\pi`: reduce it in float64 (``torch.remainder``), then cast the
+# reduced angle, which is below :math:`2\pi` and rounds by at most
+# :math:`2^{-22}` rad. Its float32 cos and sin then match float64's within two ulps
+# of float32 (the reduced angle's rounding plus the float32 library's cos and sin).
+# The other route, ``torch.polar`` on float64 angles cast to ``complex64``, rounds
+# cos and sin once: within half an ulp of float32. The reference cos and sin are
+# Python's ``math.cos`` and ``math.sin`` on a sample of the angles.
+base = 500_000.0
+sample = torch.arange(0, pos.numel(), 64, device=device)  # (S,) every 64th position
+a_s = angle64[base][sample]  # (S, Dh/2) float64 angles
+ref = torch.tensor([[math.cos(a), math.sin(a)] for a in a_s.flatten().tolist()],
+                   dtype=torch.float64, device=device).reshape(*a_s.shape, 2)
+cast = a_s.to(torch.float32)  # (S, Dh/2) the float64 angle, cast
+reduced = torch.remainder(a_s, 2 * math.pi).to(torch.float32)  # (S, Dh/2) in [0, 2pi)
+polar = torch.polar(torch.ones_like(a_s), a_s).to(torch.complex64)  # (S, Dh/2)
+results = {"cast to float32": torch.stack([cast.cos(), cast.sin()], dim=-1),
+           "reduced in float64": torch.stack([reduced.cos(), reduced.sin()], dim=-1),
+           "polar in float64": torch.view_as_real(polar)}  # each (S, Dh/2, 2)
+gap = {}
+for name, cs in results.items():
+    gap[name] = (cs.double() - ref).abs().max().item()
+    print(f"{name:19s}: max|cos, sin - float64| = {gap[name]:.1e} "
+          f"({gap[name] / eps32:,.1f} eps32)")
+assert gap["cast to float32"] > 1e5 * eps32, "the cast angle keeps cos and sin?"  # 0.03
+# one rounding of the reduced angle (<= 2^-22 rad) and cos/sin within an ulp or two
+torch.testing.assert_close(results["reduced in float64"].double(), ref, rtol=0,
+                           atol=2 ** -22 + 2 * eps32)
+torch.testing.assert_close(results["polar in float64"].double(), ref, rtol=0,
+                           atol=eps32 / 2)  # one rounding of values in [-1, 1]
+
+# %%
+# The figure: the worst float32 angle error over the pairs at each position, bucketed
+# in eighths of an octave, against the error model and half an ulp of the angle.
+bucket = (8 * torch.log2(p64)).floor().long()  # (P,)
+n_buckets = int(bucket.max()) + 1
+x_bucket = 2.0 ** (torch.arange(n_buckets, dtype=torch.float64) / 8)  # left edges
+filled = (torch.bincount(bucket, minlength=n_buckets) > 0).cpu()
+fig, ax = plt.subplots(figsize=(6.5, 4.2), layout="constrained")
+for color, base in (("C0", 10_000.0), ("C1", 500_000.0)):
+    for values, ls, what in ((err32[base], "-", "float32 angle"),
+                             (model[base], "--", "model")):
+        worst = torch.zeros(n_buckets, dtype=torch.float64, device=device)
+        worst = worst.scatter_reduce(0, bucket, values.amax(dim=1), "amax",
+                                     include_self=False).cpu()
+        shown = filled & (worst > 0)
+        ax.loglog(x_bucket[shown], worst[shown], color=color, ls=ls,
+                  label=f"{what}, base {base:,.0f}")
+ax.axhline(eps32, color="gray", lw=0.8, ls=":")
+ax.text(1e3, eps32 * 0.5, "float32 eps (the reduced route's cos/sin)", color="gray",
+        fontsize=8, va="top")
+ax.set_xlabel("position p")
+ax.set_ylabel("max over pairs |angle - float64| (rad)")
+ax.legend(loc="upper left", fontsize=8)
+ax.set_title("float32 angles lose 0.06-0.08 rad near p = 2^20,\n"
+             "within the model (frequency rounding x p + half an ulp)")
+plt.show()
+
+# %%
+# Why float32 anyway
+# ------------------
+# This page's float32 table is built the way Llama's code in Hugging Face builds it
+# (read in ``transformers`` 5.23, not imported here): ``1.0 / (base **
+# (torch.arange(0, dim, 2, dtype=torch.float) / dim))`` for the frequencies and
+# ``position_ids[..., None].float() * inv_freq`` for the angles. In 16 bits the angle is
+# hopeless (:doc:`page 08 <plot_08_rope_16bit>`). In float32 the integer positions are
+# exact, the error model above holds at every sampled position, and the error is
+# relative, about :math:`u_{32}\,p\,\theta_i`: hundredths of a radian near a million
+# tokens, and zero for the fastest pair. Reducing in float64 costs one float64 table per
+# length and brings cos and sin down to float32's own rounding.
+
+# %%
+# On CUDA
+# -------
+# Nothing branches on the device. The cast of the positions, the product and the
+# remainder are correctly rounded on CPU and CUDA; ``pow``, ``cos`` and ``sin`` come
+# from another math library on CUDA, but the error model uses the float32
+# frequencies measured on the device that runs the page, and the cos/sin tolerances
+# allow two ulps. This is expected, not verified: no GPU build of the book has run
+# this page yet; the ledger shows on which devices it has.
+
+# %%
+# References
+# ----------
+# Su et al., "RoFormer" (2021); Dubey et al., "The Llama 3 Herd of Models" (2024);
+# Xiong et al., "Effective Long-Context Scaling of Foundation Models" (2023); Liu et
+# al., "Scaling Laws of RoPE-based Extrapolation" (2023). ``torch.nextafter``,
+# ``torch.remainder``, ``torch.polar``, ``torch.Tensor.scatter_reduce``.
