@@ -325,5 +325,7 @@ ax.plot(r.cpu(), unrot_r.cpu(), label=f"unrotated channels [{R_20b}:]")
 ax.set_xlabel("relative distance m - n (positions)")
 ax.set_ylabel("contribution to q . k")
 ax.set_title("Partial RoPE: only the rotated quarter of the logit moves with distance")
-ax.legend(fontsize=8)
+ax.set_ylim(top=1.3 * (rot_r + unrot_r).max().item())  # room for the legend
+ax.legend(fontsize=8, ncols=3, loc="upper center")
+fig.tight_layout()
 plt.show()
