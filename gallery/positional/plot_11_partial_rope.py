@@ -55,12 +55,12 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
 import math
 
 
-def partial_cos_sin(pos, Dh, factor, base):
+def partial_cos_sin(pos, Dh, factor, base, dtype=torch.float32):
     """pos (..., L) -> cos, sin (..., L, R), R = int(Dh * factor): rotate-half."""
     R = int(Dh * factor)  # rotary_dim: the channels that turn
     two_i = torch.arange(0, R, 2, device=pos.device)  # 0, 2, .., R - 2
-    theta = 1.0 / base ** (two_i.float() / R)  # (R/2,) float32, as GPT-NeoX's code
-    angles = pos[..., None].float() * theta  # (..., L, R/2)
+    theta = 1.0 / base ** (two_i.to(dtype) / R)  # (R/2,), as GPT-NeoX's code
+    angles = pos[..., None].to(dtype) * theta  # (..., L, R/2)
     angles = torch.cat([angles, angles], dim=-1)  # (..., L, R): channels i and i + R/2
     return angles.cos(), angles.sin()
 
@@ -91,7 +91,7 @@ cfg_neox = GPTNeoXConfig(
     intermediate_size=128, rotary_pct=0.25, rotary_emb_base=BASE,
     attn_implementation="eager",
 )
-print("GPTNeoXConfig.rope_parameters:",
+print("GPT-NeoX rope_parameters:",
       ", ".join(f"{k}={v}" for k, v in cfg_neox.rope_parameters.items()))
 FACTOR = cfg_neox.rope_parameters["partial_rotary_factor"]
 assert FACTOR == 0.25 and cfg_neox.rope_parameters["rope_theta"] == BASE
@@ -196,6 +196,7 @@ torch.testing.assert_close(ours, ref)
 # %%
 # The same layer with full RoPE (``R = Dh``) or with no RoPE is another function:
 cos_full, sin_full = partial_cos_sin(pos, Dh, 1.0, BASE)  # (B, L, Dh)
+assert cos_full.shape[-1] == Dh  # factor 1: every channel turns
 gap_full = (neox_attention(x, W_neox, cos_full, sin_full) - ref).abs().max().item()
 cos_none = torch.ones(B, L, 0, device=device)  # R = 0: nothing turns
 gap_none = (neox_attention(x, W_neox, cos_none, cos_none) - ref).abs().max().item()
@@ -219,7 +220,7 @@ cfg_phi = PhiConfig(
     rope_parameters={"rope_type": "default", "rope_theta": BASE},
     attn_implementation="eager",
 )
-print("PhiConfig.rope_parameters:",
+print("Phi rope_parameters:",
       ", ".join(f"{k}={v}" for k, v in cfg_phi.rope_parameters.items()))
 assert cfg_phi.rope_parameters["partial_rotary_factor"] == FACTOR_phi
 
@@ -267,26 +268,24 @@ torch.testing.assert_close(ours_phi, ref_phi)
 # term never sees a position. The first is RoPE's (Su et al., 2021): a product of
 # two rotations, ``q[:R]^T R_(n-m) k[:R]``, which depends on ``m - n`` only. Both are
 # asserted on our partial RoPE (proved equal to Hugging Face's above), for one head
-# of GPT-NeoX-20B's width, ``Dh = 96``, ``R = 24``, base 10000, in float64 so that
-# positions near 5000 keep their angles exact to ~1e-12.
-Dh_20b, R_20b = 96, 24
+# of GPT-NeoX-20B's shape, ``Dh = 96``, ``rotary_pct = 0.25``, base 10000, in float64
+# so that positions near 5000 keep their angles exact to ~1e-12 (in float32 the
+# angle's rounding, ~2e-4 rad there, would show at default tolerances).
+Dh_20b, FACTOR_20b = 96, 0.25
+R_20b = int(Dh_20b * FACTOR_20b)  # 24
 q1 = torch.randn(Dh_20b, dtype=torch.float64, device=device)  # (Dh,)
 k1 = q1 + 0.5 * torch.randn(Dh_20b, dtype=torch.float64, device=device)  # near q1
 
 
-def rope64(x, p):
-    """Partial RoPE in float64, one vector x (Dh,) at positions p (P,) -> (P, Dh)."""
-    two_i = torch.arange(0, R_20b, 2, dtype=torch.float64, device=p.device)
-    angles = p[:, None].double() * 10000.0 ** (-two_i / R_20b)  # (P, R/2)
-    c, s = torch.cat([angles, angles], -1).cos(), torch.cat([angles, angles], -1).sin()
-    x1, x2 = x[:R_20b].chunk(2)
-    turned = x[:R_20b] * c + torch.cat([-x2, x1]) * s  # (P, R)
-    return torch.cat([turned, x[R_20b:].expand(len(p), -1)], dim=-1)
+def at_positions(x, p):
+    """One head vector x (Dh,) under partial RoPE at the positions p (P,) -> (P, Dh)."""
+    c, s = partial_cos_sin(p[None], Dh_20b, FACTOR_20b, 10000.0, torch.float64)
+    return partial_rope(x.expand(1, 1, len(p), -1), c, s)[0, 0]  # (P, Dh)
 
 
 def logit_parts(m, n):
     """The rotated and the unrotated part of the logit for positions m, n (P,)."""
-    qm, kn = rope64(q1, m), rope64(k1, n)  # (P, Dh)
+    qm, kn = at_positions(q1, m), at_positions(k1, n)  # (P, Dh)
     return ((qm[:, :R_20b] * kn[:, :R_20b]).sum(-1),
             (qm[:, R_20b:] * kn[:, R_20b:]).sum(-1))
 
