@@ -91,7 +91,7 @@ cfg_neox = GPTNeoXConfig(
     intermediate_size=128, rotary_pct=0.25, rotary_emb_base=BASE,
     attn_implementation="eager",
 )
-print("GPT-NeoX rope_parameters:",
+print("GPT-NeoX:",
       ", ".join(f"{k}={v}" for k, v in cfg_neox.rope_parameters.items()))
 FACTOR = cfg_neox.rope_parameters["partial_rotary_factor"]
 assert FACTOR == 0.25 and cfg_neox.rope_parameters["rope_theta"] == BASE
@@ -114,15 +114,19 @@ torch.testing.assert_close(cos, cos_hf)
 torch.testing.assert_close(sin, sin_hf)
 
 # %%
-# The frequencies are spread over the ``R`` rotated channels. Spreading them over
-# ``Dh``, as full RoPE would, gives slower pairs and other angles:
+# The frequencies are spread over the ``R`` rotated channels, down to
+# ``base ** (-(R-2)/R)``. A port that took the first ``R/2`` frequencies of full
+# RoPE's table (spread over ``Dh``) would keep only its fastest pairs, down to
+# ``base ** (-(R-2)/Dh)``, and turn them by other angles:
 theta_R = BASE ** (-torch.arange(0, R, 2) / R)
 theta_Dh = BASE ** (-torch.arange(0, R, 2) / Dh)
 print(f"theta over R:  {[round(t, 4) for t in theta_R.tolist()]}")
 print(f"theta over Dh: {[round(t, 4) for t in theta_Dh.tolist()]}")
-angles_Dh = pos[..., None].float() * theta_Dh.to(device)  # (B, L, R/2)
-gap_Dh = (torch.cat([angles_Dh, angles_Dh], -1).cos() - cos_hf).abs().max().item()
-print(f"frequencies over Dh: max |cos - HF's| = {gap_Dh:.2f}")
+cos_full, sin_full = partial_cos_sin(pos, Dh, 1.0, BASE)  # (B, L, Dh): full RoPE
+assert cos_full.shape[-1] == Dh  # factor 1: every channel turns
+cos_sliced = torch.cat([cos_full[..., :R // 2]] * 2, dim=-1)  # (B, L, R)
+gap_Dh = (cos_sliced - cos_hf).abs().max().item()
+print(f"full RoPE's first R/2 frequencies: max |cos - HF's| = {gap_Dh:.2f}")
 assert gap_Dh > 0.5  # measured 1.99: the denominator of the exponent is R
 
 # %%
@@ -195,8 +199,6 @@ torch.testing.assert_close(ours, ref)
 
 # %%
 # The same layer with full RoPE (``R = Dh``) or with no RoPE is another function:
-cos_full, sin_full = partial_cos_sin(pos, Dh, 1.0, BASE)  # (B, L, Dh)
-assert cos_full.shape[-1] == Dh  # factor 1: every channel turns
 gap_full = (neox_attention(x, W_neox, cos_full, sin_full) - ref).abs().max().item()
 cos_none = torch.ones(B, L, 0, device=device)  # R = 0: nothing turns
 gap_none = (neox_attention(x, W_neox, cos_none, cos_none) - ref).abs().max().item()
@@ -207,7 +209,7 @@ assert gap_full > 0.1 and gap_none > 0.1  # measured 2.61 and 1.57
 # %%
 # Phi: partial_rotary_factor = 0.5
 # --------------------------------
-# Phi-1 (Gunasekar et al., 2023) and its successors rotate half of each head.
+# Phi-1 (Gunasekar et al., 2023) rotates 32 of the 64 channels of each head.
 # ``PhiAttention`` has separate ``q_proj``, ``k_proj``, ``v_proj`` (with biases) and
 # slices the rotated channels itself before calling rotate-half RoPE. Here ``D = 64``,
 # ``Nh = 4``, ``Dh = 16``, ``R = 8``, base 1000. ``PhiConfig`` takes
@@ -220,7 +222,7 @@ cfg_phi = PhiConfig(
     rope_parameters={"rope_type": "default", "rope_theta": BASE},
     attn_implementation="eager",
 )
-print("Phi rope_parameters:",
+print("Phi:",
       ", ".join(f"{k}={v}" for k, v in cfg_phi.rope_parameters.items()))
 assert cfg_phi.rope_parameters["partial_rotary_factor"] == FACTOR_phi
 
