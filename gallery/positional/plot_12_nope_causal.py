@@ -85,8 +85,9 @@ assert min(gaps["causal"]) > 0.1, "causal attention permutation-equivariant?"  #
 # %%
 # Uniform causal attention averages what it sees
 # ----------------------------------------------
-# Zero the query and key projections (weights and biases): every logit is 0, and the
-# causal softmax gives each of the ``t + 1`` visible keys the weight ``1 / (t + 1)``.
+# Zero the query projection (weights and bias): every query is 0, so every logit is 0
+# whatever the keys, and the causal softmax gives each of the ``t + 1`` visible keys
+# the weight ``1 / (t + 1)``.
 # Output ``t`` is then the value projection of the running mean of the tokens,
 # :math:`o_t = W_o (W_v \bar x_t + b_v) + b_o` with
 # :math:`\bar x_t = \frac{1}{t+1}\sum_{s \le t} x_s`: checked against a reference that
@@ -95,17 +96,17 @@ import copy
 
 
 def uniform_copy(module):
-    """A copy of `module` with zero query and key projections: every logit is 0."""
+    """A copy of `module` with a zero query projection: every logit is 0."""
     out = copy.deepcopy(module)
     with torch.no_grad():
-        out.in_proj_weight[: 2 * D].zero_()
-        out.in_proj_bias[: 2 * D].zero_()
+        out.in_proj_weight[:D].zero_()
+        out.in_proj_bias[:D].zero_()
     return out
 
 
 uniform = uniform_copy(layer)
-W_v, b_v = layer.in_proj_weight[2 * D:].detach(), layer.in_proj_bias[2 * D:].detach()
-W_o, b_o = layer.out_proj.weight.detach(), layer.out_proj.bias.detach()
+W_v, b_v = layer.in_proj_weight[2 * D:], layer.in_proj_bias[2 * D:]  # (D, D), (D,)
+W_o, b_o = layer.out_proj.weight, layer.out_proj.bias  # (D, D), (D,)
 counts = torch.arange(1, L + 1, dtype=dtype, device=device)  # (L,): t + 1
 running_mean = x.cumsum(dim=1) / counts[:, None]  # (B, L, D)
 reference = (running_mean @ W_v.T + b_v) @ W_o.T + b_o  # (B, L, D)
@@ -177,57 +178,100 @@ for seed in range(4):
     worst = max(worst, error.abs().max().item())
     print(f"seed {seed}: probe error 1/S_t - 1 - t from {error.min():+.3f} "
           f"to {error.max():+.3f}")
+    assert torch.equal((1 / S_iid - 1).round().long().cpu(), torch.arange(L_iid))
 print(f"worst probe error {worst:.3f} < 0.5: every t < {L_iid} read back")
-assert worst < 0.5  # 0.17: round(1 / S_t - 1) = t at every t, for every seed
 
 # %%
 # A random causal layer: statistics that depend on ``t``
 # -----------------------------------------------------
-# Back to the random layer, query and key projections included, as drawn and scaled by
-# ``4`` (a sharper softmax). The statistic is the total variance over the batch,
-# :math:`V_t = \sum_d \mathrm{Var}_b(o_{b,t,d})`. The batch holds every cyclic shift of
-# each sequence, so without the mask, by equivariance, each position sees the same set
-# of outputs: :math:`V_t` is the same at every ``t``, and no probe can read the
-# position.
-# With the mask, output ``0`` is the value of token 0 alone, whatever the queries and
-# keys, and later outputs mix more tokens. As drawn, the layer's attention is broad and
-# :math:`V_t` falls twelvefold over 32 positions; sharpened, each query nearly picks one
-# key, and :math:`V_t` still varies with ``t`` (by 14 %), but weakly and not
-# monotonically: how much position survives depends on the weights.
-B_base = 128
+# Back to the random layer, queries and keys included: as drawn, and with its query
+# projection times 16, which multiplies every logit by 16 (a softmax at temperature
+# 1/16), checked on the attention weights the layer returns. The statistic is the total
+# variance over the batch, :math:`V_t = \sum_d \mathrm{Var}_b(o_{b,t,d})`. The batch
+# holds every cyclic shift of each sequence, so without the mask, by equivariance, each
+# position sees the same set of outputs: :math:`V_t` is the same at every ``t``, and no
+# probe can read the position. With the mask, output ``0`` is the value of token 0
+# alone, whatever the queries and keys, and later outputs mix more tokens. As drawn,
+# the layer's attention is broad and :math:`V_t` falls twelvefold over 32 positions;
+# sharpened, each query nearly picks one key, and :math:`V_t` still varies with ``t``
+# (by 14 %), but weakly, and it ends above :math:`V_0`: how much position survives, and
+# in which statistic, depends on the weights.
+B_base = 64
 base = torch.randn(B_base, L, D, dtype=dtype)  # (B_base, L, D)
 shifted = torch.cat([base.roll(c, dims=1) for c in range(L)]).to(device)  # (B, L, D)
 
 
 def sharpened(module, factor):
-    """A copy of `module` with query and key projections times `factor`."""
+    """A copy of `module` with its query projection times `factor`: logits x factor."""
     out = copy.deepcopy(module)
     with torch.no_grad():
-        out.in_proj_weight[: 2 * D] *= factor
-        out.in_proj_bias[: 2 * D] *= factor
+        out.in_proj_weight[:D] *= factor
+        out.in_proj_bias[:D] *= factor
     return out
 
 
+def weights(module, x, mask):
+    """Per-head attention weights: (B, L, D) -> (B, Nh, L, L)."""
+    with torch.no_grad():
+        return module(x, x, x, attn_mask=mask, average_attn_weights=False)[1]
+
+
+sharp = sharpened(layer, 16)
+p_drawn, p_sharp = weights(layer, x, causal), weights(sharp, x, causal)  # (B, Nh, L, L)
+# softmax(16 * log p) = softmax(16 * logits): the row's log-normalizer cancels
+tempered = torch.softmax(16 * p_drawn.log(), dim=-1)  # (B, Nh, L, L)
+print(f"query x16: max|p_sharp - softmax(16 log p)| = "
+      f"{(p_sharp - tempered).abs().max():.1e}")
+print(f"largest weight per row, mean: {p_drawn.amax(-1).mean():.2f} as drawn, "
+      f"{p_sharp.amax(-1).mean():.2f} with the query x16")
+torch.testing.assert_close(p_sharp, tempered)
+
 V = {}  # name -> (L,) total variance per position
-for factor in (1, 4):
-    sharp = sharpened(layer, factor)
-    out_causal = attend(sharp, shifted, causal)  # (B, L, D)
+for name, module in (("as drawn", layer), ("query x16", sharp)):
+    out_causal = attend(module, shifted, causal)  # (B, L, D)
     first = (shifted[:, 0] @ W_v.T + b_v) @ W_o.T + b_o  # (B, D): token 0's value
     torch.testing.assert_close(out_causal[:, 0], first)
-    V[f"causal, q/k x{factor}"] = out_causal.var(dim=0).sum(-1)
-    V[f"no mask, q/k x{factor}"] = attend(sharp, shifted).var(dim=0).sum(-1)
+    V[f"causal, {name}"] = out_causal.var(dim=0).sum(-1)
+    V[f"no mask, {name}"] = attend(module, shifted).var(dim=0).sum(-1)
 for name, v in V.items():
-    print(f"{name:15s}: V_0 = {v[0]:.3f}, V_{L - 1} = {v[-1]:.3f}, "
-          f"V_0 / V_{L - 1} = {v[0] / v[-1]:.2f}")
+    print(f"{name:19s}: V_0 = {v[0]:.3f}, V_{L - 1} = {v[-1]:.3f}, "
+          f"V_{L - 1} / V_0 = {v[-1] / v[0]:.3f}, max/min = {v.max() / v.min():.2f}")
 for name, v in V.items():
     if name.startswith("no mask"):
         torch.testing.assert_close(v, v[0].expand(L))  # same at every position
-spread = {name: (v.max() / v.min()).item() for name, v in V.items()}
-print(f"causal max_t V_t / min_t V_t: q/k x1 {spread['causal, q/k x1']:.2f}, "
-      f"q/k x4 {spread['causal, q/k x4']:.2f}")
-assert V["causal, q/k x1"][0] / V["causal, q/k x1"][-1] > 5  # 12.2: falls with t
-assert spread["causal, q/k x4"] > 1.05  # 1.14: varies with t, not monotonically
-torch.testing.assert_close(V["causal, q/k x1"][0], V["causal, q/k x4"][0])
+drawn, sharp_v = V["causal, as drawn"], V["causal, query x16"]
+assert drawn[-1] / drawn[0] < 0.2  # 0.082: falls twelvefold with t
+assert sharp_v.max() / sharp_v.min() > 1.05  # 1.14: still varies with t
+assert sharp_v[-1] / sharp_v[0] > 1.05  # 1.11: and ends above V_0
+
+# %%
+# One sequence, exactly: a beginning-of-sequence marker
+# -----------------------------------------------------
+# Kazemnejad et al. (2023, their Theorem 1) need no batch: let only the first token
+# carry a marker, a 1 in channel 0 (a beginning-of-sequence token), and let uniform
+# causal attention's value projection read channel 0 alone. Output ``t`` then holds
+# ``1 / (t + 1)`` in channel 0, whatever the other channels of the tokens hold, and
+# ``round(1 / o_t - 1)`` reads ``t`` from a single sequence, here of 1024 tokens.
+L_long = 1024
+marker_layer = copy.deepcopy(uniform)
+with torch.no_grad():
+    marker_layer.in_proj_weight[2 * D:].zero_()
+    marker_layer.in_proj_weight[2 * D, 0] = 1.0  # value channel 0 = token channel 0
+    marker_layer.in_proj_bias[2 * D:].zero_()
+    marker_layer.out_proj.weight.copy_(torch.eye(D, dtype=dtype))
+    marker_layer.out_proj.bias.zero_()
+seq = torch.randn(1, L_long, D, dtype=dtype)  # (1, L_long, D)
+seq[0, :, 0] = 0.0
+seq[0, 0, 0] = 1.0  # the marker, on the first token only
+mask_long = torch.ones(L_long, L_long, dtype=torch.bool, device=device).triu(1)
+marker = attend(marker_layer, seq.to(device), mask_long)[0, :, 0]  # (L_long,)
+t_long = torch.arange(L_long)
+expected = 1 / torch.arange(1, L_long + 1, dtype=dtype)  # (L_long,): 1 / (t + 1)
+read = (1 / marker - 1).round().long().cpu()  # (L_long,)
+print(f"marker: max|o_t[0] - 1/(t+1)| = {(marker.cpu() - expected).abs().max():.1e}; "
+      f"t read back for {int((read == t_long).sum())} of {L_long} positions")
+torch.testing.assert_close(marker.cpu(), expected)
+assert torch.equal(read, t_long)
 
 # %%
 # Position read back from the outputs
@@ -244,7 +288,7 @@ ax.plot(t + 1, S_exact.cpu(), "o", ms=4, label="uniform causal, Hadamard batch: 
 ax.plot(t[:L_iid] + 1, S_iid.cpu(), "x", ms=5, label="uniform causal, random tokens")
 for name, v in V.items():
     style = "--" if name.startswith("no mask") else "-"
-    ax.plot(t + 1, (v / v[0]).cpu(), style, label=f"random layer, {name}: V_t / V_0")
+    ax.plot(t + 1, (v / v[0]).cpu(), style, label=f"random layer, {name}: V_t/V_0")
 ax.set_xscale("log")
 ax.set_yscale("log")
 ax.set_xlabel("position t + 1 (tokens the query sees under the mask)")
