@@ -36,10 +36,10 @@ print(f"device: {device}, torch {torch.__version__}")
 # The causal mask is boolean: ``True`` marks the keys a query may *not* see (``m > l``).
 B, L, D, Nh = 4, 32, 16, 2
 dtype = torch.float64
-layer = torch.nn.MultiheadAttention(D, Nh, batch_first=True, device=device, dtype=dtype)
+layer = torch.nn.MultiheadAttention(D, Nh, batch_first=True, dtype=dtype).to(device)
 with torch.no_grad():
     for p in layer.parameters():
-        p.add_(0.1 * torch.randn(p.shape, dtype=dtype).to(device))
+        p.add_(0.1 * torch.randn(p.shape, dtype=dtype).to(device))  # drawn on the CPU
 layer.eval()
 causal = torch.ones(L, L, dtype=torch.bool, device=device).triu(1)  # (L, L), True: hide
 
@@ -194,7 +194,7 @@ print(f"worst probe error {worst:.3f} < 0.5: every t < {L_iid} read back")
 # alone, whatever the queries and keys, and later outputs mix more tokens. As drawn,
 # the layer's attention is broad and :math:`V_t` falls twelvefold over 32 positions;
 # sharpened, each query nearly picks one key, and :math:`V_t` still varies with ``t``
-# (by 14 %), but weakly, and it ends above :math:`V_0`: how much position survives, and
+# (by 13 %), but weakly, and it ends above :math:`V_0`: how much position survives, and
 # in which statistic, depends on the weights.
 B_base = 64
 base = torch.randn(B_base, L, D, dtype=dtype)  # (B_base, L, D)
@@ -233,6 +233,9 @@ for name, module in (("as drawn", layer), ("query x16", sharp)):
     torch.testing.assert_close(out_causal[:, 0], first)
     V[f"causal, {name}"] = out_causal.var(dim=0).sum(-1)
     V[f"no mask, {name}"] = attend(module, shifted).var(dim=0).sum(-1)
+    # V_0 is the total variance of token 0's value, whatever the queries and keys
+    spread_first = (first - first.mean(dim=0)).pow(2).sum() / (first.shape[0] - 1)
+    torch.testing.assert_close(V[f"causal, {name}"][0], spread_first)
 for name, v in V.items():
     print(f"{name:19s}: V_0 = {v[0]:.3f}, V_{L - 1} = {v[-1]:.3f}, "
           f"V_{L - 1} / V_0 = {v[-1] / v[0]:.3f}, max/min = {v.max() / v.min():.2f}")
@@ -240,23 +243,25 @@ for name, v in V.items():
     if name.startswith("no mask"):
         torch.testing.assert_close(v, v[0].expand(L))  # same at every position
 drawn, sharp_v = V["causal, as drawn"], V["causal, query x16"]
-assert drawn[-1] / drawn[0] < 0.2  # 0.082: falls twelvefold with t
-assert sharp_v.max() / sharp_v.min() > 1.05  # 1.14: still varies with t
-assert sharp_v[-1] / sharp_v[0] > 1.05  # 1.11: and ends above V_0
+assert drawn[-1] / drawn[0] < 0.2  # 0.081: falls twelvefold with t
+assert sharp_v.max() / sharp_v.min() > 1.05  # 1.13: still varies with t
+assert sharp_v[-1] / sharp_v[0] > 1.05  # 1.10: and ends above V_0
 
 # %%
 # One sequence, exactly: a beginning-of-sequence marker
 # -----------------------------------------------------
-# Kazemnejad et al. (2023, their Theorem 1) need no batch: let only the first token
-# carry a marker, a 1 in channel 0 (a beginning-of-sequence token), and let uniform
-# causal attention's value projection read channel 0 alone. Output ``t`` then holds
+# Kazemnejad et al. (2023) prove that a decoder without PE can represent absolute
+# positions. The simplest mechanism needs no batch: let only the first token carry a
+# marker, a 1 in channel 0 (a beginning-of-sequence token), and let the value
+# projection of uniform causal attention read channel 0 alone. Output ``t`` then holds
 # ``1 / (t + 1)`` in channel 0, whatever the other channels of the tokens hold, and
 # ``round(1 / o_t - 1)`` reads ``t`` from a single sequence, here of 1024 tokens.
 L_long = 1024
 marker_layer = copy.deepcopy(uniform)
 with torch.no_grad():
-    marker_layer.in_proj_weight[2 * D:].zero_()
-    marker_layer.in_proj_weight[2 * D, 0] = 1.0  # value channel 0 = token channel 0
+    reads_marker = torch.zeros(D, D, dtype=dtype)  # (D, D)
+    reads_marker[0, 0] = 1.0  # value channel 0 = token channel 0, nothing else
+    marker_layer.in_proj_weight[2 * D:] = reads_marker.to(device)
     marker_layer.in_proj_bias[2 * D:].zero_()
     marker_layer.out_proj.weight.copy_(torch.eye(D, dtype=dtype))
     marker_layer.out_proj.bias.zero_()
