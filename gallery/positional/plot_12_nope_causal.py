@@ -116,8 +116,8 @@ print(f"uniform causal: max|o_t - W_o(W_v mean(x_0..x_t) + b_v) - b_o| = "
 torch.testing.assert_close(ours, reference)
 
 # %%
-# The expectation, exactly: :math:`E\,\lVert o_t \rVert^2 = 1 / (t + 1)`
-# -------------------------------------------------------------------
+# The expectation, exactly
+# -------------------------
 # Take unit-norm tokens :math:`u_s` and an orthogonal value and output projection with
 # zero biases, so :math:`\lVert o_t \rVert = \lVert \bar x_t \rVert`. Flip the sign of
 # each token independently, :math:`x_s = \epsilon_s u_s`: the cross terms of
@@ -183,7 +183,7 @@ print(f"worst probe error {worst:.3f} < 0.5: every t < {L_iid} read back")
 
 # %%
 # A random causal layer: statistics that depend on ``t``
-# -----------------------------------------------------
+# ------------------------------------------------------
 # Back to the random layer, queries and keys included: as drawn, and with its query
 # projection times 16, which multiplies every logit by 16 (a softmax at temperature
 # 1/16), checked on the attention weights the layer returns. The statistic is the total
