@@ -116,15 +116,17 @@ BETA_FAST, BETA_SLOW = 32.0, 1.0
 LOW, HIGH = 1.0, 4.0
 
 
-def yarn(s):
+def yarn(s, beta_fast=BETA_FAST, beta_slow=BETA_SLOW, rounded=True):
     """(theta (Dh/2,), mscale): the ramp from the reference code, in pair indices."""
     def index_of(turns):  # the (fractional) i where M / lambda_i == turns
         return Dh * math.log(M / (2 * math.pi * turns)) / (2 * math.log(BASE))
 
-    lo = max(math.floor(index_of(BETA_FAST)), 0)
-    hi = min(math.ceil(index_of(BETA_SLOW)), Dh - 1)
+    lo, hi = index_of(beta_fast), index_of(beta_slow)
+    if rounded:  # the reference code rounds the ramp's ends outwards
+        lo, hi = math.floor(lo), math.ceil(hi)
+    lo, hi = max(lo, 0), min(hi, Dh - 1)
     keep = ((hi - i) / (hi - lo)).clamp(0, 1)  # (Dh/2,) gamma: 1 keep, 0 interpolate
-    mscale = 0.1 * math.log(s) + 1 if s > 1 else 1.0
+    mscale = 0.1 * math.log(s) + 1
     return (1 - keep) * theta0 / s + keep * theta0, mscale
 
 
@@ -158,7 +160,7 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 def config(rope_type, max_pos, **extra):
     params = {"rope_type": rope_type, "rope_theta": BASE, "factor": S, **extra}
-    return LlamaConfig(hidden_size=2 * Dh, num_attention_heads=2, head_dim=Dh,
+    return LlamaConfig(hidden_size=2 * Dh, num_attention_heads=2,  # Dh = D / Nh
                        max_position_embeddings=max_pos, rope_parameters=params)
 
 
@@ -189,6 +191,20 @@ for name, (ours, factor, cfg, seq_len) in CASES.items():
     OURS[name] = (ours, factor)
 
 # %%
+# The rounding of the ramp's ends is an option of the library, ``truncate`` (gpt-oss's
+# config in transformers sets it to ``False``). Without it the ends are the fractional
+# indices themselves; with :math:`\beta_\text{fast} = 256` the fast end falls below
+# index 0 (no pair turns 256 times in 1024 tokens) and is clamped there. Our rule
+# equals the library's in that setting too.
+ours, mscale = yarn(S, beta_fast=256.0, beta_slow=2.0, rounded=False)
+cfg = config("yarn", int(S * M), original_max_position_embeddings=M, beta_fast=256.0,
+             beta_slow=2.0, truncate=False)
+ref, ref_factor = ROPE_INIT_FUNCTIONS["yarn"](cfg, device)
+print(f"YaRN, truncate=False: max|ours - HF| = {(ours.float() - ref).abs().max():.1e}")
+torch.testing.assert_close(ours.float(), ref)
+torch.testing.assert_close(mscale, ref_factor)
+
+# %%
 # Dynamic NTK through the rotary module
 # -------------------------------------
 # In a model the dynamic rule runs inside ``LlamaRotaryEmbedding.forward``: its
@@ -203,7 +219,7 @@ for name, (ours, factor, cfg, seq_len) in CASES.items():
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 rotary = LlamaRotaryEmbedding(CASES["dynamic NTK"][2]).to(device)
-x = torch.zeros(1, 1, Dh, device=device)  # only its dtype and device are read
+x = torch.empty(0, device=device)  # only its dtype and device are read
 for L, stretch_slowest in ((L_LONG, S * L_LONG / M - (S - 1)), (512, 1.0)):
     rotary(x, torch.arange(L, device=device)[None])  # (1, L) position_ids
     ref = rotary.inv_freq  # (Dh/2,) float32, as the forward left it
@@ -271,6 +287,8 @@ theta_paper = (1 - gamma_paper) * theta0 / S + gamma_paper * theta0
 gap = (theta_paper / yarn_theta - 1).abs().max().item()
 print(f"YaRN: paper's ramp vs the code's: max relative gap in theta = {gap:.2f}")
 assert gap > 0.1, "the two ramps agree?"  # 0.39
+ends = (turns >= BETA_FAST) | (turns <= BETA_SLOW)  # (Dh/2,) kept or interpolated
+torch.testing.assert_close(theta_paper[ends], yarn_theta[ends])
 
 # %%
 # The figure: one curve per rule, the stretch of each pair's wavelength against the
