@@ -67,19 +67,19 @@ print("wavelengths:", " ".join(f"{v:.0f}" for v in lam0.tolist()))
 # %%
 # Five rules, from the papers
 # ---------------------------
-# **Position Interpolation** [Chen2023]_ runs positions :math:`p/s`, the same as
-# :math:`\theta_i/s`: every wavelength :math:`s` times longer.
+# **Position Interpolation** (Chen et al., 2023) runs positions :math:`p/s`, the same
+# as :math:`\theta_i/s`: every wavelength :math:`s` times longer.
 #
-# **NTK-aware** [Bloc972023]_ changes the base instead:
+# **NTK-aware** (bloc97, 2023, on Reddit) changes the base instead:
 # :math:`b' = b\,s^{D_h/(D_h-2)}`, chosen so that the slowest pair
 # (:math:`i = D_h/2-1`) is interpolated by exactly :math:`s` while the fastest
 # (:math:`\theta_0 = 1` for any base) is left alone; between them the stretch
 # :math:`s^{2i/(D_h-2)}` grows geometrically.
 #
-# **Dynamic NTK** (emozilla, in the same thread; Hugging Face's ``"dynamic"``) applies
-# the NTK-aware base with a scale read off the current length ``L``:
-# :math:`s(L) = s\,L/M - (s - 1)` for :math:`L > M`, and no change up to ``M``
-# (:math:`s(M) = 1`, so the rule is continuous).
+# **Dynamic NTK** (Hugging Face's ``"dynamic"``, whose code credits the Reddit users
+# bloc97 and emozilla) applies the NTK-aware base with a scale read off the current
+# length ``L``: :math:`s(L) = s\,L/M - (s - 1)` for :math:`L > M`, and no change up to
+# ``M`` (:math:`s(M) = 1`, so the rule is continuous).
 def position_interpolation(s):
     return theta0 / s  # (Dh/2,)
 
@@ -95,23 +95,24 @@ def dynamic_ntk(s, L):
 
 
 # %%
-# **YaRN** [Peng2023]_ counts how many turns pair :math:`i` makes in the pretrained
-# context, :math:`r_i = M/\lambda_i`. A pair with :math:`r_i \ge \beta_\text{fast}`
-# (32) turns often enough to extrapolate and is kept; a pair with
-# :math:`r_i \le \beta_\text{slow}` (1) is interpolated, :math:`\theta_i/s`; between,
-# the two are blended, :math:`(1-\gamma_i)\,\theta_i/s + \gamma_i\,\theta_i`. The
-# paper writes :math:`\gamma` linear in :math:`r`; its reference code (and Hugging
-# Face) makes it linear in the pair index instead, between the index where
+# **YaRN** (Peng et al., 2023) counts how many turns pair :math:`i` makes in the
+# pretrained context, :math:`r_i = M/\lambda_i`. A pair with
+# :math:`r_i \ge \beta_\text{fast}` (32) turns often enough to extrapolate and is
+# kept; a pair with :math:`r_i \le \beta_\text{slow}` (1) is interpolated,
+# :math:`\theta_i/s`; between, the two are blended,
+# :math:`(1-\gamma_i)\,\theta_i/s + \gamma_i\,\theta_i`. The paper writes
+# :math:`\gamma` linear in :math:`r`; its reference code (and Hugging Face) makes it
+# linear in the pair index instead, between the index where
 # :math:`r = \beta_\text{fast}` rounded down and the index where
 # :math:`r = \beta_\text{slow}` rounded up, and that is the rule written here. YaRN
 # also divides the logits by a temperature :math:`t` with
 # :math:`\sqrt{1/t} = 0.1 \ln s + 1`, applied as a factor on both cos and sin.
 #
-# **Llama 3** (Meta's reference code for Llama 3.1, [Dubey2024]_) is the same idea
-# with thresholds in wavelengths: keep :math:`\lambda_i < M/h` (``high_freq_factor``
-# :math:`h`), divide by :math:`s` when :math:`\lambda_i > M/l` (``low_freq_factor``
-# :math:`l`), and between them blend with :math:`\gamma_i = (M/\lambda_i - l)/(h - l)`,
-# linear in :math:`r_i`.
+# **Llama 3** (the rule of Llama 3.1, Dubey et al., 2024, as ``"llama3"``) is the
+# same idea with thresholds in wavelengths: keep :math:`\lambda_i < M/h`
+# (``high_freq_factor`` :math:`h`), divide by :math:`s` when :math:`\lambda_i > M/l`
+# (``low_freq_factor`` :math:`l`), and between them blend with
+# :math:`\gamma_i = (M/\lambda_i - l)/(h - l)`, linear in :math:`r_i`.
 BETA_FAST, BETA_SLOW = 32.0, 1.0
 LOW, HIGH = 1.0, 4.0
 
@@ -330,8 +331,9 @@ def rotate(x, pos, th, mscale):
     return mscale * (x * emb.cos() + torch.cat([-x2, x1]) * emb.sin())
 
 
-q, k = torch.randn(2, Dh, dtype=torch.float64, device=device)  # (Dh,) each
-pos = torch.randint(0, 4000, (48,), device=device)  # (48,)
+# drawn on the CPU, so that every device checks the same vectors and positions
+q, k = torch.randn(2, Dh, dtype=torch.float64).to(device)  # (Dh,) each
+pos = torch.randint(0, 4000, (48,)).to(device)  # (48,)
 for name, (th, mscale) in OURS.items():
     logits = rotate(q, pos, th, mscale) @ rotate(k, pos, th, mscale).T  # (48, 48)
     rel = pos[:, None] - pos[None, :]  # (48, 48) m - n
