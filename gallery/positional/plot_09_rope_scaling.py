@@ -293,24 +293,28 @@ torch.testing.assert_close(theta_paper[ends], yarn_theta[ends])
 
 # %%
 # The figure: one curve per rule, the stretch of each pair's wavelength against the
-# original wavelength (log-log). Linear is the flat line at ``s``; the three
-# frequency-aware rules start at 1 on the left (fast pairs, local order) and reach
-# ``s`` or more on the right (slow pairs, long-range position).
+# original wavelength (log-log). Linear is the flat line at ``s``; the four others keep
+# the fastest pair (stretch 1, local order) and stretch the slowest by ``s`` (by
+# :math:`s(L)` for dynamic NTK): NTK-aware geometrically across all pairs, YaRN and
+# Llama 3 only past their thresholds (dotted: :math:`M/\beta_\text{fast} = 32` and
+# :math:`M/h = 256` tokens), and both divide every wavelength past ``M`` by ``s``.
 import matplotlib.pyplot as plt
 
 fig, ax = plt.subplots(figsize=(7, 4))
 for name, st in stretch.items():
-    ax.plot(lam0.cpu(), st.cpu(), marker="o", ms=3, label=name)
-for x_at, txt in ((M / BETA_FAST, "YaRN keeps"), (M / HIGH, "Llama 3 keeps"),
-                  (M, "M")):
+    label = f"{name} (L = {L_LONG})" if name == "dynamic NTK" else name
+    ax.plot(lam0.cpu(), st.cpu(), marker="o", ms=3, label=label)
+for x_at, txt in ((M / BETA_FAST, "M / beta_fast"), (M / HIGH, "M / h"), (M, "M")):
     ax.axvline(x_at, color="gray", lw=0.7, ls=":")
     ax.text(x_at, 9.5, f" {txt}", fontsize=7, color="gray", va="top")
 ax.set_xscale("log")
 ax.set_yscale("log")
+ax.set_yticks([1, 2, 4, 8], labels=["1", "2", "4 = s", "8"])
+ax.minorticks_off()
 ax.set_xlabel(r"original wavelength $\lambda_i = 2\pi/\theta_i$ (tokens)")
 ax.set_ylabel(r"stretch $\lambda_i'/\lambda_i$")
-ax.set_title("Linear stretches every wavelength by s = 4;\n"
-             "NTK, YaRN and Llama 3 keep the short ones and stretch the long ones")
+ax.set_title("Linear stretches every wavelength by s = 4; the others keep the\n"
+             "shortest and stretch the longest by s (dynamic NTK: by s(L))")
 ax.legend(fontsize=8)
 plt.show()
 
