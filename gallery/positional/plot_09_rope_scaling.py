@@ -264,6 +264,7 @@ for name, s in (("NTK-aware", S), ("dynamic NTK", S * L_LONG / M - (S - 1))):
     print(f"{name:12s} stretch {st[0].item():.3f} (fastest) .. {st[-1].item():.3f} "
           f"(slowest), s = {s:.3f}")
     torch.testing.assert_close(st[[0, -1]], torch.tensor([1.0, s], dtype=st.dtype))
+    torch.testing.assert_close(st, s ** (2 * i / (Dh - 2)))  # geometric in i
     assert (st.diff() > 0).all(), "NTK stretch not growing with the wavelength?"
 turns = M / lam0  # (Dh/2,) r_i
 for name, kept, moved in (("YaRN", turns >= BETA_FAST, turns <= BETA_SLOW),
