@@ -241,7 +241,10 @@ pos = torch.arange(8, device=device)  # (8,)
 cos_hf, sin_hf = rotary(x, pos[None])  # (1, 8, Dh) each
 angles = pos[:, None].double() * yarn_theta[None, :]  # (8, Dh/2)
 emb = torch.cat([angles, angles], dim=-1)  # (8, Dh)
-print(f"YaRN: 1/t = mscale^2 = {yarn_mscale ** 2:.4f}")
+err = max((yarn_mscale * emb.cos()).float().sub(cos_hf[0]).abs().max().item(),
+          (yarn_mscale * emb.sin()).float().sub(sin_hf[0]).abs().max().item())
+print(f"YaRN: 1/t = mscale^2 = {yarn_mscale ** 2:.4f}; max|mscale cos, sin - HF| = "
+      f"{err:.1e}")
 torch.testing.assert_close((yarn_mscale * emb.cos()).float(), cos_hf[0])
 torch.testing.assert_close((yarn_mscale * emb.sin()).float(), sin_hf[0])
 
