@@ -319,7 +319,7 @@ import matplotlib.pyplot as plt
 
 r = torch.arange(0, 513, device=device)  # (P,) relative distances
 rot_r, unrot_r = logit_parts(1000 + r, torch.full_like(r, 1000))
-fig, ax = plt.subplots(figsize=(6.4, 3.6))
+fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
 ax.plot(r.cpu(), (rot_r + unrot_r).cpu(), color="0.6", lw=1, label="whole logit")
 ax.plot(r.cpu(), rot_r.cpu(), label=f"rotated channels [:{R_20b}]")
 ax.plot(r.cpu(), unrot_r.cpu(), label=f"unrotated channels [{R_20b}:]")
@@ -328,5 +328,4 @@ ax.set_ylabel("contribution to q . k")
 ax.set_title("Partial RoPE: only the rotated quarter of the logit moves with distance")
 ax.set_ylim(top=1.3 * (rot_r + unrot_r).max().item())  # room for the legend
 ax.legend(fontsize=8, ncols=3, loc="upper center")
-fig.tight_layout()
 plt.show()

@@ -192,7 +192,7 @@ b, l, h = 0, L - 1, 4
 assert slopes[h].item() == 0.5
 vis = keep[b, 0, l].cpu()  # (L,), keys the query sees
 keys = torch.arange(L)[vis]
-fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(8, 3.2))
+fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(8, 3.2), layout="constrained")
 ax0.plot(keys, theirs[b, h, 0].cpu()[vis], "o-", label="BLOOM: m p_m")
 ax0.plot(keys, relative_bias(mask, slopes)[b, h, l].cpu()[vis], "s--",
          label="relative: -m (p_l - p_m)")
@@ -210,7 +210,6 @@ ax1.set_xlim(-0.5, L - 0.5)
 ax1.legend(fontsize="small")
 fig.suptitle("BLOOM's per-key bias is the relative bias plus a constant per query:\n"
              "the softmax weights are the same (left padding, m = 1/2)")
-fig.tight_layout()
 plt.show()
 
 
