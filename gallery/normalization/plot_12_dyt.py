@@ -118,10 +118,11 @@ torch.testing.assert_close(ln_plain(v)[0], torch.tensor((D - 1) ** 0.5, device=d
 # -----------------------------------------------
 # Both end in a per-channel ``weight`` and ``bias`` of shape ``(D,)``, and neither mixes
 # tokens: in the Jacobian of a ``(L, D)`` input's output, the block of output token
-# ``i`` against input token ``j`` is non-zero exactly when ``i = j``. Inside a token they differ: LayerNorm's Jacobian block is dense (every feature
-# moves the mean and the variance), DyT's is diagonal, with
-# :math:`\gamma_i \alpha (1 - \tanh^2(\alpha x_i))` on the diagonal. Computed in float64
-# with ``torch.autograd.functional.jacobian``.
+# ``i`` against input token ``j`` is non-zero exactly when ``i = j``. Inside a token
+# they differ: LayerNorm's Jacobian block is dense (every feature moves the mean and
+# the variance), DyT's is diagonal, with
+# :math:`\gamma_i \alpha (1 - \tanh^2(\alpha x_i))` on the diagonal. Computed in
+# float64 with ``torch.autograd.functional.jacobian``.
 from torch.autograd.functional import jacobian
 
 ln = nn.LayerNorm(D).to(device).double()
@@ -143,8 +144,9 @@ print("sum |d out[token i] / d in[token j]|, rows i, columns j:")
 for name, dep in (("LayerNorm", dep_ln), ("DyT", dep_dyt)):
     print(f"  {name:9s} {[[round(v, 2) for v in row] for row in dep.tolist()]}")
 self_only = torch.eye(3, dtype=torch.bool, device=device)
-assert torch.equal(dep_ln != 0, self_only)  # exactly: no token reads another
-assert torch.equal(dep_dyt != 0, self_only)
+for dep in (dep_ln, dep_dyt):
+    assert (dep[~self_only] == 0).all()  # exactly: no token reads another
+    assert (dep[self_only] > 1).all()  # measured 2.6 and more: each reads itself
 
 # %%
 # Within token 0: DyT's block is the diagonal the formula says, LayerNorm's is not
