@@ -9,7 +9,8 @@ proves it equal to the paper's reference formulation in both of its layouts, pro
 what it shares with LayerNorm (a bounded output, the same affine, no coupling between
 tokens) and what it does not (shift and scale invariance, coupling between the channels
 of a token), and fits ``tanh(alpha x)`` to LayerNorm's input-to-output map on the
-activations of a stack of random pre-LN blocks.
+activations of a stack of random pre-LN blocks with planted outlier channels, where
+the S comes from tokens of different scales.
 """
 
 # %%
@@ -305,10 +306,10 @@ for seed in (0, 1, 2):
 # line ``g alpha x``) and the line's error is several times smaller than above. The S
 # comes from tokens of different scales, not from the outliers alone.
 for seed in (0, 1, 2):
-    alpha, g, a, rms, best = fit_tanh(*stack_activations(seed, same_size=True))
-    print(f"one size, seed {seed}: best alpha {alpha:.0e} (grid end), "
+    alpha, g, a, rms, _ = fit_tanh(*stack_activations(seed, same_size=True))
+    print(f"one size, seed {seed}: best alpha {alpha:.0e} (grid from 1e-3), "
           f"RMS: tanh {rms['tanh'][0]:.4f}, line {rms['line'][0]:.4f}")
-    assert best == 0  # the lower end of the grid: no S to fit
+    assert alpha < 2e-3  # measured 1e-3, the grid's end: tanh(alpha x) is a line here
     assert rms["line"][0] < 0.1  # measured 0.047 to 0.064 (0.33 to 0.37 above)
 
 
