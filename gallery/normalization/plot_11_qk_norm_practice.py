@@ -68,8 +68,9 @@ for name, cls, cfg in (("qwen3", Qwen3Attention, qwen_cfg),
         m.q_proj.weight.mul_(head_scale.repeat_interleave(Dh)[:, None].to(device))
     assert m.config._attn_implementation == "eager"
     modules[name] = m
-    print(f"{cls.__name__}:\n  " + ", ".join(
-        f"{n.split('.')[0]} {tuple(p.shape)}" for n, p in m.named_parameters()))
+    shapes = [f"{n} {tuple(p.shape)}" for n, p in m.named_parameters()]
+    print(f"{cls.__name__}:\n  " + ", ".join(shapes[:3]) + "\n  "
+          + ", ".join(shapes[3:]))
 
 # %%
 # The two QK-norms from scratch
