@@ -51,8 +51,8 @@ D, Nh, Nkv, Dh = 64, 4, 2, 16
 THETA, EPS = 1000.0, 1e-3
 common = dict(
     hidden_size=D, num_attention_heads=Nh, num_key_value_heads=Nkv, head_dim=Dh,
-    intermediate_size=128, num_hidden_layers=1, vocab_size=100, rms_norm_eps=EPS,
-    rope_parameters={"rope_type": "default", "rope_theta": THETA},
+    intermediate_size=128, num_hidden_layers=1, vocab_size=100, rms_norm_eps=1e-3,
+    rope_parameters={"rope_type": "default", "rope_theta": 1000.0},  # THETA, EPS
     attn_implementation="eager", pad_token_id=0, bos_token_id=1, eos_token_id=2,
 )
 qwen_cfg = Qwen3Config(**common)
@@ -235,6 +235,8 @@ rms_tok_width = after_width.pow(2).mean(dim=-1).sqrt()  # (B, L, Nh)
 torch.testing.assert_close(rms_tok_head, (ms / (ms + EPS)).sqrt())
 torch.testing.assert_close(rms_tok_width / rms_tok_width[..., :1],
                            (ms / ms[..., :1]).sqrt())
+joint = ms.mean(dim=-1)  # (B, L): mean square of q over the whole width
+torch.testing.assert_close(rms_tok_width.pow(2).mean(dim=-1), joint / (joint + EPS))
 
 
 def head_rms(t):
@@ -246,6 +248,9 @@ rms_before, rms_head, rms_width = map(head_rms, (before, after_head, after_width
 for label, r in (("before", rms_before), ("per head", rms_head),
                  ("over width", rms_width)):
     print(f"per-head RMS of q, {label:10}: " + "  ".join(f"{v:.3f}" for v in r))
+# The heads' sizes follow the scales of the setup; random heads differ by up to 13 %.
+scales_1248 = torch.tensor([1.0, 2, 4, 8], device=device)
+torch.testing.assert_close(rms_before / rms_before[0], scales_1248, rtol=0.2, atol=0.0)
 
 fig, ax = plt.subplots(figsize=(6.4, 3.6))
 idx = torch.arange(Nh)
