@@ -3,9 +3,10 @@ QK-norm in practice: per head or over the width
 ===============================================
 
 :doc:`plot_07_qk_norm` proves what QK-norm bounds. Models since 2024 apply it in two
-ways, both with RMSNorm and both before RoPE: Qwen3 (and Gemma 3) normalize each head's
-query and key, a row of width ``Dh``; OLMo 2 normalizes the whole projection, a row of
-width ``Nh * Dh``, before it is split into heads. This page writes both from scratch and
+ways, both with RMSNorm and both before RoPE: Qwen3 normalizes each head's query and
+key, a row of width ``Dh`` (Gemma 3 does too, with its ``1 + w`` RMSNorm, not run
+here); OLMo 2 normalizes the whole projection, a row of width ``Nh * Dh``, before it is
+split into heads. This page writes both from scratch and
 proves each equal to its Hugging Face attention module (``Qwen3Attention``,
 ``Olmo2Attention``) with grouped-query attention; proves the two different on generic
 inputs and equal where every head has the same RMS; and shows how either meets RoPE:
@@ -61,11 +62,12 @@ head_scale = 2.0 ** (torch.arange(Nh) - 1)  # (Nh,): 0.5, 1, 2, 4
 modules = {}
 for name, cls, cfg in (("qwen3", Qwen3Attention, qwen_cfg),
                        ("olmo2", Olmo2Attention, olmo_cfg)):
-    m = cls(cfg, layer_idx=0).to(device).eval()
+    m = cls(cfg, layer_idx=0).eval()  # perturbed on CPU: the same numbers on any device
     with torch.no_grad():
         for p in m.parameters():
             p.add_(0.1 * torch.randn_like(p))
-        m.q_proj.weight.mul_(head_scale.repeat_interleave(Dh)[:, None].to(device))
+        m.q_proj.weight.mul_(head_scale.repeat_interleave(Dh)[:, None])
+    m = m.to(device)
     assert m.config._attn_implementation == "eager"
     modules[name] = m
     shapes = [f"{n} {tuple(p.shape)}" for n, p in m.named_parameters()]
@@ -140,7 +142,7 @@ print("ours -> theirs:")
 for ours, hf in NAMES.items():
     print(f"  {ours:6} -> {hf}")
 B, L = 2, 10
-x = 0.05 * torch.randn(B, L, D, device=device)  # (B, L, D)
+x = (0.05 * torch.randn(B, L, D)).to(device)  # (B, L, D), drawn on CPU
 pos = torch.stack([torch.arange(L), 3 * torch.arange(L) + 2]).to(device)  # (B, L)
 cos, sin = rope_cos_sin(pos)  # (B, L, Dh) each
 cos_hf, sin_hf = Qwen3RotaryEmbedding(qwen_cfg).to(device)(x, pos)
@@ -191,7 +193,7 @@ assert rel > 0.1  # measured 0.25: heads of RMS 1/2 .. 4 normalized differently
 def orthogonal_heads(w, n):
     """Projection (n*Dh, D) whose head h is a random rotation of head 0 of w."""
     rotations = [torch.eye(Dh, device=device)] + [
-        torch.linalg.qr(torch.randn(Dh, Dh, device=device))[0] for _ in range(n - 1)]
+        torch.linalg.qr(torch.randn(Dh, Dh).to(device))[0] for _ in range(n - 1)]
     return torch.cat([R @ w[:Dh] for R in rotations])  # (n*Dh, D)
 
 
@@ -261,7 +263,8 @@ for i, (label, r) in enumerate((("before the norm", rms_before),
 ax.set_xticks(idx, [f"head {h}" for h in range(Nh)])
 ax.set_ylabel("RMS of q in the head")
 ax.set_yscale("log")
-ax.set_title("Per-head QK-norm equalizes the heads;\nover the width keeps their ratios")
+ax.set_title("Per head, every head moves toward RMS 1 (eps holds back the smallest);\n"
+             "over the width, the heads keep their ratios 1 : 2 : 4 : 8")
 ax.legend(fontsize=8)
 plt.show()
 
