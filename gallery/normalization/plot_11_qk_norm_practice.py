@@ -176,7 +176,7 @@ assert params["olmo2"]["q_norm"].shape == (Nh * Dh,)
 # with RMS about 1 (times the weight); over the width, the heads keep their relative
 # sizes and only their joint RMS is 1. So the two disagree unless all heads of ``q``
 # (and of ``k``) have the same RMS in every token. Two cases where they do: one head
-# (``Nh = Nkv = 1`` is the same formula on the same row), and projections in which head
+# (the same formula on the same row), and projections in which head
 # ``h`` is an orthogonal rotation ``R_h`` of head 0, so
 # :math:`\|q_h\| = \|R_h q_0\| = \|q_0\|` for every input.
 P_head = dict(params["qwen3"])
@@ -212,10 +212,21 @@ print(f"rotated heads: per-head mean square of q spreads by "
 torch.testing.assert_close(head_ms, head_ms[..., :1].expand_as(head_ms))
 torch.testing.assert_close(out_eq_head, out_eq_width)
 
-# One head: Nh = Nkv = 1, the same formula on the same row of width Dh.
-q1 = (x @ P_head["wq"][:Dh].T)  # (B, L, Dh): head 0 alone
-torch.testing.assert_close(rms_norm(q1[..., None, :], P_head["q_norm"])[..., 0, :],
-                           rms_norm(q1, P_width["q_norm"][:Dh]))
+# One head: with ``Nh = Nkv = 1`` the two Hugging Face modules themselves agree, given
+# the same parameters (then their names and shapes coincide).
+one = dict(common, num_attention_heads=1, num_key_value_heads=1)
+qwen_1 = Qwen3Attention(Qwen3Config(**one), layer_idx=0).eval()
+olmo_1 = Olmo2Attention(Olmo2Config(**one), layer_idx=0).eval()
+with torch.no_grad():
+    for p in qwen_1.parameters():
+        p.add_(0.1 * torch.randn_like(p))
+    olmo_1.load_state_dict(qwen_1.state_dict(), strict=True)
+    qwen_1, olmo_1 = qwen_1.to(device), olmo_1.to(device)
+    y_qwen = qwen_1(x, position_embeddings=(cos_hf, sin_hf), attention_mask=mask)[0]
+    y_olmo = olmo_1(x, position_embeddings=(cos_hf, sin_hf), attention_mask=mask)[0]
+print(f"one head: max|Qwen3Attention - Olmo2Attention| = "
+      f"{(y_qwen - y_olmo).abs().max().item():.1e}")
+torch.testing.assert_close(y_qwen, y_olmo)
 
 # %%
 # Per-head RMS of ``q``, before and after each norm (the figure). Per head, each head
