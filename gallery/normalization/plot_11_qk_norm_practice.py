@@ -5,12 +5,12 @@ QK-norm in practice: per head or over the width
 :doc:`/generated/normalization/plot_07_qk_norm` proves what QK-norm bounds. Models since
 2024 apply it in two ways, both with RMSNorm and both before RoPE: Qwen3 normalizes each
 head's query and key, a row of width ``Dh`` (Gemma 3 does too, with its ``1 + w``
-RMSNorm, not run here); OLMo 2 normalizes the whole projection, a row of width ``Nh *
-Dh``, before it is split into heads. This page writes both from scratch and proves each
-equal to its Hugging Face attention module (``Qwen3Attention``, ``Olmo2Attention``) with
-grouped-query attention; proves the two different on generic inputs and equal where
-every head has the same RMS; and shows how either meets RoPE: the rotation keeps each
-head's RMS, but RMSNorm's weight does not commute with it.
+RMSNorm, not run here); OLMo 2 normalizes the whole projection, a row of width
+``Nh * Dh``, before it is split into heads. This page writes both from scratch and
+proves each equal to its Hugging Face attention module (``Qwen3Attention``,
+``Olmo2Attention``) with grouped-query attention; proves the two different on generic
+inputs and equal where every head has the same RMS; and shows how either meets RoPE: the
+rotation keeps each head's RMS, but RMSNorm's weight does not commute with it.
 """
 
 # %%
