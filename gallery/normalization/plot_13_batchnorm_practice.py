@@ -203,7 +203,7 @@ for kind in ("conv", "linear"):
             err = ((out - ref).abs().max() / ref.abs().max()).item()
             folded_error[kind, dtype] = err
             print(f"{kind:6s} {str(dtype)[6:]}: max|folded - stack|/max|stack| "
-                  f"{err:.1e}, max|ours - fuse_*_bn_eval's weight| "
+                  f"{err:.1e}, max|ours - fused weight| "
                   f"{(w - fused.weight).abs().max():.1e}")
             torch.testing.assert_close(w, fused.weight)
             torch.testing.assert_close(b, fused.bias)
@@ -316,8 +316,8 @@ for s in slices:  # each rank normalizes its own slice with the global statistic
     z = (s - mu.view(1, C, 1, 1)) / torch.sqrt(var.view(1, C, 1, 1) + 1e-5)
     synced.append(z * gamma.view(1, C, 1, 1) + beta.view(1, C, 1, 1))
 y_synced = torch.cat(synced)
-print(f"synchronized vs whole batch: max|diff| = {(y_synced - y_whole).abs().max():.1e}"
-      f"; running_mean {(running_mean - whole.running_mean).abs().max():.1e}, "
+print(f"synchronized vs whole batch: max|diff| {(y_synced - y_whole).abs().max():.1e}")
+print(f"  running_mean {(running_mean - whole.running_mean).abs().max():.1e}, "
       f"running_var {(running_var - whole.running_var).abs().max():.1e}")
 torch.testing.assert_close(y_synced, y_whole)  # float64 defaults
 torch.testing.assert_close(running_mean, whole.running_mean)
