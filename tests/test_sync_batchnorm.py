@@ -1,4 +1,4 @@
-"""Synchronized BatchNorm across two real processes equals BatchNorm over the whole batch.
+"""Synchronized BatchNorm across two real processes equals BatchNorm on the whole batch.
 
 The page gallery/normalization/plot_13_batchnorm_practice.py proves the algebra with the
 ranks simulated in one process; this test runs it for real: two processes started with
@@ -6,23 +6,23 @@ torch.multiprocessing (start method "spawn"), a torch.distributed process group 
 gloo backend on 127.0.0.1 (a free port), each process holding half of a batch.
 
 nn.SyncBatchNorm cannot be used here: in torch 2.13, when a process group is initialized
-and the module is in training mode, its forward raises ValueError ("SyncBatchNorm expected
-input tensor to be on GPU or XPU or ...") for an input on the CPU (torch/nn/modules/
-batchnorm.py; its kernels, batch_norm_gather_stats_with_counts and friends, are CUDA-only).
-The test asserts that refusal, then writes the all-reduce out with torch.distributed: each
-rank all-reduces (sum) its count, sum and sum of squares per channel, normalizes its half
-with the global mean and biased variance, and updates the running variance with the
-unbiased one (N - 1, N the global count). The all-reduce used in the forward pass is the
-differentiable one of torch.distributed.nn.functional, so the gradient with respect to each
-rank's input includes the other rank's contribution through the shared statistics; weight
-and bias gradients are all-reduced (summed) afterwards, as DistributedDataParallel does.
+and the module is in training mode, its forward raises ValueError ("SyncBatchNorm
+expected input tensor to be on GPU or XPU or ...") for an input on the CPU (see
+torch/nn/modules/batchnorm.py). The test asserts that refusal, then writes the
+all-reduce out with torch.distributed: each rank all-reduces (sum) its count, sum and
+sum of squares per channel, normalizes its half with the global mean and biased
+variance, and updates the running variance with the unbiased one (N - 1, N the global
+count). The forward all-reduce is the differentiable one of
+torch.distributed.nn.functional, so the gradient with respect to each rank's input
+includes the other rank's contribution through the shared statistics; weight and bias
+gradients are all-reduced (summed) afterwards, as DistributedDataParallel does.
 
-Asserted against nn.BatchNorm2d over the whole batch in one process, in float64 at default
-tolerances: nn.SyncBatchNorm's refusal, the concatenated outputs, running_mean, running_var, the concatenated input
-gradients, and the summed weight and bias gradients. Runs in 4-10 s (two fresh
-interpreters import torch; the all-reduces take milliseconds); the process
-group is destroyed in every rank and the processes are killed if they outlive a deadline,
-so the test cannot hang.
+Asserted against nn.BatchNorm2d on the whole batch in one process, in float64 at default
+tolerances: the concatenated outputs, running_mean, running_var, the concatenated input
+gradients, and the summed weight and bias gradients; and that per-rank BatchNorm differs.
+Runs in 4-10 s (two fresh interpreters import torch; the all-reduces take
+milliseconds). Every rank destroys its process group, and the processes are killed if
+they outlive a deadline, so the test cannot hang.
 """
 
 import datetime
@@ -41,7 +41,7 @@ DEADLINE_S = 60  # the whole two-process run; measured 4-10 s on 2 busy cores
 
 
 def make_data():
-    """The whole batch (rank r's half has mean 2 r), affine, upstream gradient; float64."""
+    """The whole batch (rank r's half has mean 2 r), affine, upstream grad; float64."""
     g = torch.Generator().manual_seed(0)
     halves = [2.0 * r + torch.randn(B_RANK, C, H, W, generator=g, dtype=torch.float64)
               for r in range(WORLD)]
