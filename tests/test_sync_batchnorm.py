@@ -19,7 +19,7 @@ gradients are all-reduced (summed) afterwards, as DistributedDataParallel does.
 
 Asserted against nn.BatchNorm2d on the whole batch in one process, in float64 at default
 tolerances: the concatenated outputs, running_mean, running_var, the concatenated input
-gradients, and the summed weight and bias gradients; and that per-rank BatchNorm differs.
+gradients, the summed weight and bias gradients; and that per-rank BatchNorm differs.
 Runs in 4-10 s (two fresh interpreters import torch; the all-reduces take
 milliseconds). Every rank destroys its process group, and the processes are killed if
 they outlive a deadline, so the test cannot hang.
