@@ -19,6 +19,8 @@ synchronized BatchNorm with the ranks simulated in one process (the two-process 
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import copy
+
 import torch
 
 torch.manual_seed(0)
@@ -37,10 +39,10 @@ print(f"device: {device}, torch {torch.__version__}")
 B, C, H, W = 4, 3, 5, 5
 
 
-def pretrained_bn(dtype=torch.float32):
+def pretrained_bn():
     """A BatchNorm2d(C) with non-trivial running statistics and affine parameters."""
     g = torch.Generator().manual_seed(1)
-    bn = torch.nn.BatchNorm2d(C).to(device=device, dtype=dtype)
+    bn = torch.nn.BatchNorm2d(C).to(device)
     with torch.no_grad():
         bn.running_mean.copy_(torch.randn(C, generator=g) * 0.1)
         bn.running_var.copy_(1e-3 * (0.5 + torch.rand(C, generator=g)))
@@ -58,19 +60,14 @@ x_other[1:] += 0.2
 
 def freeze_report(bn):
     """One step on x: buffers moved? weight.grad? sample 0's dependence on the rest."""
+    probe = copy.deepcopy(bn)  # the same module, for sample 0 among other companions
     before = (bn.running_mean.clone(), bn.running_var.clone())
     y = bn(x)  # (B, C, H, W)
     (y * torch.linspace(-1, 1, y.numel(), device=device).view_as(y)).sum().backward()
-    moved = not (torch.equal(before[0], bn.running_mean)
-                 and torch.equal(before[1], bn.running_var))
+    moved = (not torch.equal(before[0], bn.running_mean),
+             not torch.equal(before[1], bn.running_var))  # (mean, var)
     with torch.no_grad():
-        # Put the buffers back, then ask: does sample 0's output depend on the others?
-        bn.running_mean.copy_(before[0])
-        bn.running_var.copy_(before[1])
-        y0_other = bn(x_other)[0]
-        bn.running_mean.copy_(before[0])
-        bn.running_var.copy_(before[1])
-    depends = (y[0] - y0_other).abs().max().item()
+        depends = (y[0] - probe(x_other)[0]).abs().max().item()
     return y, moved, bn.weight.grad is not None, depends
 
 
@@ -98,15 +95,16 @@ bn_both = pretrained_bn().eval()
 bn_both.weight.requires_grad_(False)
 bn_both.bias.requires_grad_(False)
 results["both"] = freeze_report(bn_both)
-print(f"{'freezing':22s} {'buffers moved':>13s} {'weight.grad':>11s} "
+print(f"{'freezing':22s} {'moved: mean, var':>16s} {'weight.grad':>11s} "
       f"{'sample 0 vs batch':>17s}")
 for name, (_, moved, has_grad, depends) in results.items():
-    print(f"{name:22s} {str(moved):>13s} {str(has_grad):>11s} {depends:17.1e}")
-assert results["eval()"][1:3] == (False, True)
+    print(f"{name:22s} {f'{moved[0]}, {moved[1]}':>16s} {str(has_grad):>11s} "
+          f"{depends:17.1e}")
+assert results["eval()"][1:3] == ((False, False), True)
 assert results["eval()"][3] == 0  # measured 0: eval mode is per sample
-assert results["requires_grad_(False)"][1:3] == (True, False)
+assert results["requires_grad_(False)"][1:3] == ((True, True), False)
 assert results["requires_grad_(False)"][3] > 1  # measured 6.7: batch statistics
-assert results["both"][1:3] == (False, False)
+assert results["both"][1:3] == ((False, False), False)
 assert results["both"][3] == 0  # measured 0
 
 # %%
@@ -139,7 +137,7 @@ torch.testing.assert_close(frozen, results["both"][0])
 #
 # so each output channel's weights are scaled by :math:`s_c = \gamma_c /
 # \sqrt{\hat\sigma^2_c + \epsilon}` and the bias becomes :math:`(b_c - \hat\mu_c) s_c +
-# \beta_c`. This is the folding used for integer-only inference [Jacob2018]_. For a
+# \beta_c`. This is the folding of integer-only inference (Jacob et al. 2018). For a
 # ``Conv2d`` the weight ``(C_out, C_in, kH, kW)`` is scaled along dim 0, for a
 # ``Linear`` the weight ``(D_out, D_in)`` likewise along dim 0.
 def fold(weight, bias, bn):
@@ -152,10 +150,12 @@ def fold(weight, bias, bn):
 # %%
 # A ``Conv2d(C, C_out, 3)`` and a ``Linear(D, D_out)``, each followed by a BatchNorm
 # with non-trivial running statistics (variances near ``1e-3`` again, so ``eps``
-# matters) and affine, in float64 first: the folded layer equals the two-layer stack at
-# float64's default tolerance. On CUDA, cuDNN may run float32 convolutions in TF32
-# (its default); TF32 is switched off for this comparison so that the float32 numbers
-# below mean float32.
+# matters) and affine. In float64 the folded layer equals the two-layer stack at
+# float64's default tolerance, in float32 at float32's (a tighter bound follows); our
+# folded weights and biases equal those of torch's ``fuse_conv_bn_eval`` and
+# ``fuse_linear_bn_eval``, which compute the same formula with ``rsqrt``. On CUDA, cuDNN
+# may run float32 convolutions in TF32 (its default); TF32 is switched off for this
+# comparison so that the float32 numbers below mean float32.
 if device == "cuda":
     tf32 = torch.backends.cudnn.allow_tf32
     torch.backends.cudnn.allow_tf32 = False
@@ -207,8 +207,7 @@ for kind in ("conv", "linear"):
                   f"{(w - fused.weight).abs().max():.1e}")
             torch.testing.assert_close(w, fused.weight)
             torch.testing.assert_close(b, fused.bias)
-            if dtype == torch.float64:
-                torch.testing.assert_close(out, ref)  # float64 defaults
+            torch.testing.assert_close(out, ref)  # the dtype's default tolerance
 
 # %%
 # In float32 the folded layer is not bit-equal to the stack: it rounds
@@ -251,7 +250,8 @@ assert train_gap > 1  # measured 1e2: the batch's statistics are not the running
 # then normalizes each slice with that slice's statistics, which are not the batch's:
 # with few samples per device they are noisy, and if the slices come from different
 # distributions (here rank 0 gets mean 0, rank 1 gets mean 2) they are simply different
-# [Peng2018]_. Two half-batches, float64, ``BatchNorm2d`` with non-trivial affine.
+# (MegDet, Peng et al. 2018, synchronizes them). Two half-batches, float64,
+# ``BatchNorm2d`` with non-trivial affine.
 f64 = torch.float64
 ranks = 2
 B_rank = 3  # samples per rank, so few that biased and unbiased variance differ
@@ -263,11 +263,17 @@ gamma = torch.randn(C, generator=g, dtype=f64).to(device)
 beta = torch.randn(C, generator=g, dtype=f64).to(device)
 
 
+start_mean = torch.randn(C, generator=g, dtype=f64).to(device)  # "pretrained" buffers
+start_var = (0.5 + torch.rand(C, generator=g, dtype=f64)).to(device)
+
+
 def fresh_bn():
     bn = torch.nn.BatchNorm2d(C, device=device, dtype=f64)
     with torch.no_grad():
         bn.weight.copy_(gamma)
         bn.bias.copy_(beta)
+        bn.running_mean.copy_(start_mean)
+        bn.running_var.copy_(start_var)
     return bn
 
 
@@ -306,8 +312,7 @@ def all_reduce(tensors):
 n_tot, s_tot, q_tot = all_reduce([local_stats(s) for s in slices])  # each (C,)
 mu = s_tot / n_tot  # (C,)
 var = q_tot / n_tot - mu**2  # (C,), biased
-running_mean = torch.zeros(C, device=device, dtype=f64)
-running_var = torch.ones(C, device=device, dtype=f64)
+running_mean, running_var = start_mean.clone(), start_var.clone()
 m = 0.1  # BatchNorm's default momentum
 running_mean = (1 - m) * running_mean + m * mu
 running_var = (1 - m) * running_var + m * var * n_tot / (n_tot - 1)
