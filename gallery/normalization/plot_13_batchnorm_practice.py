@@ -353,21 +353,23 @@ assert rank0_gap > 0.05  # measured 0.1: rank 0 saw mean 0, the batch has mean 1
 # %%
 # Figure: what the devices see
 # ----------------------------
-# Channel 0's outputs of each rank's slice, normalized with per-device statistics (left)
-# and with the synchronized ones (right). Per device, each slice is centered on its own
-# mean, so the difference between the two slices disappears from the outputs;
+# Channel 0 of each rank's slice, normalized with per-device statistics (left) and with
+# the synchronized ones (right), shown before the affine (``(y - beta) / gamma``) so
+# that the axis is in standard deviations. Per device, each slice is centered on its
+# own mean, so the difference between the two slices disappears from the outputs;
 # synchronized, it survives, as it would on one device.
 import matplotlib.pyplot as plt
 
 fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True)
 halves = {"per-device statistics": y_local, "synchronized statistics": y_synced}
-bins = torch.linspace(-4, 4, 33).tolist()
+bins = torch.linspace(-3, 3, 31).tolist()
 for ax, (title, y) in zip(axes, halves.items()):
+    z = ((y[:, 0] - beta[0]) / gamma[0]).detach().cpu()  # (ranks * B_rank, H, W)
     for r in range(ranks):
-        part = y[r * B_rank:(r + 1) * B_rank, 0].detach().flatten().cpu()
+        part = z[r * B_rank:(r + 1) * B_rank].flatten()
         ax.hist(part, bins=bins, alpha=0.6, label=f"rank {r} (input mean {2 * r})")
     ax.set_title(title)
-    ax.set_xlabel("output of channel 0")
+    ax.set_xlabel("channel 0, normalized (before the affine)")
     ax.legend(fontsize="small")
 axes[0].set_ylabel("count")
 fig.suptitle("Per-device BatchNorm erases the difference between the devices' data")
