@@ -1,0 +1,379 @@
+"""
+BatchNorm in practice: frozen, folded, synchronized
+===================================================
+
+Three things happen to BatchNorm once a model leaves the textbook. When a pretrained
+network is fine-tuned its BatchNorm layers are usually *frozen*, and the three ways to
+do that freeze different things. For inference BatchNorm is *folded* into the
+convolution or linear layer before it, so it costs nothing. And when a batch is split
+across devices, each device's statistics are no longer the batch's unless they are
+*synchronized*. This page proves what each freezing freezes, derives the folded weights
+and checks them against ``torch.nn.utils.fusion``, and proves the all-reduce algebra of
+synchronized BatchNorm with the ranks simulated in one process (the two-process run with
+``torch.distributed`` is a test of the book, ``tests/test_sync_batchnorm.py``).
+"""
+
+# %%
+# Setup
+# -----
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The
+# :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import copy
+
+import torch
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+print(f"device: {device}, torch {torch.__version__}")
+
+
+# %%
+# A "pretrained" BatchNorm
+# ------------------------
+# A ``BatchNorm2d`` whose running statistics and affine parameters are far from the
+# defaults (mean 0, var 1, weight 1, bias 0), so that every term below matters. The
+# running variances are around ``1e-3``, a hundred times ``eps``, so ``eps`` moves the
+# outputs by about 0.5 %. The fine-tuning batch comes from another distribution (mean
+# 0.5, std 0.05): its own statistics are not the running ones.
+B, C, H, W = 4, 3, 5, 5
+
+
+def pretrained_bn():
+    """A BatchNorm2d(C) with non-trivial running statistics and affine parameters."""
+    g = torch.Generator().manual_seed(1)
+    bn = torch.nn.BatchNorm2d(C).to(device)
+    with torch.no_grad():
+        bn.running_mean.copy_(torch.randn(C, generator=g) * 0.1)
+        bn.running_var.copy_(1e-3 * (0.5 + torch.rand(C, generator=g)))
+        bn.weight.copy_(1 + torch.randn(C, generator=g))
+        bn.bias.copy_(torch.randn(C, generator=g))
+    return bn
+
+
+x = 0.5 + 0.05 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W)
+x.requires_grad_(True)  # as the output of the layers before would
+# The same first sample, in a batch with other companions (all but sample 0 shifted).
+x_other = x.detach().clone()
+x_other[1:] += 0.2
+
+
+def freeze_report(bn):
+    """One step on x: buffers moved? weight.grad? sample 0's dependence on the rest."""
+    probe = copy.deepcopy(bn)  # the same module, for sample 0 among other companions
+    before = (bn.running_mean.clone(), bn.running_var.clone())
+    y = bn(x)  # (B, C, H, W)
+    (y * torch.linspace(-1, 1, y.numel(), device=device).view_as(y)).sum().backward()
+    moved = (not torch.equal(before[0], bn.running_mean),
+             not torch.equal(before[1], bn.running_var))  # (mean, var)
+    with torch.no_grad():
+        depends = (y[0] - probe(x_other)[0]).abs().max().item()
+    return y, moved, bn.weight.grad is not None, depends
+
+
+# %%
+# Three ways to freeze
+# --------------------
+# ``bn.eval()`` normalizes with the running statistics and stops updating them, but the
+# affine parameters still get gradients (an optimizer would still train them).
+# ``requires_grad_(False)`` on weight and bias stops their gradients, but in training
+# mode the layer *still* normalizes with the batch's statistics and *still* updates the
+# running ones: it freezes the affine only. Both together is what torchvision's
+# ``FrozenBatchNorm2d`` hard-codes: a fixed per-channel affine map
+# :math:`y = x \cdot s + t` with :math:`s = \gamma / \sqrt{\hat\sigma^2 + \epsilon}` and
+# :math:`t = \beta - \hat\mu s` from the running statistics :math:`\hat\mu,
+# \hat\sigma^2`. For each way: did the running buffers change, did weight get a
+# gradient, and by how much does sample 0's output change when its batch companions do?
+results = {}
+bn_eval = pretrained_bn().eval()
+results["eval()"] = freeze_report(bn_eval)
+bn_nograd = pretrained_bn()
+bn_nograd.weight.requires_grad_(False)
+bn_nograd.bias.requires_grad_(False)
+results["requires_grad_(False)"] = freeze_report(bn_nograd)
+bn_both = pretrained_bn().eval()
+bn_both.weight.requires_grad_(False)
+bn_both.bias.requires_grad_(False)
+results["both"] = freeze_report(bn_both)
+print(f"{'freezing':22s} {'moved: mean, var':>16s} {'weight.grad':>11s} "
+      f"{'sample 0 vs batch':>17s}")
+for name, (_, moved, has_grad, depends) in results.items():
+    print(f"{name:22s} {f'{moved[0]}, {moved[1]}':>16s} {str(has_grad):>11s} "
+          f"{depends:17.1e}")
+assert results["eval()"][1:3] == ((False, False), True)
+assert results["eval()"][3] == 0  # measured 0: eval mode is per sample
+assert results["requires_grad_(False)"][1:3] == ((True, True), False)
+assert results["requires_grad_(False)"][3] > 1  # measured 6.7: batch statistics
+assert results["both"][1:3] == ((False, False), False)
+assert results["both"][3] == 0  # measured 0
+
+# %%
+# The "both" module is exactly the fixed affine map, written here from its definition
+# (torchvision is not needed): scale and shift per channel from the running statistics.
+bn = pretrained_bn()
+scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)  # (C,)
+shift = bn.bias - bn.running_mean * scale  # (C,)
+frozen = x * scale.view(1, C, 1, 1) + shift.view(1, C, 1, 1)
+gap = (frozen - results["both"][0]).abs().max()
+print(f"fixed affine x * s + t vs eval() with no grads: max|diff| = {gap:.1e}")
+torch.testing.assert_close(frozen, results["both"][0])
+
+
+# %%
+# Folding BatchNorm into the layer before it
+# ------------------------------------------
+# In eval mode BatchNorm is the affine map above, and a convolution or linear layer is
+# affine too, so their composition is one layer. Output channel :math:`c` of a layer is
+# :math:`z_c = W_c \ast x + b_c` (:math:`W_c` the weights producing channel :math:`c`);
+# BatchNorm then computes
+#
+# .. math::
+#
+#    y_c = \gamma_c \frac{z_c - \hat\mu_c}{\sqrt{\hat\sigma^2_c + \epsilon}} + \beta_c
+#        = \underbrace{\frac{\gamma_c W_c}{\sqrt{\hat\sigma^2_c + \epsilon}}}_{W'_c}
+#          \ast x
+#        + \underbrace{\frac{(b_c - \hat\mu_c)\, \gamma_c}
+#          {\sqrt{\hat\sigma^2_c + \epsilon}} + \beta_c}_{b'_c},
+#
+# so each output channel's weights are scaled by :math:`s_c = \gamma_c /
+# \sqrt{\hat\sigma^2_c + \epsilon}` and the bias becomes :math:`(b_c - \hat\mu_c) s_c +
+# \beta_c`. This is the folding of integer-only inference (Jacob et al. 2018). For a
+# ``Conv2d`` the weight ``(C_out, C_in, kH, kW)`` is scaled along dim 0, for a
+# ``Linear`` the weight ``(D_out, D_in)`` likewise along dim 0.
+def fold(weight, bias, bn):
+    """Weight and bias of the layer that equals `layer then bn` in eval mode."""
+    s = bn.weight / torch.sqrt(bn.running_var + bn.eps)  # (C_out,)
+    shape = [-1] + [1] * (weight.dim() - 1)  # scale along the output channels
+    return weight * s.view(shape), (bias - bn.running_mean) * s + bn.bias
+
+
+# %%
+# A ``Conv2d(C, C_out, 3)`` and a ``Linear(D, D_out)``, each followed by a BatchNorm
+# with non-trivial running statistics (variances near ``1e-3`` again, so ``eps``
+# matters) and affine. In float64 the folded layer equals the two-layer stack at
+# float64's default tolerance, in float32 at float32's (a tighter bound follows); our
+# folded weights and biases equal those of torch's ``fuse_conv_bn_eval`` and
+# ``fuse_linear_bn_eval``, which compute the same formula with ``rsqrt``. On CUDA, cuDNN
+# may run float32 convolutions in TF32 (its default); TF32 is switched off for this
+# comparison so that the float32 numbers below mean float32.
+if device == "cuda":
+    tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+C_out, D, D_out = 8, 16, 8
+
+
+def make_pair(kind, dtype):
+    """A layer and an eval-mode BatchNorm after it, non-trivial parameters."""
+    g = torch.Generator().manual_seed(2)
+    if kind == "conv":
+        layer = torch.nn.Conv2d(C, C_out, 3, padding=1)
+        bn = torch.nn.BatchNorm2d(C_out)
+    else:
+        layer = torch.nn.Linear(D, D_out)
+        bn = torch.nn.BatchNorm1d(D_out)
+    n = bn.num_features
+    with torch.no_grad():
+        bn.running_mean.copy_(torch.randn(n, generator=g) * 0.3)
+        bn.running_var.copy_(1e-3 * (0.5 + torch.rand(n, generator=g)))
+        bn.weight.copy_(1 + torch.randn(n, generator=g))
+        bn.bias.copy_(torch.randn(n, generator=g))
+    return layer.to(device, dtype).eval(), bn.to(device, dtype).eval()
+
+
+def input_for(kind, dtype):
+    g = torch.Generator().manual_seed(3)
+    shape = (B, C, H, W) if kind == "conv" else (B, D)
+    return torch.randn(shape, generator=g).to(device, dtype)  # (B, C, H, W) or (B, D)
+
+
+folded_error = {}  # (kind, dtype) -> max|folded - stack| / max|stack|
+for kind in ("conv", "linear"):
+    for dtype in (torch.float64, torch.float32):
+        layer, bn = make_pair(kind, dtype)
+        xin = input_for(kind, dtype)
+        with torch.no_grad():
+            ref = bn(layer(xin))
+            w, b = fold(layer.weight, layer.bias, bn)
+            if kind == "conv":
+                fused = torch.nn.utils.fusion.fuse_conv_bn_eval(layer, bn)
+                out = torch.nn.functional.conv2d(xin, w, b, padding=1)
+            else:
+                fused = torch.nn.utils.fusion.fuse_linear_bn_eval(layer, bn)
+                out = torch.nn.functional.linear(xin, w, b)
+            err = ((out - ref).abs().max() / ref.abs().max()).item()
+            folded_error[kind, dtype] = err
+            print(f"{kind:6s} {str(dtype)[6:]}: max|folded - stack|/max|stack| "
+                  f"{err:.1e}, max|ours - fused weight| "
+                  f"{(w - fused.weight).abs().max():.1e}")
+            torch.testing.assert_close(w, fused.weight)
+            torch.testing.assert_close(b, fused.bias)
+            torch.testing.assert_close(out, ref)  # the dtype's default tolerance
+
+# %%
+# In float32 the folded layer is not bit-equal to the stack: it rounds
+# :math:`W_c s_c` once per weight and then sums :math:`K` products (:math:`K = C \cdot
+# 3 \cdot 3 = 27` for the convolution, :math:`D = 16` for the linear layer), where the
+# stack sums first and scales after. Each rounding is at most half an ulp of its
+# result, and the errors of a sum of :math:`K` random-sign terms grow like
+# :math:`\sqrt{K}`, so the difference should be a few :math:`\sqrt{K}` ulps of the
+# output scale: the bound asserted is :math:`4 \sqrt{K}\, \varepsilon_{32}` relative
+# to :math:`\max |y|` (:math:`\varepsilon_{32} = 2^{-23}`), i.e. 2.5e-6 and 1.9e-6.
+# Measured on CPU (torch 2.13); on CUDA cuDNN picks the convolution algorithm, and
+# whether its float32 result stays within this bound is not yet verified by a GPU build.
+eps32 = torch.finfo(torch.float32).eps
+for kind, K in (("conv", C * 9), ("linear", D)):
+    bound = 4 * K**0.5 * eps32
+    err = folded_error[kind, torch.float32]
+    print(f"{kind:6s} float32: relative error {err:.1e} "
+          f"<= 4 sqrt(K) eps = {bound:.1e} (K = {K})")
+    assert err <= bound  # measured below; the bound is from the rounding argument
+if device == "cuda":
+    torch.backends.cudnn.allow_tf32 = tf32
+
+# %%
+# The folding is only valid in eval mode: in training mode BatchNorm uses the batch's
+# statistics, which change with every batch, so there is nothing fixed to fold. The
+# folded conv applied to a batch differs from the stack in training mode.
+layer, bn = make_pair("conv", torch.float64)
+xin = input_for("conv", torch.float64)
+with torch.no_grad():
+    w, b = fold(layer.weight, layer.bias, bn)
+    out = torch.nn.functional.conv2d(xin, w, b, padding=1)
+    bn.train()
+    train_gap = (out - bn(layer(xin))).abs().max().item()
+print(f"folded conv vs the stack in training mode: max|diff| = {train_gap:.1f}")
+assert train_gap > 1  # measured 1e2: the batch's statistics are not the running ones
+
+
+# %%
+# Synchronized BatchNorm: the ranks simulated
+# -------------------------------------------
+# With data parallelism each device (rank) gets a slice of the batch. Plain BatchNorm
+# then normalizes each slice with that slice's statistics, which are not the batch's:
+# with few samples per device they are noisy, and if the slices come from different
+# distributions (here rank 0 gets mean 0, rank 1 gets mean 2) they are simply different
+# (MegDet, Peng et al. 2018, synchronizes them). Two half-batches, float64,
+# ``BatchNorm2d`` with non-trivial affine.
+f64 = torch.float64
+ranks = 2
+B_rank = 3  # samples per rank, so few that biased and unbiased variance differ
+g = torch.Generator().manual_seed(4)
+slices = [(2.0 * r + torch.randn(B_rank, C, H, W, generator=g, dtype=f64)).to(device)
+          for r in range(ranks)]  # each (B_rank, C, H, W)
+x_all = torch.cat(slices)  # (ranks * B_rank, C, H, W): the whole batch
+gamma = torch.randn(C, generator=g, dtype=f64).to(device)
+beta = torch.randn(C, generator=g, dtype=f64).to(device)
+
+
+start_mean = torch.randn(C, generator=g, dtype=f64).to(device)  # "pretrained" buffers
+start_var = (0.5 + torch.rand(C, generator=g, dtype=f64)).to(device)
+
+
+def fresh_bn():
+    bn = torch.nn.BatchNorm2d(C, device=device, dtype=f64)
+    with torch.no_grad():
+        bn.weight.copy_(gamma)
+        bn.bias.copy_(beta)
+        bn.running_mean.copy_(start_mean)
+        bn.running_var.copy_(start_var)
+    return bn
+
+
+whole = fresh_bn()
+y_whole = whole(x_all)  # the whole batch on one device
+per_device = [fresh_bn() for _ in range(ranks)]
+y_local = torch.cat([bn(s) for bn, s in zip(per_device, slices)])
+local_gap = (y_local - y_whole).abs().max().item()
+print(f"per-device BatchNorm vs whole batch: max|diff| = {local_gap:.2f}")
+assert local_gap > 0.5  # measured 0.77: per-device statistics are not the batch's
+
+# %%
+# The fix is one all-reduce per channel. Each rank :math:`r` computes its count
+# :math:`n_r`, sum :math:`S_r = \sum x` and sum of squares :math:`Q_r = \sum x^2` over
+# its slice (per channel); an all-reduce sums them over the ranks, so every rank then
+# knows :math:`N = \sum_r n_r`, the global mean :math:`\mu = \sum_r S_r / N` and the
+# global biased variance :math:`\sigma^2 = \sum_r Q_r / N - \mu^2`, normalizes with
+# them, and updates the running variance with the *unbiased* :math:`\sigma^2 N / (N -
+# 1)`, :math:`N` the global count. (``nn.SyncBatchNorm`` all-gathers mean, variance and
+# count instead and combines them; the result is the same. The sum-of-squares form
+# cancels digits when :math:`|\mu| \gg \sigma`, which is one reason to prefer the
+# mean-and-variance form in low precision; here it is float64.) The all-reduce below is
+# a plain sum over the simulated ranks.
+def local_stats(s):
+    """What one rank contributes: count, sum, sum of squares per channel."""
+    dims = [0, 2, 3]
+    n = torch.full((C,), s.numel() // C, device=device, dtype=f64)
+    return torch.stack([n, s.sum(dim=dims), (s * s).sum(dim=dims)])  # (3, C)
+
+
+def all_reduce(tensors):
+    """A sum over the ranks, as dist.all_reduce(op=SUM) computes it."""
+    return torch.stack(tensors).sum(dim=0)
+
+
+n_tot, s_tot, q_tot = all_reduce([local_stats(s) for s in slices])  # each (C,)
+mu = s_tot / n_tot  # (C,)
+var = q_tot / n_tot - mu**2  # (C,), biased
+running_mean, running_var = start_mean.clone(), start_var.clone()
+m = 0.1  # BatchNorm's default momentum
+running_mean = (1 - m) * running_mean + m * mu
+running_var = (1 - m) * running_var + m * var * n_tot / (n_tot - 1)
+synced = []
+for s in slices:  # each rank normalizes its own slice with the global statistics
+    z = (s - mu.view(1, C, 1, 1)) / torch.sqrt(var.view(1, C, 1, 1) + 1e-5)
+    synced.append(z * gamma.view(1, C, 1, 1) + beta.view(1, C, 1, 1))
+y_synced = torch.cat(synced)
+print(f"synchronized vs whole batch: max|diff| {(y_synced - y_whole).abs().max():.1e}")
+print(f"  running_mean {(running_mean - whole.running_mean).abs().max():.1e}, "
+      f"running_var {(running_var - whole.running_var).abs().max():.1e}")
+torch.testing.assert_close(y_synced, y_whole)  # float64 defaults
+torch.testing.assert_close(running_mean, whole.running_mean)
+torch.testing.assert_close(running_var, whole.running_var)
+
+# %%
+# The per-device modules' running statistics are wrong as well: each holds its own
+# slice's, and data-parallel training that keeps one rank's buffers (as
+# ``DistributedDataParallel`` does when it broadcasts rank 0's) keeps rank 0's.
+rank0_gap = (per_device[0].running_mean - whole.running_mean).abs().max().item()
+print(f"rank 0's running_mean vs the whole batch's: max|diff| = {rank0_gap:.2f}")
+assert rank0_gap > 0.05  # measured 0.1: rank 0 saw mean 0, the batch has mean 1
+
+# %%
+# The real thing, with processes
+# ------------------------------
+# ``tests/test_sync_batchnorm.py`` runs the same algebra in two processes with
+# ``torch.distributed`` (gloo backend, 127.0.0.1), each holding half of a batch, and
+# asserts that the concatenated outputs, the running statistics and the gradients
+# equal BatchNorm over the whole batch in one process. On CPU it cannot use
+# ``nn.SyncBatchNorm``: in torch 2.13 its forward raises ``ValueError`` ("expected
+# input tensor to be on GPU or XPU ...") when the input is on the CPU and a process
+# group is initialized, so the test asserts that refusal and writes the all-reduce out
+# with ``torch.distributed``. The page does not spawn processes itself: a sphinx-gallery
+# build is no place for them.
+
+
+# %%
+# Figure: what the devices see
+# ----------------------------
+# Channel 0 of each rank's slice, normalized with per-device statistics (left) and with
+# the synchronized ones (right), shown before the affine (``(y - beta) / gamma``) so
+# that the axis is in standard deviations. Per device, each slice is centered on its
+# own mean, so the difference between the two slices disappears from the outputs;
+# synchronized, it survives, as it would on one device.
+import matplotlib.pyplot as plt
+
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True)
+halves = {"per-device statistics": y_local, "synchronized statistics": y_synced}
+bins = torch.linspace(-3, 3, 31).tolist()
+for ax, (title, y) in zip(axes, halves.items()):
+    z = ((y[:, 0] - beta[0]) / gamma[0]).detach().cpu()  # (ranks * B_rank, H, W)
+    for r in range(ranks):
+        part = z[r * B_rank:(r + 1) * B_rank].flatten()
+        ax.hist(part, bins=bins, alpha=0.6, label=f"rank {r} (input mean {2 * r})")
+    ax.set_title(title)
+    ax.set_xlabel("channel 0, normalized (before the affine)")
+    ax.legend(fontsize="small")
+axes[0].set_ylabel("count")
+fig.suptitle("Per-device BatchNorm erases the difference between the devices' data")
+fig.tight_layout()
+plt.show()
