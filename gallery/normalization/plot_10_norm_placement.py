@@ -404,8 +404,8 @@ for g in GAINS:
         # a bound; measured at layer 24: 7.5 against 49
         assert all((t <= b).all() for t, b in zip(runs[p, g][1], bound))
     assert all((t <= 1.0).all() for t in runs["post", g][1])  # a norm's output
-    # and close to 1: the sum's mean square (about 1) dwarfs eps = 1e-3
-    assert min(runs["post", g][0]) > 0.99  # measured 0.9995
+    # and close to 1 over the whole stream: the sum's mean square dwarfs eps = 1e-3
+    assert 0.99 < min(runs["post", g][0]) <= max(runs["post", g][0]) <= 1.0
 
 # The gradients come from backward through the stack; a central difference of the
 # readout along a random direction of the input checks the first layer's one
@@ -420,8 +420,8 @@ with torch.no_grad():
         J.append((h @ readout).sum())
 fd = ((J[0] - J[1]) / 2e-6).item()
 ad = (runs["peri", 3.0][3] * v).sum().item()
-print(f"peri-LN, gain 3, d readout along v: backward {ad:.8f}, central difference "
-      f"{fd:.8f}")
+print(f"peri-LN, gain 3, derivative along v: backward {ad:.6f}, central "
+      f"difference {fd:.6f}")
 assert abs(fd - ad) < 1e-6 * abs(ad)  # measured 2.3e-10
 
 # Measured for this seed (asserted with margin, not a bound): pre-LN's last-layer RMS
