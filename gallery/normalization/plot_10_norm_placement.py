@@ -288,8 +288,8 @@ for name, block in ours.items():
 # What each detail is worth
 # -------------------------
 # Each line is one of our blocks with one thing changed, against its Hugging Face
-# layer: the wrong placement (OLMo 2's weights in a peri-LN block whose input norms
-# are the identity, and Gemma's in a pre-LN block without its output norms), Gemma's
+# layer: the wrong placement (OLMo 2's weights in a peri-LN block with added input
+# norms of weight one, and Gemma's in a pre-LN block without its output norms), Gemma's
 # norm weight used as ``w`` instead of ``1 + w``, its logits scaled by ``1/sqrt(Dh)``,
 # no soft-cap, and OLMo 2 without its q/k norm. Every gap is far above float32's
 # tolerance (``1e-5`` absolute).
