@@ -356,11 +356,11 @@ for what, gap in gaps.items():
 # so how fast its stream grows depends on the weights.
 Ldepth, Bd, Ld = 24, 1, 8
 torch.manual_seed(1)
-x0 = torch.randn(Bd, Ld, D, device=device, dtype=torch.float64)
+x0 = torch.randn(Bd, Ld, D, dtype=torch.float64).to(device)  # CPU stream on every device
 x0 = x0 / x0.pow(2).mean(-1, keepdim=True).sqrt()  # every token RMS 1
 pos_d = torch.arange(Ld, device=device).expand(Bd, Ld)
 cos_d, sin_d = rope_cos_sin(pos_d, Dh, THETA)
-readout = torch.randn(D, device=device, dtype=torch.float64)
+readout = torch.randn(D, dtype=torch.float64).to(device)
 PLACEMENTS = {"pre": "pre-LN (Llama)", "post": "post-LN (BERT)",
               "olmo2": "norm after sublayer (OLMo 2)", "peri": "peri-LN (Gemma 2)"}
 GAINS = (1.0, 3.0)
@@ -410,7 +410,7 @@ for g in GAINS:
 # The gradients come from backward through the stack; a central difference of the
 # readout along a random direction of the input checks the first layer's one
 # (float64, step 1e-6: its truncation error, as the step squared, is 2e-10 relative).
-v = torch.randn_like(x0)
+v = torch.randn(x0.shape, dtype=torch.float64).to(device)
 with torch.no_grad():
     J = []
     for sign in (1, -1):
