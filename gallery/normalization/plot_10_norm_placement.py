@@ -356,7 +356,7 @@ for what, gap in gaps.items():
 # so how fast its stream grows depends on the weights.
 Ldepth, Bd, Ld = 24, 1, 8
 torch.manual_seed(1)
-x0 = torch.randn(Bd, Ld, D, dtype=torch.float64).to(device)  # CPU stream on every device
+x0 = torch.randn(Bd, Ld, D, dtype=torch.float64).to(device)  # CPU stream, any device
 x0 = x0 / x0.pow(2).mean(-1, keepdim=True).sqrt()  # every token RMS 1
 pos_d = torch.arange(Ld, device=device).expand(Bd, Ld)
 cos_d, sin_d = rope_cos_sin(pos_d, Dh, THETA)
@@ -443,7 +443,7 @@ for p in ("olmo2", "peri"):
 # output's RMS).
 import matplotlib.pyplot as plt
 
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6))
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6), layout="constrained")
 layers = range(1, Ldepth + 1)
 for k, (p, label) in enumerate(PLACEMENTS.items()):
     for g, style in zip(GAINS, ("-", "--")):
@@ -456,5 +456,4 @@ ax1.set(xlabel="layer", ylabel="RMS of the residual stream",
 ax2.set(xlabel="layer", ylabel="gradient norm / last layer's", yscale="log",
         title="gradient at each layer's input, at init\n(solid gain 1, dashed 3)")
 ax1.legend(fontsize=7)
-fig.tight_layout()
 plt.show()

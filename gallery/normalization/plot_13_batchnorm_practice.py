@@ -362,7 +362,7 @@ assert rank0_gap > 0.05  # measured 0.1: rank 0 saw mean 0, the batch has mean 1
 # synchronized, it survives, as it would on one device.
 import matplotlib.pyplot as plt
 
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True)
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True, layout="constrained")
 halves = {"per-device statistics": y_local, "synchronized statistics": y_synced}
 bins = torch.linspace(-3, 3, 31).tolist()
 for ax, (title, y) in zip(axes, halves.items()):
@@ -375,5 +375,4 @@ for ax, (title, y) in zip(axes, halves.items()):
     ax.legend(fontsize="small")
 axes[0].set_ylabel("count")
 fig.suptitle("Per-device BatchNorm erases the difference between the devices' data")
-fig.tight_layout()
 plt.show()

@@ -290,7 +290,8 @@ for dt in DTYPES:
 # the scale moved onto ``k``), and assert
 # ``max|out - out_ref| <= 2 * max|out_pt - out_ref|`` ("at most twice the numerical
 # error of a Pytorch implementation"; ``+ 1e-5`` in the causal and split-KV tests, a
-# factor of 3, or 5 with ALiBi, for the KV-cache kernel). Here the reference is float64 and the naive computation is
+# factor of 3, or 5 with ALiBi, for the KV-cache kernel). Here the reference is
+# float64 and the naive computation is
 # :math:`\mathrm{softmax}(q k^\top / \sqrt{D_h})\, v` step by step in the 16-bit dtype.
 # The factor stays 2: a kernel that keeps the scores and the softmax in float32 and
 # rounds once should beat the naive one, which rounds the scores, the probabilities and
