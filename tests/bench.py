@@ -78,7 +78,9 @@ def timed_make(src, jobs):
 
 
 def page_seconds(src):
-    return sum(json.loads(p.read_text())["time"] for p in src.glob("generated/*/*.cost.json"))
+    """Each page's own execution time in the build (sphinx-gallery's records), by page."""
+    return {f"{p.parent.name}/{p.name.removesuffix('.cost.json')}": json.loads(p.read_text())["time"]
+            for p in src.glob("generated/*/*.cost.json")}
 
 
 def append(path, text):
@@ -91,11 +93,12 @@ def main():
     parser.add_argument("--jobs", type=int, default=0, help="JOBS for make (0: the Makefile's)")
     parser.add_argument("--page", default=str(GALLERY_PAGES[0].relative_to(ROOT)),
                         help="the page to edit for the one-page rebuild, relative to the repo")
+    parser.add_argument("--slowest", type=int, default=8, help="how many of the slowest pages to list")
     args = parser.parse_args()
 
     steps = ["clean build", "no-op rebuild", "prose edited", "one page edited"]
     wall = {step: [] for step in steps}
-    pages, executed, peak = [], {}, 0
+    pages, own_seconds, executed, peak = [], [], {}, 0
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
             src = copy_sources(Path(tmp) / "src")
@@ -110,11 +113,12 @@ def main():
                 peak = max(peak, step_peak)
                 if step == "clean build":
                     pages.append(page_seconds(src))
+                    own_seconds.append(sum(pages[-1].values()))
     if not peak:  # no /proc: the largest single process instead
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
 
     median = {step: statistics.median(v) for step, v in wall.items()}
-    clean, own = median["clean build"], statistics.median(pages)
+    clean, own = median["clean build"], statistics.median(own_seconds)
     jobs = args.jobs or subprocess.run(
         ["make", "-s", "-C", str(ROOT), "--eval=print-jobs: ; @echo $(JOBS)", "print-jobs"],
         capture_output=True, text=True).stdout.strip()
@@ -129,6 +133,10 @@ def main():
                        ("one page edited", args.page)):
         print(f"{step:22s} {median[step]:9.1f} {executed[step]:10d}   {note}")
     print(f"{'peak memory':22s} {peak / 2**20:9.0f} MiB (all build processes together)")
+    slowest = sorted(pages[0], key=lambda page: -statistics.median(p[page] for p in pages))
+    print(f"\nSlowest pages in the clean build (own time, s; a page over 10 s breaks the budget):")
+    for page in slowest[:args.slowest]:
+        print(f"  {statistics.median(p[page] for p in pages):6.1f}  {page}")
 
 
 if __name__ == "__main__":
