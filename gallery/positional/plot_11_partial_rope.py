@@ -182,12 +182,20 @@ W_neox = {"qkv_w": torch.randn(3 * D, D) / math.sqrt(D), "qkv_b": torch.randn(3 
 W_neox = {name: w.to(device) for name, w in W_neox.items()}
 NAMES_NEOX = {"qkv_w": "query_key_value.weight", "qkv_b": "query_key_value.bias",
               "out_w": "dense.weight", "out_b": "dense.bias"}
-print("ours -> GPTNeoXAttention:")
-for ours_name, hf_name in NAMES_NEOX.items():
-    print(f"  {ours_name:6s} -> {hf_name}")
-attn_neox = GPTNeoXAttention(cfg_neox, layer_idx=0).to(device).eval()
-attn_neox.load_state_dict({NAMES_NEOX[n]: w for n, w in W_neox.items()}, strict=True)
-assert attn_neox.config._attn_implementation == "eager"
+
+
+def load_ours(module, names, W):
+    """Our weights W into a Hugging Face attention module, by the name map `names`
+    (strict: a name missing on either side fails). Prints the map."""
+    print(f"ours -> {type(module).__name__}:")
+    for ours_name, hf_name in names.items():
+        print(f"  {ours_name:6s} -> {hf_name}")
+    module.load_state_dict({names[n]: w for n, w in W.items()}, strict=True)
+    assert module.config._attn_implementation == "eager"
+    return module.to(device).eval()
+
+
+attn_neox = load_ours(GPTNeoXAttention(cfg_neox, layer_idx=0), NAMES_NEOX, W_neox)
 
 mask_hf = torch.full((L, L), torch.finfo(torch.float32).min, device=device).triu(1)
 with torch.no_grad():
@@ -250,12 +258,7 @@ W_phi = {f"{n}_{p}": (torch.randn(D_phi, D_phi) / math.sqrt(D_phi) if p == "w"
 NAMES_PHI = {f"{n}_{p}": f"{n}_proj.{'weight' if p == 'w' else 'bias'}"
              for n in "qkv" for p in "wb"}
 NAMES_PHI |= {"out_w": "dense.weight", "out_b": "dense.bias"}
-print("ours -> PhiAttention:")
-for ours_name, hf_name in NAMES_PHI.items():
-    print(f"  {ours_name:6s} -> {hf_name}")
-attn_phi = PhiAttention(cfg_phi, layer_idx=0).to(device).eval()
-attn_phi.load_state_dict({NAMES_PHI[n]: w for n, w in W_phi.items()}, strict=True)
-assert attn_phi.config._attn_implementation == "eager"
+attn_phi = load_ours(PhiAttention(cfg_phi, layer_idx=0), NAMES_PHI, W_phi)
 with torch.no_grad():
     ref_phi, _ = attn_phi(x_phi, (cos_phi_hf, sin_phi_hf), mask_hf[None, None])
 ours_phi = phi_attention(x_phi, W_phi, cos_phi, sin_phi)  # (B, L, D)
