@@ -329,32 +329,31 @@ with torch.no_grad():
 # %%
 # Gemma 3: per head, with ``1 + w`` and its own logit scale
 # ---------------------------------------------------------
-# Gemma 3 normalizes each head of ``q`` and ``k`` like Qwen3, before RoPE, with Gemma's
-# RMSNorm: it stores ``w`` (initialized at 0) and multiplies by ``1 + w`` in float32.
-# That is the page's dtype, so the cast changes nothing here (in 16 bits the order of
-# cast and weight matters: :doc:`/generated/normalization/plot_09_norms_16bit`). Its
-# logits are scaled by ``query_pre_attn_scalar ** -0.5``, not ``1/sqrt(Dh)``; the
-# scalar is 8 here, not ``Dh = 16``, so that the scale shows. The layer is a
-# ``"full_attention"`` one (Gemma 3 interleaves them with sliding-window layers, which
-# get a banded mask; not run here). Shapes, ``rope_theta``, ``eps``, head scales and
-# perturbation as above: every parameter, ``q_norm`` and ``k_norm`` included, is moved
-# off its init, so ``1 + w`` is near 1 and ``w`` near 0. The name map is the same.
+# Gemma 3, which replaced Gemma 2's attention-logit soft-cap with QK-norm, normalizes
+# each head of ``q`` and ``k`` like Qwen3, before RoPE, with Gemma's RMSNorm: it stores
+# ``w`` (initialized at 0) and multiplies by ``1 + w`` in float32. That is the page's
+# dtype, so the cast changes nothing here (in 16 bits the order of cast and weight
+# matters: :doc:`/generated/normalization/plot_09_norms_16bit`). Its logits are scaled
+# by ``query_pre_attn_scalar ** -0.5``, not ``1/sqrt(Dh)``; the scalar is 8 here, not
+# ``Dh = 16``, so that the scale shows. The layer is a ``"full_attention"`` one (Gemma 3
+# interleaves them with sliding-window layers, which get a banded mask; not run here).
+# Shapes, ``rope_theta``, ``eps`` and perturbation as above (no head scales): every
+# parameter, ``q_norm`` and ``k_norm`` included, is moved off its init, so ``1 + w`` is
+# near 1 and ``w`` near 0. The name map is the same.
 from transformers import Gemma3TextConfig
 from transformers.models.gemma3.modeling_gemma3 import (Gemma3Attention,
                                                         Gemma3RotaryEmbedding)
 
 SCALAR = 8  # query_pre_attn_scalar
 rope_1000 = {"rope_type": "default", "rope_theta": 1000.0}  # THETA
-gemma_cfg = Gemma3TextConfig(
-    **dict(common, rope_parameters={"full_attention": rope_1000,
-                                    "sliding_attention": rope_1000}),
-    layer_types=["full_attention"], query_pre_attn_scalar=SCALAR,
-)
+gemma_common = dict(common, layer_types=["full_attention"],
+                    rope_parameters={"full_attention": rope_1000,
+                                     "sliding_attention": rope_1000})
+gemma_cfg = Gemma3TextConfig(**gemma_common, query_pre_attn_scalar=SCALAR)
 gemma = Gemma3Attention(gemma_cfg, layer_idx=0).eval()
 with torch.no_grad():
     for p in gemma.parameters():
         p.add_(0.1 * torch.randn_like(p))
-    gemma.q_proj.weight.mul_(head_scale.repeat_interleave(Dh)[:, None])
 gemma = gemma.to(device)
 assert gemma.config._attn_implementation == "eager"
 assert gemma.sliding_window is None  # a full-attention layer
@@ -376,18 +375,32 @@ print(f"Gemma3Attention: q_norm {tuple(P_gemma['q_norm'].shape)}, "
 torch.testing.assert_close(out_g, ref_g)
 
 # %%
-# Each of Gemma's two details matters: the same parameters in Qwen3's convention (the
-# stored weight used as ``w``, not ``1 + w``), or with the ``1/sqrt(Dh)`` scale, miss
-# ``Gemma3Attention`` by far more than the tolerance. Storing ``w`` and multiplying by
-# ``1 + w`` only reparametrizes the norm (Gemma's ``w`` is Qwen3's ``w - 1``; equal bit
-# for bit in float32 on :doc:`/generated/normalization/plot_09_norms_16bit`): what goes
-# wrong is loading one convention's weights into the other's code.
+# Each of Gemma's two details matters. Gemma 3's weights load into ``Qwen3Attention``
+# with ``strict=True`` (same names, same shapes), and given Gemma's logit scale that
+# module is our code with ``w`` for ``1 + w``; ``Gemma3Attention`` built with
+# ``query_pre_attn_scalar = Dh`` is our code with the ``1/sqrt(Dh)`` scale. Each equals
+# its from-scratch variant and misses the real module by far more than the tolerance.
+# Storing ``w`` and multiplying by ``1 + w`` only reparametrizes the norm (Gemma's
+# ``w`` is Qwen3's ``w - 1``; bit for bit in float32 on
+# :doc:`/generated/normalization/plot_09_norms_16bit`): what goes wrong is reading one
+# convention's weights with the other's code, and nothing in the names warns.
+qwen_w = Qwen3Attention(qwen_cfg, layer_idx=0).to(device).eval()
+qwen_w.load_state_dict(gemma.state_dict(), strict=True)
+qwen_w.scaling = SCALAR ** -0.5  # Gemma's scale; Qwen3's is Dh ** -0.5
+gemma_dh = Gemma3Attention(Gemma3TextConfig(**gemma_common, query_pre_attn_scalar=Dh),
+                           layer_idx=0).to(device).eval()
+gemma_dh.load_state_dict(gemma.state_dict(), strict=True)
 with torch.no_grad():
-    wrong = {"w, not 1 + w": attention(x, P_gemma, pos, per_head=True,
-                                       scaling=SCALAR ** -0.5),
-             "1/sqrt(Dh) scale": attention(x, P_gemma, pos, per_head=True,
-                                           one_plus=True)}
-for label, out in wrong.items():
-    gap = ((out - ref_g).norm() / ref_g.norm()).item()
-    print(f"Gemma 3 with {label:16}: relative gap to Gemma3Attention {gap:.3f}")
-    assert gap > 0.1  # measured 0.50 (w) and 0.14 (scale)
+    wrong = {  # label: (ours, Hugging Face's)
+        "w, not 1 + w": (attention(x, P_gemma, pos, per_head=True,
+                                   scaling=SCALAR ** -0.5), qwen_w),
+        "1/sqrt(Dh) scale": (attention(x, P_gemma, pos, per_head=True, one_plus=True),
+                             gemma_dh)}
+    for label, (ours, module) in wrong.items():
+        theirs = module(x, position_embeddings=(cos_g, sin_g), attention_mask=mask)[0]
+        gap = ((ours - ref_g).norm() / ref_g.norm()).item()
+        print(f"Gemma 3 with {label:16}: {type(module).__name__} equal to ours "
+              f"(max {(ours - theirs).abs().max().item():.0e}),\n"
+              f"{'':14}relative gap to the real Gemma3Attention {gap:.3f}")
+        torch.testing.assert_close(ours, theirs)
+        assert gap > 0.1  # measured 0.48 (w) and 0.14 (scale)
