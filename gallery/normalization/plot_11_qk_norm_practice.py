@@ -380,10 +380,11 @@ torch.testing.assert_close(out_g, ref_g)
 # module is our code with ``w`` for ``1 + w``; ``Gemma3Attention`` built with
 # ``query_pre_attn_scalar = Dh`` is our code with the ``1/sqrt(Dh)`` scale. Each equals
 # its from-scratch variant and misses the real module by far more than the tolerance.
-# Storing ``w`` and multiplying by ``1 + w`` only reparametrizes the norm (Gemma's
-# ``w`` is Qwen3's ``w - 1``; bit for bit in float32 on
-# :doc:`/generated/normalization/plot_09_norms_16bit`): what goes wrong is reading one
-# convention's weights with the other's code, and nothing in the names warns.
+# Storing ``w`` and multiplying by ``1 + w`` only reparametrizes the norm: a Gemma
+# weight ``w`` stands for ``1 + w`` in Qwen3's RMSNorm (Llama's), and then the two agree
+# bit for bit in float32 (:doc:`/generated/normalization/plot_09_norms_16bit`). What
+# goes wrong is reading one convention's weights with the other's code, and nothing in
+# the names warns.
 qwen_w = Qwen3Attention(qwen_cfg, layer_idx=0).to(device).eval()
 qwen_w.load_state_dict(gemma.state_dict(), strict=True)
 qwen_w.scaling = SCALAR ** -0.5  # Gemma's scale; Qwen3's is Dh ** -0.5
