@@ -3,14 +3,16 @@ QK-norm in practice: per head or over the width
 ===============================================
 
 :doc:`/generated/normalization/plot_07_qk_norm` proves what QK-norm bounds. Models since
-2024 apply it in two ways, both with RMSNorm and both before RoPE: Qwen3 normalizes each
-head's query and key, a row of width ``Dh`` (Gemma 3 does too, with its ``1 + w``
-RMSNorm, not run here); OLMo 2 normalizes the whole projection, a row of width
-``Nh * Dh``, before it is split into heads. This page writes both from scratch and
-proves each equal to its Hugging Face attention module (``Qwen3Attention``,
-``Olmo2Attention``) with grouped-query attention; proves the two different on generic
-inputs and equal where every head has the same RMS; and shows how either meets RoPE: the
-rotation keeps each head's RMS, but RMSNorm's weight does not commute with it.
+2024 apply it in two ways, both with RMSNorm and both before RoPE: Qwen3 and Gemma 3
+normalize each head's query and key, a row of width ``Dh``; OLMo 2 normalizes the whole
+projection, a row of width ``Nh * Dh``, before it is split into heads. This page writes
+both from scratch and proves each equal to its Hugging Face attention module
+(``Qwen3Attention``, ``Olmo2Attention``) with grouped-query attention; proves the two
+different on generic inputs and equal where every head has the same RMS; and shows how
+either meets RoPE: the rotation keeps each head's RMS, but RMSNorm's weight does not
+commute with it. Last, Gemma 3's per-head norm with its ``1 + w`` weight and its logit
+scale ``query_pre_attn_scalar ** -0.5``, equal to ``Gemma3Attention``, and each of the
+two details shown to matter.
 """
 
 # %%
@@ -81,8 +83,8 @@ for name, cls, cfg in (("qwen3", Qwen3Attention, qwen_cfg),
 # \epsilon}`. Per head it runs on ``(B, L, Nh, Dh)`` with a weight of ``Dh``; over the
 # width it runs on ``(B, L, Nh * Dh)`` with a weight of ``Nh * Dh``, and the heads are
 # split afterwards. Everything else is the same attention: RoPE in the rotate-half
-# layout on the normalized ``q`` and ``k``, then causal grouped-query attention.
-import math
+# layout on the normalized ``q`` and ``k``, then causal grouped-query attention. (Gemma
+# 3's two changes, ``1 + w`` and its logit scale, are options used at the end.)
 
 
 def rms_norm(x, weight, eps=EPS):
@@ -105,15 +107,20 @@ def rope(t, cos, sin):
     return t * cos[:, None] + rotated * sin[:, None]
 
 
-def attention(x, P, pos, per_head):
-    """Causal GQA with QK-norm per head or over the width. x (B, L, D) -> (B, L, D)."""
+def attention(x, P, pos, per_head, one_plus=False, scaling=Dh ** -0.5):
+    """Causal GQA with QK-norm per head or over the width. x (B, L, D) -> (B, L, D).
+
+    one_plus: the norms' weight is 1 + w (Gemma); scaling: the logits' factor."""
     B, L, _ = x.shape
     q, k, v = x @ P["wq"].T, x @ P["wk"].T, x @ P["wv"].T  # (B, L, Nh*Dh), ..
+    w_q, w_k = P["q_norm"], P["k_norm"]
+    if one_plus:  # Gemma stores w and multiplies by 1 + w
+        w_q, w_k = 1 + w_q, 1 + w_k
     if per_head:  # Qwen3, Gemma 3: rows of width Dh
-        q = rms_norm(q.view(B, L, Nh, Dh), P["q_norm"])
-        k = rms_norm(k.view(B, L, Nkv, Dh), P["k_norm"])
+        q = rms_norm(q.view(B, L, Nh, Dh), w_q)
+        k = rms_norm(k.view(B, L, Nkv, Dh), w_k)
     else:  # OLMo 2: rows of width Nh * Dh, split afterwards
-        q, k = rms_norm(q, P["q_norm"]), rms_norm(k, P["k_norm"])
+        q, k = rms_norm(q, w_q), rms_norm(k, w_k)
     q = q.reshape(B, L, Nh, Dh).transpose(1, 2)  # (B, Nh, L, Dh)
     k = k.reshape(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
     v = v.reshape(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
@@ -121,7 +128,7 @@ def attention(x, P, pos, per_head):
     q, k = rope(q, cos, sin), rope(k, cos, sin)  # the norm came first
     k = k.repeat_interleave(Nh // Nkv, dim=1)  # (B, Nh, L, Dh): head h reads h // 2
     v = v.repeat_interleave(Nh // Nkv, dim=1)
-    z = q @ k.transpose(-1, -2) / math.sqrt(Dh)  # (B, Nh, L, L)
+    z = q @ k.transpose(-1, -2) * scaling  # (B, Nh, L, L)
     causal = torch.ones(L, L, dtype=torch.bool, device=x.device).tril()
     z = z.masked_fill(~causal, float("-inf"))
     out = (z.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, L, Nh * Dh)
@@ -318,3 +325,83 @@ with torch.no_grad():
               f"{(nr_p - rn_p).abs().max().item():.1e}")
         assert gap > 0.03  # measured 0.059, 0.057: w is about 10 % off uniform
         torch.testing.assert_close(nr_p, rn_p)
+
+# %%
+# Gemma 3: per head, with ``1 + w`` and its own logit scale
+# ---------------------------------------------------------
+# Gemma 3, which replaced Gemma 2's attention-logit soft-cap with QK-norm, normalizes
+# each head of ``q`` and ``k`` like Qwen3, before RoPE, with Gemma's RMSNorm: it stores
+# ``w`` (initialized at 0) and multiplies by ``1 + w`` in float32. That is the page's
+# dtype, so the cast changes nothing here (in 16 bits the order of cast and weight
+# matters: :doc:`/generated/normalization/plot_09_norms_16bit`). Its logits are scaled
+# by ``query_pre_attn_scalar ** -0.5``, not ``1/sqrt(Dh)``; the scalar is 8 here, not
+# ``Dh = 16``, so that the scale shows. The layer is a ``"full_attention"`` one (Gemma 3
+# interleaves them with sliding-window layers, which get a banded mask; not run here).
+# Shapes, ``rope_theta``, ``eps`` and perturbation as above (no head scales): every
+# parameter, ``q_norm`` and ``k_norm`` included, is moved off its init, so ``1 + w`` is
+# near 1 and ``w`` near 0. The name map is the same.
+from transformers import Gemma3TextConfig
+from transformers.models.gemma3.modeling_gemma3 import (Gemma3Attention,
+                                                        Gemma3RotaryEmbedding)
+
+SCALAR = 8  # query_pre_attn_scalar
+rope_1000 = {"rope_type": "default", "rope_theta": 1000.0}  # THETA
+gemma_common = dict(common, layer_types=["full_attention"],
+                    rope_parameters={"full_attention": rope_1000,
+                                     "sliding_attention": rope_1000})
+gemma_cfg = Gemma3TextConfig(**gemma_common, query_pre_attn_scalar=SCALAR)
+gemma = Gemma3Attention(gemma_cfg, layer_idx=0).eval()
+with torch.no_grad():
+    for p in gemma.parameters():
+        p.add_(0.1 * torch.randn_like(p))
+gemma = gemma.to(device)
+assert gemma.config._attn_implementation == "eager"
+assert gemma.sliding_window is None  # a full-attention layer
+print(f"Gemma3Attention: scaling {gemma.scaling:.4f} = {SCALAR} ** -0.5, "
+      f"1/sqrt(Dh) = {Dh ** -0.5:.4f}")
+cos_g, sin_g = Gemma3RotaryEmbedding(gemma_cfg).to(device)(x, pos, "full_attention")
+torch.testing.assert_close((cos, sin), (cos_g, sin_g))
+
+theirs = gemma.state_dict()
+P_gemma = {ours: theirs[hf].clone() for ours, hf in NAMES.items()}
+check = Gemma3Attention(gemma_cfg, layer_idx=0).to(device)
+check.load_state_dict({NAMES[k]: v for k, v in P_gemma.items()}, strict=True)
+with torch.no_grad():
+    ref_g, _ = gemma(x, position_embeddings=(cos_g, sin_g), attention_mask=mask)
+    out_g = attention(x, P_gemma, pos, per_head=True, one_plus=True,
+                      scaling=SCALAR ** -0.5)
+print(f"Gemma3Attention: q_norm {tuple(P_gemma['q_norm'].shape)}, "
+      f"max|ours - HF| = {(out_g - ref_g).abs().max().item():.1e}")
+torch.testing.assert_close(out_g, ref_g)
+
+# %%
+# Each of Gemma's two details matters. Gemma 3's weights load into ``Qwen3Attention``
+# with ``strict=True`` (same names, same shapes), and given Gemma's logit scale that
+# module is our code with ``w`` for ``1 + w``; ``Gemma3Attention`` built with
+# ``query_pre_attn_scalar = Dh`` is our code with the ``1/sqrt(Dh)`` scale. Each equals
+# its from-scratch variant and misses the real module by far more than the tolerance.
+# Storing ``w`` and multiplying by ``1 + w`` only reparametrizes the norm: a Gemma
+# weight ``w`` stands for ``1 + w`` in Qwen3's RMSNorm (Llama's), and then the two agree
+# bit for bit in float32 (:doc:`/generated/normalization/plot_09_norms_16bit`). What
+# goes wrong is reading one convention's weights with the other's code, and nothing in
+# the names warns.
+qwen_w = Qwen3Attention(qwen_cfg, layer_idx=0).to(device).eval()
+qwen_w.load_state_dict(gemma.state_dict(), strict=True)
+qwen_w.scaling = SCALAR ** -0.5  # Gemma's scale; Qwen3's is Dh ** -0.5
+gemma_dh = Gemma3Attention(Gemma3TextConfig(**gemma_common, query_pre_attn_scalar=Dh),
+                           layer_idx=0).to(device).eval()
+gemma_dh.load_state_dict(gemma.state_dict(), strict=True)
+with torch.no_grad():
+    wrong = {  # label: (ours, Hugging Face's)
+        "w, not 1 + w": (attention(x, P_gemma, pos, per_head=True,
+                                   scaling=SCALAR ** -0.5), qwen_w),
+        "1/sqrt(Dh) scale": (attention(x, P_gemma, pos, per_head=True, one_plus=True),
+                             gemma_dh)}
+    for label, (ours, module) in wrong.items():
+        theirs = module(x, position_embeddings=(cos_g, sin_g), attention_mask=mask)[0]
+        gap = ((ours - ref_g).norm() / ref_g.norm()).item()
+        print(f"Gemma 3 with {label:16}: {type(module).__name__} equal to ours "
+              f"(max {(ours - theirs).abs().max().item():.0e}),\n"
+              f"{'':14}relative gap to the real Gemma3Attention {gap:.3f}")
+        torch.testing.assert_close(ours, theirs)
+        assert gap > 0.1  # measured 0.48 (w) and 0.14 (scale)
