@@ -345,16 +345,16 @@ for what, gap in gaps.items():
 # %%
 # Post-LN against BERT's encoder layer
 # ------------------------------------
-# BERT [Devlin2018] is post-LN: ``x <- N(x + f(x))`` around attention, then around the
-# MLP, with LayerNorm (mean removed, biased variance, weight and bias) as ``N``. Its
-# layer is an encoder's: every token sees every key (no causal mask, no RoPE: BERT adds
-# learned positions before the first layer), except keys that are padding. The
-# attention and the MLP have biases, and the MLP is ``down(GELU(up(x)))`` with the
-# exact GELU, ``z Phi(z)``. Our residual step is the page's own ``Block.sublayer``
-# with ``placement = "post"``, the line the depth study below also runs.
-# ``layer_norm_eps = 1e-3`` (BERT's is 1e-12) with this page's input (RMS 0.05): the
-# first norm's input has a variance of 0.04 to 0.05 over ``D`` (printed below), where
-# eps is visible.
+# BERT (Devlin et al., 2018) is post-LN: ``x <- N(x + f(x))`` around attention, then
+# around the MLP, with LayerNorm (mean removed, biased variance, weight and bias) as
+# ``N``. Its layer is an encoder's: every token sees every key (no causal mask, no
+# RoPE: BERT adds learned positions before the first layer), except keys that are
+# padding. The attention and the MLP have biases, and the MLP is
+# ``down(GELU(up(x)))`` with the exact GELU, ``z Phi(z)``. Our residual step is the
+# page's own ``Block.sublayer`` with ``placement = "post"``, the line the depth study
+# below also runs. ``layer_norm_eps = 1e-3`` (BERT's is 1e-12) with this page's input
+# (RMS 0.05): the first norm's input has a variance of 0.04 to 0.05 over ``D``
+# (printed below), where eps is visible.
 
 
 class LayerNorm(nn.Module):
@@ -379,13 +379,12 @@ class EncoderAttention(nn.Module):
         self.q, self.k, self.v, self.o = (nn.Linear(D, D) for _ in range(4))
 
     def forward(self, x, pad):  # x (B, L, D), pad (B, L) True at padding -> (B, L, D)
-        B, L, D = x.shape
-        q, k, v = (t(x).view(B, L, self.Nh, self.Dh).transpose(1, 2)
+        q, k, v = (t(x).unflatten(-1, (self.Nh, self.Dh)).transpose(1, 2)
                    for t in (self.q, self.k, self.v))  # (B, Nh, L, Dh) each
         logits = q @ k.mT / math.sqrt(self.Dh)  # (B, Nh, L, L)
         logits = logits.masked_fill(pad[:, None, None, :], float("-inf"))
         y = logits.softmax(dim=-1) @ v  # (B, Nh, L, Dh)
-        return self.o(y.transpose(1, 2).reshape(B, L, D))
+        return self.o(y.transpose(1, 2).flatten(2))  # (B, L, Nh * Dh = D) -> (B, L, D)
 
 
 def gelu_erf(z):
@@ -420,16 +419,15 @@ class EncoderBlock(nn.Module):
 
 # %%
 # Hugging Face's ``BertLayer`` from a random ``BertConfig`` (same ``D``, ``Nh``,
-# ``Dff``, eager attention, dropout 0, eval mode, every parameter moved off its init).
+# ``Dff``, eager attention, eval mode: no dropout; every parameter moved off its init).
 # Its eager attention *adds* ``attention_mask`` to the logits, so it wants what
 # ``BertModel`` builds from a (B, L) padding mask: a float (B, 1, L, L) tensor, 0 where
 # a key is seen and float32's most negative number where it is padding. We build it by
 # hand and check it equals ``create_bidirectional_mask``'s. The second sequence ends in
 # 4 padding tokens; ours gets the same padding as a boolean (B, L) key mask.
-bert_cfg = BertConfig(vocab_size=100, hidden_size=D, num_attention_heads=Nh,
-                      intermediate_size=Dff, num_hidden_layers=1, hidden_act="gelu",
-                      layer_norm_eps=EPS, hidden_dropout_prob=0.0,
-                      attention_probs_dropout_prob=0.0, attn_implementation="eager")
+bert_cfg = BertConfig(hidden_size=D, num_attention_heads=Nh, intermediate_size=Dff,
+                      hidden_act="gelu", layer_norm_eps=EPS,
+                      attn_implementation="eager")
 assert bert_cfg._attn_implementation == "eager"
 hf_bert = BertLayer(bert_cfg).to(device).eval()
 with torch.no_grad():
@@ -486,8 +484,9 @@ print(f"first LayerNorm's input: variance over D {first_sum.var(-1, False).min()
 # What each detail is worth, for BERT: the same layer without the padding mask, with
 # each LayerNorm moved before its sublayer (pre-LN, same weights), with eps 0, with
 # the tanh GELU; and Hugging Face's layer given the boolean (B, 1, 1, L) mask instead
-# of the additive one, which its eager attention adds to the logits as 0 and 1 without
-# complaint. Every gap is at least 20 times float32's tolerance (``1e-5`` absolute).
+# of the additive one: its eager attention adds it to the logits as 0 and 1 without
+# complaint (asserted: the same output as the float mask 0 and 1). Every gap is at
+# least 20 times float32's tolerance (``1e-5`` absolute).
 
 
 def bert_gap(change=lambda b: None, pad=pad):
@@ -511,6 +510,8 @@ def bert_eps_0(b):
 assert bert_gap() < 1e-5  # the control: unchanged, it still matches
 with torch.no_grad():
     bool_out = hf_bert(x, attention_mask=~pad[:, None, None, :])  # True: seen
+    zero_one = hf_bert(x, attention_mask=(~pad[:, None, None, :]).float())
+torch.testing.assert_close(bool_out, zero_one)  # True is added as 1, False as 0
 bert_gaps = {
     "bert without padding mask": bert_gap(pad=torch.zeros_like(pad)),
     "bert as pre-LN": bert_gap(bert_as_pre),
