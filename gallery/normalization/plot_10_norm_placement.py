@@ -349,12 +349,12 @@ for what, gap in gaps.items():
 # around the MLP, with LayerNorm (mean removed, biased variance, weight and bias) as
 # ``N``. Its layer is an encoder's: every token sees every key (no causal mask, no
 # RoPE: BERT adds learned positions before the first layer), except keys that are
-# padding. The attention and the MLP have biases, and the MLP is
-# ``down(GELU(up(x)))`` with the exact GELU, ``z Phi(z)``. Our residual step is the
-# page's own ``Block.sublayer`` with ``placement = "post"``, the line the depth study
-# below also runs. ``layer_norm_eps = 1e-3`` (BERT's is 1e-12) with this page's input
-# (RMS 0.05): the first norm's input has a variance of 0.04 to 0.05 over ``D``
-# (printed below), where eps is visible.
+# padding. The attention and the MLP have biases, and the MLP is ``down(GELU(up(x)))``
+# with the exact GELU, :math:`z\,\Phi(z)` (``Phi`` the standard normal CDF). Our
+# residual step is the page's own ``Block.sublayer`` with ``placement = "post"``, the
+# line the depth study below also runs. ``layer_norm_eps = 1e-3`` (BERT's is 1e-12)
+# with this page's input (RMS 0.05): the first norm's input has a variance of 0.04 to
+# 0.05 over ``D`` (printed below), where eps is visible.
 
 
 class LayerNorm(nn.Module):
