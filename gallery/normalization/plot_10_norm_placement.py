@@ -6,9 +6,11 @@ A transformer block adds two sublayers (attention, MLP) to a residual stream; mo
 differ in where they normalize. Pre-LN (GPT-2, Llama) normalizes the sublayer's input,
 post-LN (the original Transformer, BERT) the sum, OLMo 2 the sublayer's output before
 it is added, and Gemma 2 and 3 both the input and the output ("peri-LN", or sandwich).
-This page writes one block with the four placements from scratch and proves three of
-them equal to Hugging Face's ``LlamaDecoderLayer``, ``Olmo2DecoderLayer`` and
-``Gemma2DecoderLayer`` (post-LN is proven on
+This page writes one block with the four placements from scratch and proves each equal
+to a Hugging Face layer: pre-LN to ``LlamaDecoderLayer``, OLMo 2's to
+``Olmo2DecoderLayer``, peri-LN to ``Gemma2DecoderLayer``, and post-LN, as BERT's encoder
+layer with LayerNorm and a padding mask, to ``BertLayer`` (post-LN is also proven equal
+to ``nn.TransformerEncoderLayer`` on
 :doc:`/generated/transformer/plot_05_transformer_block`). Then it stacks 24 random
 layers of each kind and measures the residual stream and the gradients through depth:
 the two placements that normalize the sublayer's output bound what each layer can add.
@@ -30,7 +32,9 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"
 import torch
 import transformers
-from transformers import Gemma2Config, LlamaConfig, Olmo2Config
+from transformers import BertConfig, Gemma2Config, LlamaConfig, Olmo2Config
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.models.bert.modeling_bert import BertLayer
 from transformers.models.gemma2.modeling_gemma2 import (Gemma2DecoderLayer,
                                                         Gemma2RotaryEmbedding)
 from transformers.models.llama.modeling_llama import (LlamaDecoderLayer,
@@ -339,6 +343,188 @@ for what, gap in gaps.items():
     assert gap > 0.1  # smallest measured: 0.47, the 1/sqrt(Dh) scale
 
 # %%
+# Post-LN against BERT's encoder layer
+# ------------------------------------
+# BERT (Devlin et al., 2018) is post-LN: ``x <- N(x + f(x))`` around attention, then
+# around the MLP, with LayerNorm (mean removed, biased variance, weight and bias) as
+# ``N``. Its layer is an encoder's: every token sees every key (no causal mask, no
+# RoPE: BERT adds learned positions before the first layer), except keys that are
+# padding. The attention and the MLP have biases, and the MLP is ``down(GELU(up(x)))``
+# with the exact GELU, :math:`z\,\Phi(z)` (``Phi`` the standard normal CDF). Our
+# residual step is the page's own ``Block.sublayer`` with ``placement = "post"``, the
+# line the depth study below also runs. ``layer_norm_eps = 1e-3`` (BERT's is 1e-12)
+# with this page's input (RMS 0.05): the first norm's input has a variance of 0.04 to
+# 0.05 over ``D`` (printed below), where eps is visible.
+
+
+class LayerNorm(nn.Module):
+    def __init__(self, D, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(D))
+        self.bias = nn.Parameter(torch.zeros(D))
+        self.eps = eps
+
+    def forward(self, x):  # (..., D) -> (..., D)
+        centred = x - x.mean(dim=-1, keepdim=True)
+        var = centred.pow(2).mean(dim=-1, keepdim=True)  # biased: divides by D
+        return centred / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+
+class EncoderAttention(nn.Module):
+    """Multi-head self-attention with biases; padding keys masked, nothing else."""
+
+    def __init__(self, D, Nh):
+        super().__init__()
+        self.Nh, self.Dh = Nh, D // Nh
+        self.q, self.k, self.v, self.o = (nn.Linear(D, D) for _ in range(4))
+
+    def forward(self, x, pad):  # x (B, L, D), pad (B, L) True at padding -> (B, L, D)
+        q, k, v = (t(x).unflatten(-1, (self.Nh, self.Dh)).transpose(1, 2)
+                   for t in (self.q, self.k, self.v))  # (B, Nh, L, Dh) each
+        logits = q @ k.mT / math.sqrt(self.Dh)  # (B, Nh, L, L)
+        logits = logits.masked_fill(pad[:, None, None, :], float("-inf"))
+        y = logits.softmax(dim=-1) @ v  # (B, Nh, L, Dh)
+        return self.o(y.transpose(1, 2).flatten(2))  # (B, L, Nh * Dh = D) -> (B, L, D)
+
+
+def gelu_erf(z):
+    return 0.5 * z * (1 + torch.erf(z / math.sqrt(2)))
+
+
+class MLP(nn.Module):
+    def __init__(self, D, Dff, act):
+        super().__init__()
+        self.up, self.down, self.act = nn.Linear(D, Dff), nn.Linear(Dff, D), act
+
+    def forward(self, x):  # (B, L, D) -> (B, L, Dff) -> (B, L, D)
+        return self.down(self.act(self.up(x)))
+
+
+class EncoderBlock(nn.Module):
+    """BERT's layer: post-LN around padding-masked attention, then a GELU MLP."""
+
+    sublayer = Block.sublayer  # the page's residual step; here placement "post"
+
+    def __init__(self, D, Nh, Dff, eps):
+        super().__init__()
+        self.placement = "post"
+        self.attn, self.mlp = EncoderAttention(D, Nh), MLP(D, Dff, gelu_erf)
+        self.norms = nn.ModuleDict({"attn_sum": LayerNorm(D, eps),
+                                    "mlp_sum": LayerNorm(D, eps)})
+
+    def forward(self, x, pad):  # (B, L, D), pad (B, L) -> (B, L, D)
+        x = self.sublayer(x, lambda h: self.attn(h, pad), "attn")
+        return self.sublayer(x, self.mlp, "mlp")
+
+
+# %%
+# Hugging Face's ``BertLayer`` from a random ``BertConfig`` (same ``D``, ``Nh``,
+# ``Dff``, eager attention, eval mode: no dropout; every parameter moved off its init).
+# Its eager attention *adds* ``attention_mask`` to the logits, so it wants what
+# ``BertModel`` builds from a (B, L) padding mask: a float (B, 1, L, L) tensor, 0 where
+# a key is seen and float32's most negative number where it is padding. We build it by
+# hand and check it equals ``create_bidirectional_mask``'s. The second sequence ends in
+# 4 padding tokens; ours gets the same padding as a boolean (B, L) key mask.
+bert_cfg = BertConfig(hidden_size=D, num_attention_heads=Nh, intermediate_size=Dff,
+                      hidden_act="gelu", layer_norm_eps=EPS,
+                      attn_implementation="eager")
+assert bert_cfg._attn_implementation == "eager"
+hf_bert = BertLayer(bert_cfg).to(device).eval()
+with torch.no_grad():
+    for p in hf_bert.parameters():
+        p.add_(0.1 * torch.randn_like(p))
+
+pad = torch.zeros(B, L, dtype=torch.bool, device=device)  # (B, L), True at padding
+pad[1, -4:] = True
+additive = torch.zeros(B, 1, L, L, device=device)  # (B, 1, L, L)
+additive = additive.masked_fill(pad[:, None, None, :], torch.finfo(torch.float32).min)
+built = create_bidirectional_mask(config=bert_cfg, inputs_embeds=x,
+                                  attention_mask=(~pad).long())
+assert torch.equal(additive, built)
+print(f"padding keys per sequence: {pad.sum(-1).tolist()}; BertLayer's mask: "
+      f"{tuple(built.shape)} {built.dtype},\nvalues 0 and {built.min():.2e} "
+      "(float32's most negative)")
+
+NAMES["bert"] = {
+    "attn.q.weight": "attention.self.query.weight",
+    "attn.q.bias": "attention.self.query.bias",
+    "attn.k.weight": "attention.self.key.weight",
+    "attn.k.bias": "attention.self.key.bias",
+    "attn.v.weight": "attention.self.value.weight",
+    "attn.v.bias": "attention.self.value.bias",
+    "attn.o.weight": "attention.output.dense.weight",
+    "attn.o.bias": "attention.output.dense.bias",
+    "norms.attn_sum.weight": "attention.output.LayerNorm.weight",
+    "norms.attn_sum.bias": "attention.output.LayerNorm.bias",
+    "mlp.up.weight": "intermediate.dense.weight",
+    "mlp.up.bias": "intermediate.dense.bias",
+    "mlp.down.weight": "output.dense.weight",
+    "mlp.down.bias": "output.dense.bias",
+    "norms.mlp_sum.weight": "output.LayerNorm.weight",
+    "norms.mlp_sum.bias": "output.LayerNorm.bias",
+}
+for ours_name, theirs in NAMES["bert"].items():
+    if "norm" in ours_name:
+        print(f"bert: {ours_name:22s} <- {theirs}")
+bert = EncoderBlock(D, Nh, Dff, EPS).to(device)
+state = hf_bert.state_dict()
+assert sorted(NAMES["bert"].values()) == sorted(state)
+bert.load_state_dict({a: state[b] for a, b in NAMES["bert"].items()}, strict=True)
+with torch.no_grad():
+    refs["bert"] = hf_bert(x, attention_mask=additive)
+    out = bert(x, pad)
+print(f"bert  : max |ours - BertLayer| = {(out - refs['bert']).abs().max():.1e}")
+torch.testing.assert_close(out, refs["bert"])
+with torch.no_grad():
+    first_sum = x + bert.attn(x, pad)  # (B, L, D): the first LayerNorm's input
+print(f"first LayerNorm's input: variance over D {first_sum.var(-1, False).min():.3f}"
+      f" to {first_sum.var(-1, False).max():.3f}, against eps = {EPS}")
+
+# %%
+# What each detail is worth, for BERT: the same layer without the padding mask, with
+# each LayerNorm moved before its sublayer (pre-LN, same weights), with eps 0, with
+# the tanh GELU; and Hugging Face's layer given the boolean (B, 1, 1, L) mask instead
+# of the additive one: its eager attention adds it to the logits as 0 and 1 without
+# complaint (asserted: the same output as the float mask 0 and 1). Every gap is at
+# least 20 times float32's tolerance (``1e-5`` absolute).
+
+
+def bert_gap(change=lambda b: None, pad=pad):
+    block = copy.deepcopy(bert)
+    change(block)
+    with torch.no_grad():
+        return (block(x, pad) - refs["bert"]).abs().max().item()
+
+
+def bert_as_pre(b):  # the same two LayerNorms, now before attention and the MLP
+    b.placement = "pre"
+    b.norms = nn.ModuleDict({"attn_in": b.norms["attn_sum"],
+                             "mlp_in": b.norms["mlp_sum"]})
+
+
+def bert_eps_0(b):
+    for n in b.norms.values():
+        n.eps = 0.0
+
+
+assert bert_gap() < 1e-5  # the control: unchanged, it still matches
+with torch.no_grad():
+    bool_out = hf_bert(x, attention_mask=~pad[:, None, None, :])  # True: seen
+    zero_one = hf_bert(x, attention_mask=(~pad[:, None, None, :]).float())
+torch.testing.assert_close(bool_out, zero_one)  # True is added as 1, False as 0
+bert_gaps = {
+    "bert without padding mask": bert_gap(pad=torch.zeros_like(pad)),
+    "bert as pre-LN": bert_gap(bert_as_pre),
+    "bert eps 0, not 1e-3": bert_gap(bert_eps_0),
+    "bert tanh GELU": bert_gap(lambda b: setattr(b.mlp, "act", gelu_tanh)),
+    "BertLayer, boolean mask": (bool_out - refs["bert"]).abs().max().item(),
+}
+for what, gap in bert_gaps.items():
+    print(f"{what:27s} max |ours - HF| = {gap:.2e}")
+    assert gap > 2e-4  # smallest measured: 3.5e-4, the tanh GELU
+
+
+# %%
 # 24 random layers: the residual stream through depth
 # ---------------------------------------------------
 # The same block in each placement, 24 layers deep, in float64, one seed, the same
@@ -420,7 +606,7 @@ with torch.no_grad():
         J.append((h @ readout).sum())
 fd = ((J[0] - J[1]) / 2e-6).item()
 ad = (runs["peri", 3.0][3] * v).sum().item()
-print(f"peri-LN, gain 3, derivative along v: backward {ad:.6f}, central "
+print(f"peri-LN, gain 3, slope along v: backward {ad:.6f}, central "
       f"difference {fd:.6f}")
 assert abs(fd - ad) < 1e-6 * abs(ad)  # measured 2.3e-10
 
