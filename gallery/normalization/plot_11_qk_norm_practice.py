@@ -364,7 +364,7 @@ torch.testing.assert_close((cos, sin), (cos_g, sin_g))
 
 theirs = gemma.state_dict()
 P_gemma = {ours: theirs[hf].clone() for ours, hf in NAMES.items()}
-check = Gemma3Attention(gemma_cfg, layer_idx=0).to(device)
+check = Gemma3Attention(gemma_cfg, layer_idx=0).to(device)  # the map covers every name:
 check.load_state_dict({NAMES[k]: v for k, v in P_gemma.items()}, strict=True)
 with torch.no_grad():
     ref_g, _ = gemma(x, position_embeddings=(cos_g, sin_g), attention_mask=mask)
