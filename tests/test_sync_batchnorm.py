@@ -15,7 +15,8 @@ variance, and updates the running variance with the unbiased one (N - 1, N the g
 count). The forward all-reduce is the differentiable one of
 torch.distributed.nn.functional, so the gradient with respect to each rank's input
 includes the other rank's contribution through the shared statistics; weight and bias
-gradients are all-reduced (summed) afterwards, as DistributedDataParallel does.
+gradients are all-reduced (summed) afterwards: the gradient of the loss summed over the
+whole batch (DistributedDataParallel sums and then divides by the number of ranks).
 
 Asserted against nn.BatchNorm2d on the whole batch in one process, in float64 at default
 tolerances: the concatenated outputs, running_mean, running_var, the concatenated input
@@ -89,7 +90,7 @@ def worker(rank, port, out_dir):
         y = z * w.view(shape) + b.view(shape)  # (B_RANK, C, H, W)
         (y * grad_out[part]).sum().backward()
         grads = torch.stack([w.grad, b.grad])  # (2, C), this rank's share
-        dist.all_reduce(grads)  # summed over the ranks, as DDP does
+        dist.all_reduce(grads)  # summed over the ranks (DDP would then divide by WORLD)
         with torch.no_grad():
             running_mean = MOMENTUM * mean  # from the initial 0
             running_var = (1 - MOMENTUM) + MOMENTUM * var * n / (n - 1)  # from 1

@@ -625,8 +625,11 @@ for p in ("olmo2", "peri"):
 # The figure. Left: the stream's RMS after each layer (solid: gain 1, dashed: gain 3).
 # Right: the gradient norm at each layer's input, relative to the last layer's (gain
 # 1 and 3). The gradient numbers are measured for one seed and only shown; they vary
-# with the seed, the gain and the shapes (here, at gain 3, the first layer's gradient
-# is 30 (peri-LN) to 8,900 (post-LN) times the last layer's).
+# with the seed, the gain and the shapes.
+print("gradient norm at layer 1's input / at layer 24's, at gain 1 and at gain 3")
+for p in PLACEMENTS:
+    ratios = [runs[p, g][2][0] / runs[p, g][2][-1] for g in GAINS]
+    print(f"{p:6s} " + "  ".join(f"{r:8,.1f}" for r in ratios))
 import matplotlib.pyplot as plt
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6), layout="constrained")

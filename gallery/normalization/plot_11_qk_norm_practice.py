@@ -140,7 +140,8 @@ def attention(x, P, pos, per_head, one_plus=False, scaling=Dh ** -0.5):
 # -------------------------------------
 # Our names map to Hugging Face's one to one (printed), loaded with ``strict=True``.
 # The positions are uneven (row 1 steps by 3 from 2), the mask is causal, and the
-# module receives our ``cos, sin``, checked first against the model's rotary embedding.
+# module receives our ``cos, sin``, checked first against each model's rotary embedding.
+from transformers.models.olmo2.modeling_olmo2 import Olmo2RotaryEmbedding
 from transformers.models.qwen3.modeling_qwen3 import Qwen3RotaryEmbedding
 
 NAMES = {"wq": "q_proj.weight", "wk": "k_proj.weight", "wv": "v_proj.weight",
@@ -152,8 +153,9 @@ B, L = 2, 10
 x = (0.05 * torch.randn(B, L, D)).to(device)  # (B, L, D), drawn on CPU
 pos = torch.stack([torch.arange(L), 3 * torch.arange(L) + 2]).to(device)  # (B, L)
 cos, sin = rope_cos_sin(pos)  # (B, L, Dh) each
-cos_hf, sin_hf = Qwen3RotaryEmbedding(qwen_cfg).to(device)(x, pos)
-torch.testing.assert_close((cos, sin), (cos_hf, sin_hf))
+for rotary, cfg in ((Qwen3RotaryEmbedding, qwen_cfg), (Olmo2RotaryEmbedding, olmo_cfg)):
+    cos_hf, sin_hf = rotary(cfg).to(device)(x, pos)
+    torch.testing.assert_close((cos, sin), (cos_hf, sin_hf))
 mask = torch.full((L, L), torch.finfo(torch.float32).min, device=device).triu(1)
 mask = mask.expand(B, 1, L, L)  # (B, 1, L, L) additive causal mask for eager
 
@@ -357,6 +359,7 @@ with torch.no_grad():
 gemma = gemma.to(device)
 assert gemma.config._attn_implementation == "eager"
 assert gemma.sliding_window is None  # a full-attention layer
+assert gemma.attn_logit_softcapping is None  # QK-norm, no soft-cap (its default)
 print(f"Gemma3Attention: scaling {gemma.scaling:.4f} = {SCALAR} ** -0.5, "
       f"1/sqrt(Dh) = {Dh ** -0.5:.4f}")
 cos_g, sin_g = Gemma3RotaryEmbedding(gemma_cfg).to(device)(x, pos, "full_attention")
