@@ -265,35 +265,35 @@ print(f"per-token slope 1/std from {slopes.min().item():.2f} "
       f"to {slopes.max().item():.2f}")
 
 # %%
-# Fit ``g * tanh(alpha x)`` by least squares: for each ``alpha`` on a grid the best
-# ``g`` is closed form, :math:`g = \langle y, t\rangle / \langle t, t\rangle` with
+# Fit ``A * tanh(alpha x)`` by least squares: for each ``alpha`` on a grid the best
+# ``A`` is closed form, :math:`A = \langle y, t\rangle / \langle t, t\rangle` with
 # :math:`t = \tanh(\alpha x)`; keep the ``alpha`` with the least squared error. The
 # alternatives are the identity and the best straight line ``a x``, the best a linear
 # map can do. Errors are RMS over all points and over the tail ``|x| > 10`` (outlier
 # channels only), for three seeds of the stack.
 def fit_tanh(xa, ya):
-    """Least-squares alpha, g of g tanh(alpha x); slope a of the best line; RMS."""
+    """Least-squares alpha, A of A tanh(alpha x); slope a of the best line; RMS."""
     xf, yf = xa.flatten().double(), ya.flatten().double()
     alphas = torch.logspace(-3, 1, 401, dtype=torch.float64, device=xf.device)
     T = torch.tanh(alphas[:, None] * xf)  # (401, N)
-    g = (T @ yf) / (T * T).sum(1)
-    best = ((g[:, None] * T - yf) ** 2).sum(1).argmin()
-    alpha, g = alphas[best].item(), g[best].item()
+    A = (T @ yf) / (T * T).sum(1)
+    best = ((A[:, None] * T - yf) ** 2).sum(1).argmin()
+    alpha, A = alphas[best].item(), A[best].item()
     a = (xf @ yf / (xf @ xf)).item()
     tail = xf.abs() > 10
     rms = {}
-    for name, pred in (("tanh", g * torch.tanh(alpha * xf)), ("line", a * xf),
+    for name, pred in (("tanh", A * torch.tanh(alpha * xf)), ("line", a * xf),
                        ("identity", xf)):
         r = pred - yf
         rms[name] = (r.pow(2).mean().sqrt().item(), r[tail].pow(2).mean().sqrt().item())
-    return alpha, g, a, rms, best.item()
+    return alpha, A, a, rms, best.item()
 
 
-print("seed  alpha    g      slope   RMS all: tanh  line  id.   |x|>10: tanh  line")
+print("seed  alpha    A      slope   RMS all: tanh  line  id.   |x|>10: tanh  line")
 for seed in (0, 1, 2):
-    alpha, g, a, rms, best = fit_tanh(*stack_activations(seed))
+    alpha, A, a, rms, best = fit_tanh(*stack_activations(seed))
     assert 0 < best < 400  # the optimum is inside the alpha grid, not at an end
-    print(f"{seed:4d}  {alpha:.4f}  {g:.3f}  {a:.4f}  {rms['tanh'][0]:13.3f} "
+    print(f"{seed:4d}  {alpha:.4f}  {A:.3f}  {a:.4f}  {rms['tanh'][0]:13.3f} "
           f"{rms['line'][0]:5.3f} {rms['identity'][0]:5.2f} {rms['tanh'][1]:13.3f} "
           f"{rms['line'][1]:5.3f}")
     assert rms["tanh"][0] < 0.9 * rms["line"][0] < rms["identity"][0]  # 0.75-0.80
@@ -302,11 +302,11 @@ for seed in (0, 1, 2):
 # %%
 # The control: the same outliers, at one size (15) in every token. Now every token has
 # about the same standard deviation, hence the same slope, and the cloud is a line: the
-# least-squares ``alpha`` runs to the grid's lower end (where ``g tanh(alpha x)`` is the
-# line ``g alpha x``) and the line's error is several times smaller than above. The S
+# least-squares ``alpha`` runs to the grid's lower end (where ``A tanh(alpha x)`` is the
+# line ``A alpha x``) and the line's error is several times smaller than above. The S
 # comes from tokens of different scales, not from the outliers alone.
 for seed in (0, 1, 2):
-    alpha, g, a, rms, _ = fit_tanh(*stack_activations(seed, same_size=True))
+    alpha, A, a, rms, _ = fit_tanh(*stack_activations(seed, same_size=True))
     print(f"one size, seed {seed}: best alpha {alpha:.0e} (grid from 1e-3), "
           f"RMS: tanh {rms['tanh'][0]:.4f}, line {rms['line'][0]:.4f}")
     assert alpha < 2e-3  # measured 1e-3, the grid's end: tanh(alpha x) is a line here
