@@ -315,11 +315,18 @@ with torch.no_grad():
     w_pairs = torch.cat([w[: Dh // 2], w[: Dh // 2]])  # (Dh,): w_i = w_{i + Dh/2}
     variants = {"per head": lambda t, w: rms_norm(t, w),
                 "over width": lambda t, w: unflat(rms_norm(flat(t), w.repeat(Nh)))}
+    m = q_heads.pow(2).mean(dim=-1)  # (B, Nh, L): each head's mean square
+    # With weight 1, a head leaves the norm with mean square m / (m + eps) per head,
+    # m / (M + eps) over the width, M the token's mean over its heads: whatever the
+    # rotation, since it changes neither m nor M.
+    expected = {"per head": m / (m + EPS),
+                "over width": m / (m.mean(dim=1, keepdim=True) + EPS)}
     for label, norm in variants.items():
         nr, rn = rope(norm(q_heads, w), cos, sin), norm(rotated, w)
         ones = torch.ones_like(w)  # the divisor alone, without the weight
         nr_1, rn_1 = rope(norm(q_heads, ones), cos, sin), norm(rotated, ones)
-        torch.testing.assert_close(nr_1.pow(2).mean(-1), rn_1.pow(2).mean(-1))
+        torch.testing.assert_close(nr_1.pow(2).mean(-1), expected[label])
+        torch.testing.assert_close(rn_1.pow(2).mean(-1), expected[label])
         gap = ((nr - rn).norm() / nr.norm()).item()
         nr_p, rn_p = rope(norm(q_heads, w_pairs), cos, sin), norm(rotated, w_pairs)
         print(f"{label:10}: norm-then-rotate vs rotate-then-norm: relative gap "
