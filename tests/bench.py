@@ -4,10 +4,12 @@ In a temporary copy of the sources, through `make html` as a reader runs it: a c
 sum of the pages' own execution times (sphinx-gallery's records), a no-op rebuild, a rebuild
 after editing a chapter's prose and one after editing one page, each with the number of pages it
 executed, plus peak memory (all build processes together, sampled from /proc on Linux). Prints
-one table. Not a test: timings depend on the machine and its load, so nothing asserts on them.
+one table, then the slowest pages of the clean build. Not a test: timings depend on the machine
+and its load, so nothing asserts on them.
 
     --repeat N   median of N runs of every step
     --jobs N     worker processes (the Makefile's JOBS; default: its own choice)
+    --slowest N  how many of the slowest pages to list
 """
 
 import argparse
@@ -98,7 +100,7 @@ def main():
 
     steps = ["clean build", "no-op rebuild", "prose edited", "one page edited"]
     wall = {step: [] for step in steps}
-    pages, own_seconds, executed, peak = [], [], {}, 0
+    pages, executed, peak = [], {}, 0
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
             src = copy_sources(Path(tmp) / "src")
@@ -113,12 +115,12 @@ def main():
                 peak = max(peak, step_peak)
                 if step == "clean build":
                     pages.append(page_seconds(src))
-                    own_seconds.append(sum(pages[-1].values()))
     if not peak:  # no /proc: the largest single process instead
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
 
     median = {step: statistics.median(v) for step, v in wall.items()}
-    clean, own = median["clean build"], statistics.median(own_seconds)
+    page_median = {page: statistics.median(run[page] for run in pages) for page in pages[0]}
+    clean, own = median["clean build"], statistics.median(sum(run.values()) for run in pages)
     jobs = args.jobs or subprocess.run(
         ["make", "-s", "-C", str(ROOT), "--eval=print-jobs: ; @echo $(JOBS)", "print-jobs"],
         capture_output=True, text=True).stdout.strip()
@@ -136,10 +138,9 @@ def main():
                        ("one page edited", args.page)):
         print(f"{step:22s} {median[step]:9.1f} {executed[step]:10d}   {note}")
     print(f"{'peak memory':22s} {peak / 2**20:9.0f} MiB (all build processes together)")
-    slowest = sorted(pages[0], key=lambda page: -statistics.median(p[page] for p in pages))
-    print(f"\nSlowest pages in the clean build (own time, s; a page over 10 s breaks the budget):")
-    for page in slowest[:args.slowest]:
-        print(f"  {statistics.median(p[page] for p in pages):6.1f}  {page}")
+    print("\nSlowest pages in the clean build (own time, s; a page over 10 s breaks the budget):")
+    for page in sorted(page_median, key=page_median.get, reverse=True)[:args.slowest]:
+        print(f"  {page_median[page]:6.1f}  {page}")
 
 
 if __name__ == "__main__":
