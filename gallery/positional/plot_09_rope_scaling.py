@@ -10,7 +10,10 @@ attention temperature, and Llama 3's frequency-dependent scaling. It proves each
 to Hugging Face's inverse frequencies and attention scaling for the same config
 (dynamic NTK also through the rotary module, past and back below the original
 length), shows which wavelengths each rule stretches and which it keeps, and proves
-that every variant keeps RoPE's relative-position property.
+that at a fixed length every variant keeps RoPE's relative-position property. Dynamic
+NTK's frequencies change with the length, so with a KV cache it breaks that property:
+cached decoding in a Hugging Face Llama stops agreeing with a full pass, while plain
+RoPE and the static rules agree to float32's rounding.
 """
 
 # %%
@@ -106,9 +109,14 @@ def dynamic_ntk(s, L):
 # :math:`r = \beta_\text{fast}` rounded down and the index where
 # :math:`r = \beta_\text{slow}` rounded up, and that is the rule written here. YaRN
 # also divides the logits by a temperature :math:`t` with
-# :math:`\sqrt{1/t} = 0.1 \ln s + 1`, applied as a factor on both cos and sin.
+# :math:`\sqrt{1/t} = 0.1 \ln s + 1`, applied as a factor on both cos and sin. That
+# is the default; a config that sets ``mscale`` and ``mscale_all_dim`` (DeepSeek-V3's)
+# gets another factor (below).
 #
-# **Llama 3** (the rule of Llama 3.1, Dubey et al., 2024, as ``"llama3"``) is the
+# **Llama 3** (``"llama3"``, the rule Llama 3.1 ships with) comes from Meta's reference
+# code, not from the Llama 3 paper (Dubey et al., 2024): ``apply_scaling`` in Meta's
+# ``llama-models`` repository, whose values (factor 8, :math:`l = 1`, :math:`h = 4`,
+# ``M = 8192``) a comment there says were "obtained from grid search". It is the
 # same idea with thresholds in wavelengths: keep :math:`\lambda_i < M/h`
 # (``high_freq_factor`` :math:`h`), divide by :math:`s` when :math:`\lambda_i > M/l`
 # (``low_freq_factor`` :math:`l`), and between them blend with
@@ -152,11 +160,23 @@ def llama3(s):
 # details of the library: the dynamic rule takes the current length as ``seq_len`` and
 # reads ``M`` from ``max_position_embeddings``, and there is no static NTK-aware type,
 # so the static rule is checked through ``"dynamic"`` at the length where
-# :math:`s(L) = s`: :math:`L = M(2s-1)/s = 1792`. The comparison is float32 at its
-# default tolerances: the library computes in float32, ours in float64 rounded to it.
-# The attention factor is checked at float64's default tolerances: the library
-# computes it with Python floats, as we do.
+# :math:`s(L) = s`: :math:`L = M(2s-1)/s = 1792`. The comparison is relative, at
+# float32's default ``rtol`` (1.3e-6, about 11 eps) with ``atol=0``: the library
+# computes in float32 (a ``pow`` of a few ulps, a reciprocal, for YaRN and Llama 3 a
+# blend of two such values), ours in float64 rounded once. An absolute tolerance
+# would not do: the pairs each rule changes are the slow ones, whose inverse
+# frequencies lie below 1e-3, and float32's default ``atol`` of 1e-5 would accept any
+# error of the slowest three up to 7, 13 and 22 % (a check at the end of this section
+# shows it). The attention factor is checked at float64's default tolerances: the
+# library computes it with Python floats, as we do.
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+F32_RTOL = 1.3e-6  # float32's default rtol: a few roundings of float32 values
+
+
+def assert_freqs(ours, ref):
+    """ours (Dh/2,) float64 equal to ref (Dh/2,) float32, relatively: atol=0."""
+    torch.testing.assert_close(ours.float(), ref, rtol=F32_RTOL, atol=0)
 
 
 def config(rope_type, max_pos, **extra):
@@ -183,10 +203,10 @@ OURS = {}  # name: (theta (Dh/2,) float64, attention factor)
 for name, (ours, factor, cfg, seq_len) in CASES.items():
     rope_type = cfg.rope_parameters["rope_type"]
     ref, ref_factor = ROPE_INIT_FUNCTIONS[rope_type](cfg, device, seq_len=seq_len)
-    err = (ours.float() - ref).abs().max().item()
-    print(f"{name:12s} ({rope_type:7s}) max|ours - HF| = {err:.1e}, attention "
+    err = (ours.float().double() / ref.double() - 1).abs().max().item()
+    print(f"{name:12s} ({rope_type:7s}) max|ours / HF - 1| = {err:.1e}, attention "
           f"factor {factor:.6f} (HF {ref_factor:.6f})")
-    torch.testing.assert_close(ours.float(), ref)
+    assert_freqs(ours, ref)
     torch.testing.assert_close(torch.tensor(factor, dtype=torch.float64),
                                torch.tensor(ref_factor, dtype=torch.float64))
     OURS[name] = (ours, factor)
@@ -201,36 +221,70 @@ ours, mscale = yarn(S, beta_fast=256.0, beta_slow=2.0, rounded=False)
 cfg = config("yarn", int(S * M), original_max_position_embeddings=M, beta_fast=256.0,
              beta_slow=2.0, truncate=False)
 ref, ref_factor = ROPE_INIT_FUNCTIONS["yarn"](cfg, device)
-print(f"YaRN, truncate=False: max|ours - HF| = {(ours.float() - ref).abs().max():.1e}")
-torch.testing.assert_close(ours.float(), ref)
+err = (ours.float().double() / ref.double() - 1).abs().max().item()
+print(f"YaRN, truncate=False: max|ours / HF - 1| = {err:.1e}")
+assert_freqs(ours, ref)
 torch.testing.assert_close(mscale, ref_factor)
+
+# %%
+# Why relative: the same comparison at float32's default ``atol`` of 1e-5 accepts
+# Llama 3's rule with the three slowest pairs' frequencies 5 % off, the pairs the rule
+# divides by ``s``; ``atol=0`` rejects it.
+ours, _ = OURS["Llama 3"]
+ref = ROPE_INIT_FUNCTIONS["llama3"](CASES["Llama 3"][2], device)[0]  # (Dh/2,)
+wrong = ours.clone()
+wrong[-3:] *= 1.05  # a 5 % slip on the three slowest pairs
+print(f"Llama 3, slowest three pairs 5 % off: max|wrong - HF| = "
+      f"{(wrong.float() - ref).abs().max():.1e}")
+assert torch.allclose(wrong.float(), ref, rtol=F32_RTOL, atol=1e-5), "atol sees it?"
+assert not torch.allclose(wrong.float(), ref, rtol=F32_RTOL, atol=0), "rtol misses it?"
 
 # %%
 # Dynamic NTK through the rotary module
 # -------------------------------------
 # In a model the dynamic rule runs inside ``LlamaRotaryEmbedding.forward``: its
-# ``dynamic_rope_update`` decorator recomputes the ``inv_freq`` buffer from the longest
-# position it is given, ``L = max(position_ids) + 1``, when ``L`` grows past what it
-# holds, and restores the original frequencies when a sequence shorter than ``M``
-# follows. The buffer after each call equals our rule at that ``L``: stretched by
-# :math:`s(3000) = 8.72` on the slowest pair at ``L = 3000``, plain RoPE again at
-# ``L = 512``. (The cos tables are not compared here: a float32 angle ``p * theta``
-# at ``p = 3000`` is off by about :math:`10^{-4}` rad whatever the frequencies, the
+# ``dynamic_rope_update`` decorator (transformers 5.23) reads the length from the
+# largest position id of the call, ``L = max(position_ids) + 1``, taken over the
+# whole batch. It recomputes the ``inv_freq`` buffer only when ``L`` exceeds the
+# largest length the module has seen, and restores the original frequencies only
+# when a call's ``L`` is below ``M``. So the frequencies a call gets depend on more
+# than its own length. Five calls in a row, each checked against our rule at the
+# length it should see: 3000 tokens; then 2000 tokens, which keep the frequencies of
+# 3000; 512 tokens, plain RoPE again; 2000 tokens alone, now at ``s(2000)``; and the
+# same 2000 tokens left-padded in a batch beside a sequence of 3000, at ``s(3000)``.
+# (The cos tables are not compared here: a float32 angle ``p * theta`` at
+# ``p = 3000`` is off by about :math:`10^{-4}` rad whatever the frequencies, the
 # subject of :doc:`page 08 <plot_08_rope_16bit>`.)
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 rotary = LlamaRotaryEmbedding(CASES["dynamic NTK"][2]).to(device)
 x = torch.empty(0, device=device)  # only its dtype and device are read
-for L, stretch_slowest in ((L_LONG, S * L_LONG / M - (S - 1)), (512, 1.0)):
-    rotary(x, torch.arange(L, device=device)[None])  # (1, L) position_ids
+
+
+def positions(*lengths, device="cpu"):
+    """Left-padded position ids of a batch, (B, max length): 0 at the padding."""
+    width = max(lengths)
+    return torch.stack([torch.cat([torch.zeros(width - n, dtype=torch.long),
+                                   torch.arange(n)]) for n in lengths]).to(device)
+
+
+CALLS = (  # (what, position_ids, the length whose frequencies the call gets)
+    ("3000 tokens", positions(L_LONG, device=device), L_LONG),
+    ("then 2000", positions(2000, device=device), L_LONG),
+    ("then 512", positions(512, device=device), 512),
+    ("then 2000", positions(2000, device=device), 2000),
+    ("2000 beside 3000", positions(2000, L_LONG, device=device), L_LONG),
+)
+for what, position_ids, L in CALLS:
+    rotary(x, position_ids)
     ref = rotary.inv_freq  # (Dh/2,) float32, as the forward left it
     ours = dynamic_ntk(S, L)  # (Dh/2,)
-    err = (ours.float() - ref).abs().max().item()
+    err = (ours.float().double() / ref.double() - 1).abs().max().item()
     st = (theta0[-1] / ref[-1].double()).item()
-    print(f"L = {L:4d}: max|inv_freq ours - HF| = {err:.1e}, slowest pair "
-          f"stretched by {st:.3f}")
-    torch.testing.assert_close(ours.float(), ref)
-    torch.testing.assert_close(st, stretch_slowest)
+    print(f"{what:16s}: frequencies of L = {L:4d}, max|ours / HF - 1| = {err:.1e}, "
+          f"slowest pair stretched by {st:.3f}")
+    assert_freqs(ours, ref)
+    torch.testing.assert_close(st, S * max(L, M) / M - (S - 1))
 
 # %%
 # YaRN's temperature reaches the logits the same way: the library multiplies cos and
@@ -247,6 +301,43 @@ print(f"YaRN: 1/t = mscale^2 = {yarn_mscale ** 2:.4f}; max|mscale cos, sin - HF|
       f"{err:.1e}")
 torch.testing.assert_close((yarn_mscale * emb.cos()).float(), cos_hf[0])
 torch.testing.assert_close((yarn_mscale * emb.sin()).float(), sin_hf[0])
+
+# %%
+# That factor is the library's default. With ``mscale`` and ``mscale_all_dim`` both
+# set, ``_compute_yarn_parameters`` returns the ratio
+# :math:`g(s, \text{mscale}) / g(s, \text{mscale\_all\_dim})`, with
+# :math:`g(s, m) = 0.1\,m \ln s + 1`. DeepSeek-V3's config sets both to 1 (with
+# factor 40 and ``M = 4096``): its factor on cos and sin is 1, and its attention
+# multiplies the softmax scale :math:`1/\sqrt{D_h}` by
+# :math:`g(40, 1)^2 = (0.1 \ln 40 + 1)^2` instead, on the whole head (the channels it
+# leaves unrotated too). Checked on the library's function and on a
+# ``DeepseekV3Attention`` built from a small config with those rope parameters, and
+# for a ratio that is not 1 (``mscale`` 1, ``mscale_all_dim`` 0.5).
+from transformers import DeepseekV3Config
+from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention
+
+DS_S, DS_M = 40.0, 4096  # DeepSeek-V3's factor and original_max_position_embeddings
+for mscale, mscale_all_dim in ((1.0, 1.0), (1.0, 0.5)):
+    params = {"rope_type": "yarn", "rope_theta": BASE, "factor": DS_S,
+              "original_max_position_embeddings": DS_M, "beta_fast": BETA_FAST,
+              "beta_slow": BETA_SLOW, "mscale": mscale,
+              "mscale_all_dim": mscale_all_dim}
+    ds = DeepseekV3Config(  # one small MLA layer: 8 rotated and 16 plain channels
+        vocab_size=64, hidden_size=64, intermediate_size=64, moe_intermediate_size=32,
+        num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+        q_lora_rank=None, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=16,
+        v_head_dim=16, n_routed_experts=4, num_experts_per_tok=2, n_group=1,
+        topk_group=1, max_position_embeddings=int(DS_S * DS_M), rope_parameters=params)
+    _, ds_factor = ROPE_INIT_FUNCTIONS["yarn"](ds, device)
+    ds_scaling = DeepseekV3Attention(ds, layer_idx=0).scaling
+    g = 0.1 * mscale * math.log(DS_S) + 1, 0.1 * mscale_all_dim * math.log(DS_S) + 1
+    print(f"mscale {mscale}, mscale_all_dim {mscale_all_dim}: factor on cos, sin "
+          f"{ds_factor:.6f} (ratio {g[0] / g[1]:.6f}), softmax scale x sqrt(Dh) "
+          f"{ds_scaling * math.sqrt(16 + 8):.6f} (g^2 {g[1] ** 2:.6f})")
+    torch.testing.assert_close(ds_factor, g[0] / g[1])
+    torch.testing.assert_close(ds_scaling, g[1] ** 2 / math.sqrt(16 + 8))
+    # far from the default factor g(40, 1): the inputs tell the two formulas apart
+    assert abs(ds_factor - (0.1 * math.log(DS_S) + 1)) > 0.1, "the default factor?"
 
 # %%
 # Which wavelengths move
@@ -323,14 +414,16 @@ ax.legend(fontsize=8)
 plt.show()
 
 # %%
-# Every variant keeps the relative-position property
-# --------------------------------------------------
-# A rule only changes the :math:`\theta_i` (and YaRN a common factor), so the logit of
-# a query at position :math:`m` and a key at :math:`n` still depends on :math:`m - n`
-# alone: for each variant, ``q`` and ``k`` rotated at 48 positions up to 3995 (well
-# past ``M``) in the rotate-half layout, with YaRN's factor on cos and sin, give the
-# same logits as ``q`` rotated by :math:`m - n` against an unrotated ``k`` (float64, its
-# default tolerances).
+# At a fixed length, every variant keeps the relative-position property
+# ---------------------------------------------------------------------
+# A rule only changes the :math:`\theta_i` (and YaRN a common factor), so with one set
+# of frequencies the logit of a query at position :math:`m` and a key at :math:`n`
+# still depends on :math:`m - n` alone: for each variant, ``q`` and ``k`` rotated at 48
+# positions up to 3995 (well past ``M``) in the rotate-half layout, with YaRN's factor
+# on cos and sin, give the same logits as ``q`` rotated by :math:`m - n` against an
+# unrotated ``k`` (float64, its default tolerances). For dynamic NTK that set is the
+# one of ``L = 3000``; its frequencies change with the length, and the next section
+# shows what that does to a KV cache.
 def rotate(x, pos, th, mscale):
     """Rotate-half RoPE with frequencies th. x (Dh,), pos (P,) -> (P, Dh)."""
     angles = pos[:, None].double() * th[None, :]  # (P, Dh/2)
@@ -339,9 +432,10 @@ def rotate(x, pos, th, mscale):
     return mscale * (x * emb.cos() + torch.cat([-x2, x1]) * emb.sin())
 
 
-# drawn on the CPU, so that every device checks the same vectors and positions
-q, k = torch.randn(2, Dh, dtype=torch.float64).to(device)  # (Dh,) each
-pos = torch.randint(0, 4000, (48,)).to(device)  # (48,)
+# drawn on the CPU from their own generator: every device checks the same vectors
+gen = torch.Generator().manual_seed(0)
+q, k = torch.randn(2, Dh, dtype=torch.float64, generator=gen).to(device)  # (Dh,) each
+pos = torch.randint(0, 4000, (48,), generator=gen).to(device)  # (48,)
 for name, (th, mscale) in OURS.items():
     logits = rotate(q, pos, th, mscale) @ rotate(k, pos, th, mscale).T  # (48, 48)
     rel = pos[:, None] - pos[None, :]  # (48, 48) m - n
@@ -349,3 +443,79 @@ for name, (th, mscale) in OURS.items():
     err = (logits - by_offset.view(48, 48)).abs().max().item()
     print(f"{name:12s} max|logit(m, n) - logit(m - n, 0)| = {err:.1e}")
     torch.testing.assert_close(logits, by_offset.view(48, 48))
+
+
+# %%
+# Dynamic NTK and the KV cache
+# ----------------------------
+# A KV cache stores keys already rotated, and nothing rotates them again. With a
+# static rule (plain RoPE, linear, YaRN, Llama 3) the frequencies never change, so a
+# cached key is the key a full pass would compute. With dynamic NTK the frequencies
+# follow the length: a key cached while the sequence was shorter keeps the rotation of
+# that length, and the queries that come later are rotated with the frequencies of a
+# longer one. The logit of query :math:`m` and key :math:`n` then mixes two sets of
+# frequencies and no longer depends on :math:`m - n` alone.
+#
+# The experiment, on a one-layer ``LlamaForCausalLM`` (``Dh = 32``, random weights
+# drawn with ``initializer_range`` 0.1 so that the logits are of order 1) with
+# ``max_position_embeddings`` ``M = 16`` and factor 4: a prefill of 12 tokens with a
+# ``DynamicCache``, then 20 tokens decoded one at a time, to position 31. The logits of
+# the cached run are compared with those of one full pass over the same 32 tokens.
+# The two runs do the same float32 operations in another order (a row of queries
+# against the cache instead of the whole product), so where the model computes the
+# same function they agree to float32's rounding: ``assert_close``'s float32
+# defaults. The last token is the telling one: its query is rotated with exactly the
+# frequencies of the full pass (both at ``L = 32``), and in this one-layer model its
+# values are the same too; only the cached keys differ.
+from transformers import DynamicCache, LlamaForCausalLM
+
+M_KV, L_KV, PREFILL = 16, 32, 12  # the model's M, the tokens, the prefill
+tokens = torch.randint(0, 64, (1, L_KV), generator=torch.Generator().manual_seed(0))
+tokens = tokens.to(device)  # (1, L_KV)
+KV_RULES = {  # name: (rope_parameters, max_position_embeddings)
+    "plain RoPE": ({"rope_type": "default"}, M_KV),
+    "linear": ({"rope_type": "linear", "factor": S}, int(S * M_KV)),
+    "YaRN": ({"rope_type": "yarn", "factor": S,
+              "original_max_position_embeddings": M_KV}, int(S * M_KV)),
+    "Llama 3": ({"rope_type": "llama3", "factor": S, "low_freq_factor": LOW,
+                 "high_freq_factor": HIGH, "original_max_position_embeddings": M_KV},
+                int(S * M_KV)),
+    "dynamic NTK": ({"rope_type": "dynamic", "factor": S}, M_KV),
+}
+gap_all, gap_last = {}, {}  # name: max|cached - full| over all logits, last token
+for name, (params, max_pos) in KV_RULES.items():
+    torch.manual_seed(0)  # the same weights for every rule
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=64, hidden_size=2 * Dh, intermediate_size=4 * Dh,
+        num_hidden_layers=1, num_attention_heads=2, initializer_range=0.1,
+        max_position_embeddings=max_pos, rope_parameters={"rope_theta": BASE, **params},
+        attn_implementation="eager")).to(device).eval()
+    with torch.no_grad():
+        full = model(tokens).logits[0]  # (L_KV, vocab)
+        cache = DynamicCache(config=model.config)
+        steps = [model(tokens[:, :PREFILL], past_key_values=cache).logits[0]]
+        for t in range(PREFILL, L_KV):  # one token at a time, positions 12 .. 31
+            steps.append(model(tokens[:, t:t + 1], past_key_values=cache).logits[0])
+    cached = torch.cat(steps)  # (L_KV, vocab)
+    gap_all[name] = (cached - full).abs().max().item()
+    gap_last[name] = (cached[-1] - full[-1]).abs().max().item()
+    print(f"{name:12s} max|cached - full pass| = {gap_all[name]:.1e} (last token "
+          f"{gap_last[name]:.1e}); logits up to {full.abs().max().item():.1f}")
+    if name != "dynamic NTK":
+        torch.testing.assert_close(cached, full)  # float32 defaults: rounding only
+kv_gap_static = max(gap for name, gap in gap_all.items() if name != "dynamic NTK")
+kv_gap_dynamic = gap_all["dynamic NTK"]
+kv_gap_dynamic_last = gap_last["dynamic NTK"]
+# 0.1 is 10^4 times float32's atol: not rounding, at the last token too
+assert kv_gap_dynamic > 0.1 and kv_gap_dynamic_last > 0.1, "dynamic NTK cached = full?"
+
+# %%
+# What it means for serving: a model configured with ``"dynamic"`` and served with a
+# KV cache does not compute the function that one full pass over the same tokens
+# computes. In ``transformers`` 5.23 a token's logits depend on how its context was
+# split into prefill and decode steps (above), on the longest sequence in its batch
+# and on the lengths the rotary module saw before (the five calls in the section on
+# the rotary module). The static rules have none of these dependencies. Dynamic NTK
+# would keep the full pass's logits only if every cached key were rotated again
+# whenever the frequencies change, or if the cache held keys before rotation and
+# rotated them at every step.
