@@ -166,7 +166,7 @@ print(f"std over p of PE(p).PE(p+k), k = 1..16: learned table, smallest "
       f"{spread_learned.min():.2f} (sqrt(D) = {D ** 0.5:.0f})")
 print(f"                                          sinusoidal, largest "
       f"{spread_sin.max():.0e}")
-assert spread_learned.min() > 1.0, "the random table has a relative structure?"  # 3.54
+assert spread_learned.min() > 1.0, "the random table has a relative structure?"
 for k in offsets:
     diag = gram_sin.diagonal(k)  # (max_len - k,), every pair (p, p + k)
     torch.testing.assert_close(diag, diag[:1].expand_as(diag))

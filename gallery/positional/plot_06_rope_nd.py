@@ -158,7 +158,7 @@ moved = (rope_nd(q64, I + shift) - rope_nd(q64, I)).abs().max().item()
 gap = (logits(q64, k64, I + shift) - logits(q64, k64, I)).abs().max().item()
 print(f"shift {shift.tolist()}: rotated queries move by up to {moved:.2f}, "
       f"logits by {gap:.2e}")
-assert moved > 1.0, "the shift no longer rotates the vectors?"  # 8.74
+assert moved > 1.0, "the shift no longer rotates the vectors?"
 torch.testing.assert_close(logits(q64, k64, I + shift), logits(q64, k64, I))
 
 # %%
@@ -274,7 +274,7 @@ gap = (y_transposed - y).abs().max().item()
 print(f"max|out(shifted grid) - out| = {(y_shifted - y).abs().max().item():.2e}, "
       f"max|out(transposed positions) - out| = {gap:.2e}")
 torch.testing.assert_close(y_shifted, y)
-assert gap > 0.01, "the layer no longer sees the positions?"  # 0.10
+assert gap > 0.01, "the layer no longer sees the positions?"
 
 # %%
 # Both checks are invariances: a layer that mixes up its heads keeps them (merging the
@@ -336,7 +336,7 @@ print(f"axial 2-D RoPE:     wrap pair {L2[wrap].item():.3f}, neighbour pair "
       f"{L2[neighbour].item():.3f}")
 torch.testing.assert_close(L1[wrap], L1[neighbour])
 separation = (L2[neighbour] - L2[wrap]).item()
-assert separation > 3.0, "axial RoPE no longer separates the two pairs?"  # 7.56
+assert separation > 3.0, "axial RoPE no longer separates the two pairs?"
 
 # %%
 # Flattening also ties the logits to the image width: the vertical neighbour of a patch
@@ -351,7 +351,7 @@ f16, f24 = L1[vert].item(), logits_flat(ones2, ones2, flat2)[vert2].item()
 a16, a24 = L2[vert].item(), logits(ones2, ones2, I2)[vert2].item()
 print(f"offset (1, 0): flattened W={W}: {f16:.3f}, W={W2}: {f24:.3f}; "
       f"axial W={W}: {a16:.3f}, W={W2}: {a24:.3f}")
-assert abs(f16 - f24) > 1.0, "flattened logits no longer depend on the width?"  # 4.01
+assert abs(f16 - f24) > 1.0, "flattened logits no longer depend on the width?"
 torch.testing.assert_close(torch.tensor(a16), torch.tensor(a24))
 
 # %%

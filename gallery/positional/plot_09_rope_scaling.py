@@ -50,8 +50,8 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
 # in training. Every rule below changes :math:`\theta_i` (and YaRN also the logits'
 # scale) so that ``s * M`` tokens look like ``M``. The setting is small but keeps every
 # term alive: ``Dh = 32`` (16 frequencies), base 10000, ``M = 1024``, ``s = 4``; the
-# wavelengths run from 6.3 to 35,000 tokens, so they lie on both sides of every
-# threshold below and inside every ramp.
+# wavelengths run from :measured:`lam_min:.1f` to :measured:`lam_max:,.0f` tokens, so
+# they lie on both sides of every threshold below and inside every ramp.
 import math
 
 Dh, BASE, M, S = 32, 10_000.0, 1024, 4.0
@@ -65,6 +65,7 @@ def theta(base):
 
 theta0 = theta(BASE)  # (Dh/2,)
 lam0 = 2 * math.pi / theta0  # (Dh/2,) wavelengths in tokens
+lam_min, lam_max = lam0.min().item(), lam0.max().item()
 print("wavelengths:", " ".join(f"{v:.0f}" for v in lam0.tolist()))
 
 # %%
@@ -165,10 +166,11 @@ def llama3(s):
 # computes in float32 (a ``pow`` of a few ulps, a reciprocal, for YaRN and Llama 3 a
 # blend of two such values), ours in float64 rounded once. An absolute tolerance
 # would not do: the pairs each rule changes are the slow ones, whose inverse
-# frequencies lie below 1e-3, and float32's default ``atol`` of 1e-5 would accept any
-# error of the slowest three up to 7, 13 and 22 % (a check at the end of this section
-# shows it). The attention factor is checked at float64's default tolerances: the
-# library computes it with Python floats, as we do.
+# frequencies lie below 1e-3, and float32's default ``atol`` of 1e-5 would accept an
+# error of :measured:`atol_accepts_min:.0%` to :measured:`atol_accepts_max:.0%` on the
+# slowest three of Llama 3's (a check at the end of this section shows it). The
+# attention factor is checked at float64's default tolerances: the library computes
+# it with Python floats, as we do.
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 F32_RTOL = 1.3e-6  # float32's default rtol: a few roundings of float32 values
@@ -186,7 +188,8 @@ def config(rope_type, max_pos, **extra):
 
 
 L_STATIC = int(M * (2 * S - 1) / S)  # 1792: s(L) = S
-L_LONG = 3000  # past M: dynamic NTK kicks in with s(L) = 8.72
+L_LONG = 3000  # past M: dynamic NTK kicks in
+s_long = S * L_LONG / M - (S - 1)  # s(L_LONG)
 yarn_theta, yarn_mscale = yarn(S)
 CASES = {  # name: (ours (Dh/2,), our attention factor, config, seq_len)
     "linear (PI)": (position_interpolation(S), 1.0, config("linear", int(S * M)), None),
@@ -232,6 +235,10 @@ torch.testing.assert_close(mscale, ref_factor)
 # divides by ``s``; ``atol=0`` rejects it.
 ours, _ = OURS["Llama 3"]
 ref = ROPE_INIT_FUNCTIONS["llama3"](CASES["Llama 3"][2], device)[0]  # (Dh/2,)
+accepts = (1e-5 + F32_RTOL * ref[-3:]) / ref[-3:]  # relative error atol 1e-5 lets by
+atol_accepts_min, atol_accepts_max = accepts.min().item(), accepts.max().item()
+print(f"atol 1e-5 accepts relative errors of {atol_accepts_min:.0%} to "
+      f"{atol_accepts_max:.0%} on the three slowest pairs")
 wrong = ours.clone()
 wrong[-3:] *= 1.05  # a 5 % slip on the three slowest pairs
 print(f"Llama 3, slowest three pairs 5 % off: max|wrong - HF| = "
@@ -345,15 +352,15 @@ for mscale, mscale_all_dim in ((1.0, 1.0), (1.0, 0.5)):
 # The stretch of each wavelength, :math:`\lambda_i'/\lambda_i = \theta_i/\theta_i'`,
 # per rule. Linear divides every frequency by ``s``. NTK-aware keeps the fastest pair
 # exactly and stretches the slowest by exactly ``s``; dynamic NTK does the same with
-# :math:`s(3000) = 8.72`. YaRN keeps every pair that turns at least 32 times in ``M``
-# tokens (:math:`\lambda_i \le 32`), interpolates every pair that turns at most once
-# (:math:`\lambda_i \ge 1024`) and blends strictly between. Llama 3 keeps
-# :math:`\lambda_i < 256`, interpolates :math:`\lambda_i > 1024`, blends between. The
-# sets are computed from the wavelengths, not from the rules.
+# :math:`s(3000) =` :measured:`s_long:.2f`. YaRN keeps every pair that turns at least
+# 32 times in ``M`` tokens (:math:`\lambda_i \le 32`), interpolates every pair that
+# turns at most once (:math:`\lambda_i \ge 1024`) and blends strictly between. Llama 3
+# keeps :math:`\lambda_i < 256`, interpolates :math:`\lambda_i > 1024`, blends
+# between. The sets are computed from the wavelengths, not from the rules.
 stretch = {name: theta0 / th for name, (th, _) in OURS.items()}  # (Dh/2,) each
 one = torch.ones_like(theta0)
 torch.testing.assert_close(stretch["linear (PI)"], S * one)
-for name, s in (("NTK-aware", S), ("dynamic NTK", S * L_LONG / M - (S - 1))):
+for name, s in (("NTK-aware", S), ("dynamic NTK", s_long)):
     st = stretch[name]
     print(f"{name:12s} stretch {st[0].item():.3f} (fastest) .. {st[-1].item():.3f} "
           f"(slowest), s = {s:.3f}")
@@ -382,7 +389,7 @@ gamma_paper = ((turns - BETA_SLOW) / (BETA_FAST - BETA_SLOW)).clamp(0, 1)  # (Dh
 theta_paper = (1 - gamma_paper) * theta0 / S + gamma_paper * theta0
 gap = (theta_paper / yarn_theta - 1).abs().max().item()
 print(f"YaRN: paper's ramp vs the code's: max relative gap in theta = {gap:.2f}")
-assert gap > 0.1, "the two ramps agree?"  # 0.39
+assert gap > 0.1, "the two ramps agree?"
 ends = (turns >= BETA_FAST) | (turns <= BETA_SLOW)  # (Dh/2,) kept or interpolated
 torch.testing.assert_close(theta_paper[ends], yarn_theta[ends])
 

@@ -78,9 +78,9 @@ for i, perm in enumerate(perms):
     print(f"permutation {i} ({'reversed' if i == 0 else 'random'}): "
           f"max|f(Px) - P f(x)| no mask {gaps['no mask'][-1]:.1e}, "
           f"causal {gaps['causal'][-1]:.2f}")
-print(f"no mask: at most {max(gaps['no mask']):.1e}; "
-      f"causal: at least {min(gaps['causal']):.2f}")
-assert min(gaps["causal"]) > 0.1, "causal attention permutation-equivariant?"  # 1.41
+nomask_max, causal_min = max(gaps["no mask"]), min(gaps["causal"])
+print(f"no mask: at most {nomask_max:.1e}; causal: at least {causal_min:.2f}")
+assert causal_min > 0.1, "causal attention permutation-equivariant?"
 
 # %%
 # Uniform causal attention averages what it sees
@@ -192,10 +192,11 @@ print(f"worst probe error {worst:.3f} < 0.5: every t < {L_iid} read back")
 # position sees the same set of outputs: :math:`V_t` is the same at every ``t``, and no
 # probe can read the position. With the mask, output ``0`` is the value of token 0
 # alone, whatever the queries and keys, and later outputs mix more tokens. As drawn,
-# the layer's attention is broad and :math:`V_t` falls twelvefold over 32 positions;
-# sharpened, each query nearly picks one key, and :math:`V_t` still varies with ``t``
-# (by 13 %), but weakly, and it ends above :math:`V_0`: how much position survives, and
-# in which statistic, depends on the weights.
+# the layer's attention is broad and :math:`V_t` falls :measured:`drawn_fall:.1f`-fold
+# over 32 positions; sharpened, each query nearly picks one key, and :math:`V_t` still
+# varies with ``t`` (its largest value :measured:`sharp_spread:.0%` above its
+# smallest), but weakly, and it ends above :math:`V_0`: how much position survives,
+# and in which statistic, depends on the weights.
 B_base = 64
 base = torch.randn(B_base, L, D, dtype=dtype)  # (B_base, L, D)
 shifted = torch.cat([base.roll(c, dims=1) for c in range(L)]).to(device)  # (B, L, D)
@@ -243,9 +244,11 @@ for name, v in V.items():
     if name.startswith("no mask"):
         torch.testing.assert_close(v, v[0].expand(L))  # same at every position
 drawn, sharp_v = V["causal, as drawn"], V["causal, query x16"]
-assert drawn[-1] / drawn[0] < 0.2  # 0.081: falls twelvefold with t
-assert sharp_v.max() / sharp_v.min() > 1.05  # 1.13: still varies with t
-assert sharp_v[-1] / sharp_v[0] > 1.05  # 1.10: and ends above V_0
+drawn_fall = (drawn[0] / drawn[-1]).item()  # V_0 / V_(L-1), printed above as its inverse
+sharp_spread = (sharp_v.max() / sharp_v.min()).item() - 1
+assert drawn_fall > 5, "V_t no longer falls with t?"
+assert sharp_spread > 0.05, "V_t no longer varies with t when sharpened?"
+assert sharp_v[-1] / sharp_v[0] > 1.05, "V_t no longer ends above V_0?"
 
 # %%
 # One sequence, exactly: a beginning-of-sequence marker
