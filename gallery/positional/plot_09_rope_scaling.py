@@ -176,11 +176,6 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 F32_RTOL = 1.3e-6  # float32's default rtol: a few roundings of float32 values
 
 
-def assert_freqs(ours, ref):
-    """ours (Dh/2,) float64 equal to ref (Dh/2,) float32, relatively: atol=0."""
-    torch.testing.assert_close(ours.float(), ref, rtol=F32_RTOL, atol=0)
-
-
 def config(rope_type, max_pos, **extra):
     params = {"rope_type": rope_type, "rope_theta": BASE, "factor": S, **extra}
     return LlamaConfig(hidden_size=2 * Dh, num_attention_heads=2,  # Dh = D / Nh
@@ -209,7 +204,7 @@ for name, (ours, factor, cfg, seq_len) in CASES.items():
     err = (ours.float().double() / ref.double() - 1).abs().max().item()
     print(f"{name:12s} ({rope_type:7s}) max|ours / HF - 1| = {err:.1e}, attention "
           f"factor {factor:.6f} (HF {ref_factor:.6f})")
-    assert_freqs(ours, ref)
+    torch.testing.assert_close(ours.float(), ref, rtol=F32_RTOL, atol=0)  # relative
     torch.testing.assert_close(torch.tensor(factor, dtype=torch.float64),
                                torch.tensor(ref_factor, dtype=torch.float64))
     OURS[name] = (ours, factor)
@@ -226,7 +221,7 @@ cfg = config("yarn", int(S * M), original_max_position_embeddings=M, beta_fast=2
 ref, ref_factor = ROPE_INIT_FUNCTIONS["yarn"](cfg, device)
 err = (ours.float().double() / ref.double() - 1).abs().max().item()
 print(f"YaRN, truncate=False: max|ours / HF - 1| = {err:.1e}")
-assert_freqs(ours, ref)
+torch.testing.assert_close(ours.float(), ref, rtol=F32_RTOL, atol=0)  # relative
 torch.testing.assert_close(mscale, ref_factor)
 
 # %%
@@ -290,7 +285,7 @@ for what, position_ids, L in CALLS:
     st = (theta0[-1] / ref[-1].double()).item()
     print(f"{what:16s}: frequencies of L = {L:4d}, max|ours / HF - 1| = {err:.1e}, "
           f"slowest pair stretched by {st:.3f}")
-    assert_freqs(ours, ref)
+    torch.testing.assert_close(ours.float(), ref, rtol=F32_RTOL, atol=0)  # relative
     torch.testing.assert_close(st, S * max(L, M) / M - (S - 1))
 
 # %%
@@ -329,12 +324,9 @@ for mscale, mscale_all_dim in ((1.0, 1.0), (1.0, 0.5)):
               "original_max_position_embeddings": DS_M, "beta_fast": BETA_FAST,
               "beta_slow": BETA_SLOW, "mscale": mscale,
               "mscale_all_dim": mscale_all_dim}
-    ds = DeepseekV3Config(  # one small MLA layer: 8 rotated and 16 plain channels
-        vocab_size=64, hidden_size=64, intermediate_size=64, moe_intermediate_size=32,
-        num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
-        q_lora_rank=None, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=16,
-        v_head_dim=16, n_routed_experts=4, num_experts_per_tok=2, n_group=1,
-        topk_group=1, max_position_embeddings=int(DS_S * DS_M), rope_parameters=params)
+    ds = DeepseekV3Config(  # a small MLA attention: 8 rotated and 16 plain channels
+        hidden_size=64, num_attention_heads=2, q_lora_rank=None, kv_lora_rank=16,
+        qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, rope_parameters=params)
     _, ds_factor = ROPE_INIT_FUNCTIONS["yarn"](ds, device)
     ds_scaling = DeepseekV3Attention(ds, layer_idx=0).scaling
     g = 0.1 * mscale * math.log(DS_S) + 1, 0.1 * mscale_all_dim * math.log(DS_S) + 1
@@ -477,7 +469,8 @@ for name, (th, mscale) in OURS.items():
 from transformers import DynamicCache, LlamaForCausalLM
 
 M_KV, L_KV, PREFILL = 16, 32, 12  # the model's M, the tokens, the prefill
-tokens = torch.randint(0, 64, (1, L_KV), generator=torch.Generator().manual_seed(0))
+VOCAB = 64
+tokens = torch.randint(0, VOCAB, (1, L_KV), generator=torch.Generator().manual_seed(0))
 tokens = tokens.to(device)  # (1, L_KV)
 KV_RULES = {  # name: (rope_parameters, max_position_embeddings)
     "plain RoPE": ({"rope_type": "default"}, M_KV),
@@ -493,7 +486,7 @@ gap_all, gap_last = {}, {}  # name: max|cached - full| over all logits, last tok
 for name, (params, max_pos) in KV_RULES.items():
     torch.manual_seed(0)  # the same weights for every rule
     model = LlamaForCausalLM(LlamaConfig(
-        vocab_size=64, hidden_size=2 * Dh, intermediate_size=4 * Dh,
+        vocab_size=VOCAB, hidden_size=2 * Dh, intermediate_size=4 * Dh,
         num_hidden_layers=1, num_attention_heads=2, initializer_range=0.1,
         max_position_embeddings=max_pos, rope_parameters={"rope_theta": BASE, **params},
         attn_implementation="eager")).to(device).eval()

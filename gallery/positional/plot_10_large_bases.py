@@ -45,6 +45,7 @@ def rope_theta(Dh, base, dtype):
 
 
 wavelength = {}  # per base: (Dh/2,) float64 wavelengths in tokens
+slowest_wl = {}  # per base: the slowest pair's wavelength, checked against the formula
 for base in BASES:
     wavelength[base] = 2 * math.pi / rope_theta(Dh, base, torch.float64)  # (Dh/2,)
     formula = torch.tensor([2 * math.pi * math.pow(base, 2 * i / Dh)
@@ -56,6 +57,7 @@ for base in BASES:
     torch.testing.assert_close(wavelength[base], formula)  # float64 tolerances
     assert wavelength[base][-1].item() == max(wavelength[base].tolist()), "not last?"
     torch.testing.assert_close(wavelength[base][-1].item(), slowest)
+    slowest_wl[base] = wavelength[base][-1].item()
 
 # %%
 # Against the context length: with base 10,000 the slowest pair completes a turn in
@@ -64,21 +66,23 @@ for base in BASES:
 # no pair stays below one turn. Llama 3's base 500,000 puts the slowest wavelength at
 # :measured:`slowest_500k:,.0f` tokens, base 1,000,000 at
 # :measured:`slowest_1m:,.0f`: below one turn at every context up to :math:`2^{20}`.
-slowest_10k = wavelength[10_000.0][-1].item()
-slowest_500k = wavelength[500_000.0][-1].item()
-slowest_1m = wavelength[1_000_000.0][-1].item()
-turns_128k_10k = 131_072 / slowest_10k
-assert turns_128k_10k > 2, "base 10k: the slowest pair turns less than twice in 128k?"
+slowest_10k = slowest_wl[10_000.0]
+slowest_500k = slowest_wl[500_000.0]
+slowest_1m = slowest_wl[1_000_000.0]
 CONTEXTS = {4_096: "4k", 8_192: "8k", 32_768: "32k", 131_072: "128k", 2**20: "1M"}
 below = {}  # per base: the contexts over which the slowest pair turns less than once
+turns_at = {}  # per base: {context: turns of the slowest pair}
 for base in BASES:
     turns = [L / wavelength[base][-1].item() for L in CONTEXTS]
+    turns_at[base] = dict(zip(CONTEXTS, turns))
     below[base] = [L for L, t in zip(CONTEXTS, turns) if t < 1]
     print(f"base {base:>9,.0f}, slowest pair's turns: "
           + ", ".join(f"{CONTEXTS[L]} {t:.2f}" for L, t in zip(CONTEXTS, turns)))
 assert below[10_000.0] == [4_096, 8_192, 32_768], "base 10k: another boundary?"
 assert below[500_000.0] == list(CONTEXTS), "base 500k turns within 1M?"
 assert below[1_000_000.0] == list(CONTEXTS), "base 1M turns within 1M?"
+turns_128k_10k = turns_at[10_000.0][131_072]
+assert turns_128k_10k > 2, "base 10k: the slowest pair turns less than twice in 128k?"
 
 # %%
 # How many pairs turn at least once within ``L`` tokens
@@ -132,9 +136,9 @@ for base in BASES:
 ax1.set_xlabel("context length L (tokens)")
 ax1.set_ylabel(f"pairs (of {Dh // 2}) with a full turn within L")
 ax1.legend(loc="upper left")
-at8k = {base: Dh // 2 - n_turn[base][L_grid.index(8192)] for base in BASES}
 ax1.set_title("a larger base leaves more pairs below one turn:\n"
-              f"at 8k, {at8k[10_000.0]} pairs for base 10k, {at8k[500_000.0]} for 500k")
+              f"at 8k, {Dh // 2 - n_turn[10_000.0][L_grid.index(8192)]} pairs for base "
+              f"10k, {Dh // 2 - n_turn[500_000.0][L_grid.index(8192)]} for 500k")
 plt.show()
 
 # %%
@@ -246,6 +250,9 @@ for name, cs in results.items():
           f"({gap[name] / eps32:,.1f} eps32)")
 gap_cast, gap_reduced = gap["cast to float32"], gap["reduced in float64"]
 assert gap_cast > 1e5 * eps32, "the cast angle keeps cos and sin?"
+# and no more than the cast's rounding: half an ulp of an angle below 2^20, 2^-5 rad,
+# which moves cos and sin by at most as much, plus float32's cos/sin (two eps)
+assert gap_cast <= 2**-5 + 2 * eps32, "the cast angle off by more than its rounding?"
 # one rounding of the reduced angle (<= 2^-22 rad) and cos/sin within an ulp or two
 torch.testing.assert_close(results["reduced in float64"].double(), ref, rtol=0,
                            atol=2 ** -22 + 2 * eps32)

@@ -309,6 +309,8 @@ rot_spread = (rot.max() - rot.min()).item()
 print(f"rotated part: spread {rot_spread:.2f}; shifting both by {shift}: "
       f"max |change| = {(rot_shifted - rot).abs().max():.1e}")
 torch.testing.assert_close(rot_shifted, rot)
+# the spread is the largest difference between two of the 64 position pairs
+torch.testing.assert_close(rot_spread, (rot[:, None] - rot[None, :]).abs().max().item())
 assert rot_spread > 1.0  # printed above: it does depend on m - n
 plain_rot = (q1[:R_20b] * k1[:R_20b]).sum()
 gap_rot = (rot - plain_rot).abs().max().item()
