@@ -106,8 +106,8 @@ torch.testing.assert_close(ours, sdpa)
 # A masked key must get weight zero whatever the scores. Here, in one sequence of 7
 # tokens, they rise along the keys from about -200 at the first to +40 at the last
 # (q near 1, key m near -50 + 10 m), so future keys outscore the past by far more than
-# 100: a finite mask, -100 filled in or added, would let them through. Both masks
-# above use -inf.
+# 100: a finite mask, -100 filled in or added, lets them through (computed below).
+# Both masks above use -inf.
 rise = torch.linspace(-50.0, 10.0, 7, device=device).view(1, 1, 7, 1)  # -50 + 10 m
 q_low = 1 + 0.1 * torch.randn(1, Nh, 7, Dh, device=device)  # (1, Nh, 7, Dh)
 k_low = rise + 0.1 * torch.randn(1, Nkv, 7, Dh, device=device)  # (1, Nkv, 7, Dh)
@@ -120,6 +120,16 @@ print(f"rising scores: max |ours - sdpa| = {(ours_low - sdpa_low).abs().max():.1
       f"|repeat_kv + attention - sdpa| = {(hf_low - sdpa_low).abs().max():.1e}")
 torch.testing.assert_close(ours_low, sdpa_low)
 torch.testing.assert_close(hf_low, sdpa_low)
+# The same scores with -100 instead of -inf, filled in and added: the weight the
+# future keys get, at worst over the rows (each row's weights sum to 1).
+scores_low = q_low @ repeat_kv(k_low, G).mT / math.sqrt(Dh)  # (1, Nh, 7, 7)
+future_low = torch.ones(7, 7, dtype=torch.bool, device=device).triu(1)  # (7, 7)
+leaked = {"filled": scores_low.masked_fill(future_low, -100.0).softmax(dim=-1),
+          "added": (scores_low - 100.0 * future_low).softmax(dim=-1)}
+for how, w in leaked.items():
+    on_future = (w * future_low).sum(dim=-1).max().item()  # worst row
+    print(f"-100 {how:6s}: largest weight on future keys in a row {on_future:.2f}")
+    assert on_future > 0.5  # the future outweighs the past: the mask failed
 
 # %%
 # Which query head reads which key/value head
@@ -164,7 +174,7 @@ y = grouped_attention(q_interleaved, k, v)  # head i*Nkv + j of q lands at row j
 y = y.view(B, Nkv, G, L, Dh).transpose(1, 2).reshape(B, Nh, L, Dh)  # back to q's order
 gap = (y - hf).abs().max().item()
 print(f"interleaved grouping vs repeat_kv: max |diff| = {gap:.2f}")
-assert gap > 0.1  # measured 3.2: another model, not a rounding error
+assert gap > 0.1  # printed above: another model, not a rounding error
 # It is the model that tiles k and v with .repeat (0 1 0 1 ..), a common slip for
 # repeat_interleave (0 0 .. 1 1 ..), which is what repeat_kv computes.
 tiled = attention(q, k.repeat(1, G, 1, 1), v.repeat(1, G, 1, 1))
