@@ -315,6 +315,7 @@ alibi = (closed_form[:, None, None] * (pos[None, :] - pos[:, None])).masked_fill
 # blocks are those of the dense mask: a block is visited where the dense mask has any
 # ``True`` entry, and *full* where it has only ``True`` entries.
 nb = L // 128
+visits = {}  # mask name -> number of blocks visited
 for name in ["causal", "sliding window", "document"]:
     bm = block_masks[name]
     print(f"{name:15s} on {bm.kv_num_blocks.device.type}: ", end="")
@@ -328,6 +329,9 @@ for name in ["causal", "sliding window", "document"]:
           f"full, sparsity {bm.sparsity():.1f} %")
     assert torch.equal(visited, blocks.any(dim=3).any(dim=1))
     assert torch.equal(full, blocks.all(dim=3).all(dim=1))
+    visits[name] = int(visited.sum())
+visits_causal, visits_window = visits["causal"], visits["sliding window"]
+visits_document, n_blocks = visits["document"], nb * nb
 
 # %%
 # Eager on CPU, compiled on CUDA
