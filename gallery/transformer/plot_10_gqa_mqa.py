@@ -120,16 +120,31 @@ print(f"rising scores: max |ours - sdpa| = {(ours_low - sdpa_low).abs().max():.1
       f"|repeat_kv + attention - sdpa| = {(hf_low - sdpa_low).abs().max():.1e}")
 torch.testing.assert_close(ours_low, sdpa_low)
 torch.testing.assert_close(hf_low, sdpa_low)
-# The same scores with -100 instead of -inf, filled in and added: the weight the
-# future keys get, at worst over the rows (each row's weights sum to 1).
-scores_low = q_low @ repeat_kv(k_low, G).mT / math.sqrt(Dh)  # (1, Nh, 7, 7)
-future_low = torch.ones(7, 7, dtype=torch.bool, device=device).triu(1)  # (7, 7)
-leaked = {"filled": scores_low.masked_fill(future_low, -100.0).softmax(dim=-1),
-          "added": (scores_low - 100.0 * future_low).softmax(dim=-1)}
-for how, w in leaked.items():
-    on_future = (w * future_low).sum(dim=-1).max().item()  # worst row
-    print(f"-100 {how:6s}: largest weight on future keys in a row {on_future:.2f}")
-    assert on_future > 0.5  # the future outweighs the past: the mask failed
+
+
+# The finite mask, computed: -100 instead of -inf, filled in or added. On the random
+# q, k, v above (scores of order one) it masks as well as -inf; on the rising scores
+# the future gets through and the output is another one.
+def finite_mask(q, k, v, how):
+    """Causal GQA via repeat_kv with -100 for the future, "filled" in or "added"."""
+    L, Dh = q.shape[-2:]
+    G = q.shape[1] // k.shape[1]  # query heads per key/value head
+    scores = q @ repeat_kv(k, G).mT / math.sqrt(Dh)  # (B, Nh, L, L)
+    future = torch.ones(L, L, dtype=torch.bool, device=q.device).triu(1)  # (L, L)
+    if how == "filled":
+        scores = scores.masked_fill(future, -100.0)
+    else:
+        scores = scores - 100.0 * future
+    return scores.softmax(dim=-1) @ repeat_kv(v, G)  # (B, Nh, L, Dh)
+
+
+for how in ("filled", "added"):
+    moderate = finite_mask(q, k, v, how)
+    gap_rising = (finite_mask(q_low, k_low, v_low, how) - sdpa_low).abs().max().item()
+    print(f"-100 {how}: max|finite - sdpa| on random scores "
+          f"{(moderate - sdpa).abs().max():.1e}, on rising scores {gap_rising:.2f}")
+    torch.testing.assert_close(moderate, sdpa)  # enough for scores of order one
+    assert gap_rising > 0.1  # not for these: the future gets through
 
 # %%
 # Which query head reads which key/value head

@@ -361,7 +361,8 @@ assert (causal_ref - streamed).abs().max() > 0.1  # and so does the eviction
 # A tiny random gpt-oss (2 layers: the first with a sliding window of ``W``, the second
 # full, as ``layer_types`` alternates; 2 experts, eager attention). Like the real one,
 # its heads are not ``D / Nh`` wide: ``Nh Dh = 4 x 8 = 32`` against ``D = 64`` (gpt-oss:
-# ``64 x 64 = 4096`` against ``2880``). Its attention has biases and a parameter
+# ``64 x 64 = 4096`` against ``2880``). Its attention has biases (so do the MoE MLP's
+# router and experts, listed below; that MLP is not compared here) and a parameter
 # ``sinks`` of one logit per head, which ``eager_attention_forward`` in
 # ``modeling_gpt_oss.py`` appends as a last column of the logits and drops after the
 # softmax. The sinks start near zero; they are moved here to ``-1, 0.5, 2, 3.5`` (plus
@@ -384,6 +385,10 @@ with torch.no_grad():
     for layer in gpt_oss.layers:
         layer.self_attn.sinks.add_(torch.tensor([-1.0, 0.5, 2.0, 3.5], device=device))
 seen_oss = run_and_record(gpt_oss, ids)
+oss_biases = [n for n, _ in gpt_oss.layers[0].named_parameters() if "bias" in n]
+print("a gpt-oss layer's biases:\n    " + "\n    ".join(oss_biases))
+assert oss_biases == [f"self_attn.{x}_proj.bias" for x in "qkvo"] + [
+    "mlp.router.bias", "mlp.experts.gate_up_proj_bias", "mlp.experts.down_proj_bias"]
 
 NAMES_OSS = {  # ours -> Hugging Face's GptOssAttention
     **NAMES,

@@ -100,6 +100,8 @@ keys_per_query = window_LL.sum(dim=-1)  # (L,)
 window_width = keys_per_query.max().item()
 print(f"window: keys per query {keys_per_query[:3].tolist()} .. "
       f"{keys_per_query[-3:].tolist()}, at most {window_width}")
+# query l sees itself and the keys before it, at most W in all: 1, 2, .., W, W, ..
+assert torch.equal(keys_per_query, torch.arange(1, L + 1, device=device).clamp(max=W))
 assert window_width == W and torch.equal(window_LL, window_ref)
 ref = {mask: naive(q64, k64, v64, **kw) for mask, kw in REF_MASKS.items()}  # float64
 
@@ -183,7 +185,8 @@ for message in sorted(set(refusals.values())):
     who = sorted({f"{short[b]}" for (_, _, b), m in refusals.items() if m == message})
     print(f"  {message!r}: {', '.join(who)}")
 print("warnings raised by these calls:")
-for message in sorted({str(w.message).split(" (Triggered")[0] for w in caught}):
+messages = sorted({str(w.message).split(" (Triggered")[0] for w in caught})
+for message in messages:
     print(textwrap.indent(textwrap.fill(message, 84), "  "))
 
 # %%
@@ -222,6 +225,8 @@ for (dt, mask), exp in expected.items():
 print(f"asserted {len(expected)} of {len(DTYPES) * len(MASKS)} rows on {device}")
 assert all(len(default[dt, m]) == 1 for dt in DTYPES for m in MASKS)  # one, accepting
 if device == "cpu":  # torch 2.13: two kinds of refusal; flash by default, else math
+    # flash's warning gives the shapes it takes: 2-D and 4-D masks
+    assert any("2d -" in m and "4d -" in m for m in messages)
     assert {m for (_, _, b), m in refusals.items() if b != "FLASH_ATTENTION"} == {
         "No viable backend for scaled_dot_product_attention was found"}
     assert {m for (_, _, b), m in refusals.items() if b == "FLASH_ATTENTION"} == {
