@@ -305,16 +305,15 @@ torch.testing.assert_close((yarn_mscale * emb.cos()).float(), cos_hf[0])
 torch.testing.assert_close((yarn_mscale * emb.sin()).float(), sin_hf[0])
 
 # %%
-# That factor is the library's default. With ``mscale`` and ``mscale_all_dim`` both
-# set, ``_compute_yarn_parameters`` returns the ratio
-# :math:`g(s, \text{mscale}) / g(s, \text{mscale\_all\_dim})`, with
-# :math:`g(s, m) = 0.1\,m \ln s + 1`. DeepSeek-V3's config sets both to 1 (with
-# factor 40 and ``M = 4096``): its factor on cos and sin is 1, and its attention
-# multiplies the softmax scale :math:`1/\sqrt{D_h}` by
-# :math:`g(40, 1)^2 = (0.1 \ln 40 + 1)^2` instead, on the whole head (the channels it
-# leaves unrotated too). Checked on the library's function and on a
-# ``DeepseekV3Attention`` built from a small config with those rope parameters, and
-# for a ratio that is not 1 (``mscale`` 1, ``mscale_all_dim`` 0.5).
+# That factor is the library's default. With ``mscale`` (:math:`a`) and
+# ``mscale_all_dim`` (:math:`b`) both set, ``_compute_yarn_parameters`` returns the
+# ratio :math:`g(s, a) / g(s, b)`, with :math:`g(s, m) = 0.1\,m \ln s + 1`.
+# DeepSeek-V3's config sets both to 1 (with factor 40 and ``M = 4096``): its factor on
+# cos and sin is 1, and its attention multiplies the softmax scale
+# :math:`1/\sqrt{D_h}` by :math:`g(40, 1)^2 = (0.1 \ln 40 + 1)^2` instead, on the
+# whole head (the channels it leaves unrotated too). Checked on the library's
+# function and on a ``DeepseekV3Attention`` built from a small config with those rope
+# parameters, and for a ratio that is not 1 (``mscale`` 1, ``mscale_all_dim`` 0.5).
 from transformers import DeepseekV3Config
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention
 
@@ -464,8 +463,9 @@ for name, (th, mscale) in OURS.items():
 # against the cache instead of the whole product), so where the model computes the
 # same function they agree to float32's rounding: ``assert_close``'s float32
 # defaults. The last token is the telling one: its query is rotated with exactly the
-# frequencies of the full pass (both at ``L = 32``), and in this one-layer model its
-# values are the same too; only the cached keys differ.
+# frequencies of the full pass (both at ``L = 32``), and in this one-layer model the
+# cached values are the full pass's too (values are not rotated); only the cached
+# keys differ.
 from transformers import DynamicCache, LlamaForCausalLM
 
 M_KV, L_KV, PREFILL = 16, 32, 12  # the model's M, the tokens, the prefill
