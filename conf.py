@@ -23,6 +23,7 @@ extensions = [
     "sphinx_copybutton",
     "book",  # _ext/book.py: records claims, writes the ledger; decides what runs again
     "rendering",  # _ext/rendering.py: figure links, thumbnails' alt text, no `# noqa` shown
+    "measured",  # _ext/measured.py: the :measured: role, numbers in prose from a page's run
 ]
 
 root_doc = "index"

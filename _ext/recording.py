@@ -17,6 +17,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import claims
 import records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,19 +54,21 @@ class _Recorder:
         self.filename = str(self.src)
         text = self.src.read_text()
         self.source_sha256 = records.source_hash(text)  # of the text that runs
-        tree = ast.parse(text)
         self.sections = _sections(text)
-        segment = _segment_reader(text)
-        self.asserts = {n.lineno: segment(n) for n in ast.walk(tree)
-                        if isinstance(n, ast.Assert)}
-        self.assert_hits = Counter()
-        self.close_sites = {n.lineno: segment(n) for n in ast.walk(tree)
-                            if isinstance(n, ast.Call) and _is_assert_close(n.func)}
-        self.close_calls = {}  # line -> aggregated measurements
+        self.sites = claims.claim_sites(ast.parse(text), _segment_reader(text))
+        self.hits = Counter()  # line -> times an assert or a raises claim was checked
+        self.close_calls = {}  # line -> aggregated measurements of an assert_close
+        self.namespace = None  # the page's globals, seen from its first check
 
     def hit(self, line):
-        """Called by the page's compiled code just before the ``assert`` on ``line`` runs."""
-        self.assert_hits[line] += 1
+        """Called by the page's compiled code when the claim on ``line`` is checked.
+
+        Just before an ``assert`` runs; for a ``raises`` claim, when an ``except`` clause of
+        its ``try`` caught the exception.
+        """
+        self.hits[line] += 1
+        if self.namespace is None:
+            self.namespace = sys._getframe(1).f_globals
 
     def record_close(self, line, actual, expected, kwargs, passed):
         import torch
@@ -99,21 +102,39 @@ class _Recorder:
 
     def claims(self):
         rows = []
-        for line, code in sorted(self.close_sites.items()):
-            # A call that never ran (a branch for another device): nothing failed.
-            rec = self.close_calls.get(line, {"checks": 0, "passed": True})
-            rows.append({"line": line, "kind": "assert_close", "code": code,
-                         "section": self.sections.get(line, ""), **rec})
-        for line, code in sorted(self.asserts.items()):
-            rows.append({"line": line, "kind": "assert", "code": code,
-                         "section": self.sections.get(line, ""),
-                         "checks": self.assert_hits[line], "passed": True})
-        return sorted(rows, key=lambda r: r["line"])
+        for line, (kind, code) in self.sites.items():
+            row = {"line": line, "kind": kind, "code": code,
+                   "section": self.sections.get(line, "")}
+            if kind == "assert_close":
+                # A call that never ran (a branch for another device): nothing failed.
+                row.update(self.close_calls.get(line, {"checks": 0, "passed": True}))
+            else:  # a failing assert or raises claim stops the page: no record is written
+                row.update(checks=self.hits[line], passed=True)
+            rows.append(row)
+        return rows
 
 
-def _is_assert_close(func):
-    return (isinstance(func, ast.Attribute) and func.attr == "assert_close") or (
-        isinstance(func, ast.Name) and func.id == "assert_close")
+def _numbers(namespace):
+    """The page's module-level numbers when it ended: ints, floats, 0-dim real tensors.
+
+    What prose may quote with the ``:measured:`` role (``measured.py``); names that start
+    with ``_`` are left out.
+    """
+    import numbers
+
+    import torch
+
+    out = {}
+    for name, value in (namespace or {}).items():
+        if name.startswith("_"):
+            continue
+        if isinstance(value, torch.Tensor):
+            if value.dim() != 0 or value.is_complex():
+                continue
+            value = value.item()
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            out[name] = int(value) if isinstance(value, numbers.Integral) else float(value)
+    return dict(sorted(out.items()))
 
 
 def _sections(text):
@@ -128,12 +149,25 @@ def _sections(text):
     return out
 
 
-class _CountAsserts(ast.NodeTransformer):
-    """Put ``<hit>(line)`` before every ``assert``: counts how often each one runs."""
+class _CountChecks(ast.NodeTransformer):
+    """Count each check of a claim: ``<hit>(line)`` before every ``assert``, and first in
+    every ``except`` clause of a ``raises`` claim's ``try`` (``line``: its ``raise``)."""
 
     def visit_Assert(self, node):
-        call = ast.Expr(ast.Call(ast.Name(HIT, ast.Load()), [ast.Constant(node.lineno)], []))
-        return [ast.fix_missing_locations(ast.copy_location(call, node)), node]
+        return [_hit(node.lineno, node), node]
+
+    def visit_Try(self, node):
+        self.generic_visit(node)
+        stmt = claims.errata_try(node)
+        if stmt is not None:
+            for handler in node.handlers:
+                handler.body.insert(0, _hit(stmt.lineno, handler.body[0]))
+        return node
+
+
+def _hit(line, where):
+    call = ast.Expr(ast.Call(ast.Name(HIT, ast.Load()), [ast.Constant(line)], []))
+    return ast.fix_missing_locations(ast.copy_location(call, where))
 
 
 def start_recording(src):
@@ -167,6 +201,8 @@ def start_recording(src):
             raise
         if line is not None:
             rec.record_close(line, actual, expected, kwargs, passed=True)
+            if rec.namespace is None:
+                rec.namespace = caller.f_globals
         return result
 
     compile_block = codeop.Compile.__call__
@@ -174,7 +210,7 @@ def start_recording(src):
     def counting_compile(self, source, filename, symbol, *args, **kwargs):
         if filename == rec.filename:
             tree = ast.parse(source, filename) if isinstance(source, str) else copy.deepcopy(source)
-            source = _CountAsserts().visit(tree)
+            source = _CountChecks().visit(tree)
         return compile_block(self, source, filename, symbol, *args, **kwargs)
 
     assert_close.__wrapped__ = original
@@ -221,6 +257,8 @@ def stop_recording():
         "device_name": device_name,
         "threads": torch.get_num_threads(),
         "verified_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "recorder": records.RECORDER,
         "claims": rec.claims(),
+        "values": _numbers(rec.namespace),
     }
     (out_dir / f"{stem}.claims.json").write_text(json.dumps(record, indent=1) + "\n")

@@ -3,7 +3,9 @@
 A claim record is one page's JSON, written by ``recording.py`` while the page ran, to
 ``generated/<chapter>/<page>.claims.json``: ``page``, ``source``, ``source_sha256`` (of the
 text that ran), ``torch``, ``python``, ``device``, ``device_name``, ``threads``,
-``verified_at`` and ``claims`` (one per ``assert_close`` call or ``assert`` statement).
+``verified_at``, ``recorder`` (``RECORDER``: what the recorder counted), ``claims`` (one per
+claim, as ``claims.py`` defines it) and ``values`` (the page's module-level numbers when it
+ended, which prose quotes with the ``:measured:`` role).
 ``make verified`` copies the records of a complete build into one committed file,
 ``verified/<device>-<device name>-torch<version>.json`` (a *record set*):
 ``{"format": 1, "device", "device_name", "torch", "python", "exported_at", "records"}``.
@@ -22,6 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FORMAT = 1
+# The recorder's own version: a record an older recorder made runs again (rerun.py). 2: the
+# ``raises`` claims (try / except / else: raise AssertionError) and the page's ``values``.
+RECORDER = 2
 THIS_BUILD = "this build"  # the origin of the build's own records; a file name for the others
 
 

@@ -28,19 +28,22 @@ def rerun_pages_on_a_new_machine(app, config):
 
 
 def rerun_pages_without_a_current_record(app, config):
-    """A page whose claim record is missing, or is not of its source as it is now, runs again.
+    """A page whose claim record is missing, is not of its source as it is now, or was made by
+    an older recorder (``records.RECORDER``), runs again.
 
     sphinx-gallery skips a page whose md5 record matches its source; the page's claim record
     is then normally of that same source. Not so for a record lost, or made before records
     carried the hash of their source: forgetting the md5 lets the page run and record again.
     """
-    from records import current_sources
+    from records import RECORDER, current_sources
 
     for page, sha256 in current_sources(ROOT).items():
         md5 = ROOT / "generated" / f"{page}.py.md5"
         claims = ROOT / "generated" / f"{page}.claims.json"
-        if md5.is_file() and (not claims.is_file() or
-                              json.loads(claims.read_text()).get("source_sha256") != sha256):
+        if not md5.is_file():
+            continue
+        record = json.loads(claims.read_text()) if claims.is_file() else {}
+        if record.get("source_sha256") != sha256 or record.get("recorder") != RECORDER:
             md5.unlink()
 
 

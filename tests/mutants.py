@@ -31,6 +31,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "_ext"))
+import claims  # noqa: E402  (what a claim is: the one definition the recorder uses too)
+
 PAGES = sorted(ROOT.glob("gallery/*/plot_*.py"))
 EQUIVALENTS = ROOT / "tests" / "mutation_equivalents.txt"
 REPORT = ROOT / "tests" / "artifacts" / "mutation_sweep.txt"
@@ -675,10 +678,8 @@ class Analysis:
 
     # -- classification of single statements --
     def is_check(self, s):
-        if isinstance(s, (ast.Assert, ast.Raise)):
-            return True
-        return (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
-                and "assert" in call_name(s.value).lower())
+        """A claim's own statement (``claims.kind``): what every relevant slip must reach."""
+        return claims.kind(s) is not None
 
     def is_skipped(self, s):
         """print calls, plotting, docstrings, del, imports: never relevant, never mutated."""

@@ -1,20 +1,23 @@
 """The proof ledger lists every claim the pages assert, from what the build recorded."""
 
 import ast
+import codeop
 import json
 import re
+import sys
 
 import pytest
-from conftest import GALLERY_PAGES, page_id
+import torch
+from conftest import GALLERY_PAGES, ROOT, page_id
+
+sys.path.insert(0, str(ROOT / "_ext"))
+import claims  # noqa: E402  (the one definition of a claim)
+import recording  # noqa: E402
 
 
-def assert_sites(page):
-    """Lines of every assert statement and every assert_close call in a page's source."""
-    tree = ast.parse(page.read_text())
-    lines = {n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assert)}
-    lines |= {n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)
-              and getattr(n.func, "attr", getattr(n.func, "id", "")) == "assert_close"}
-    return lines
+def claim_lines(page):
+    """Lines of every claim in a page's source, as _ext/claims.py defines a claim."""
+    return set(claims.claim_sites(ast.parse(page.read_text())))
 
 
 def branch_only_lines(page):
@@ -41,7 +44,7 @@ def claims_of(src, page):
 def test_every_assert_of_a_page_is_recorded(site, page):
     src, _, _ = site
     record = claims_of(src, page)
-    assert {c["line"] for c in record["claims"]} == assert_sites(page)
+    assert {c["line"] for c in record["claims"]} == claim_lines(page)
     assert all(c["passed"] for c in record["claims"])
     # A claim that did not run must sit in a branch (for another device or Python version).
     branch_lines = branch_only_lines(page)
@@ -68,34 +71,62 @@ def test_ledger_page_lists_every_page_and_matches_the_headline(site):
     assert headline in ledger
 
 
+def run_recorded(page):
+    """Run a page as sphinx-gallery does (codeop.Compile), recording; return the recorder.
+
+    The page must fail with an AssertionError; everything the recorder changed is restored.
+    """
+    original, compile_block = torch.testing.assert_close, codeop.Compile.__call__
+    recording.start_recording(page)
+    try:
+        with pytest.raises(AssertionError):
+            exec(codeop.Compile()(page.read_text(), str(page.resolve()), "exec"), {})
+    finally:
+        rec = recording.unpatch()
+    assert torch.testing.assert_close is original and codeop.Compile.__call__ is compile_block
+    assert not hasattr(__import__("builtins"), recording.HIT)
+    return rec
+
+
 def test_a_failing_claim_is_recorded_as_failed(tmp_path):
     """The recorder sees the comparison that fails, with its measured discrepancy."""
-    import codeop
-    import sys
-
-    import torch
-    from conftest import ROOT
-
-    sys.path.insert(0, str(ROOT / "_ext"))
-    import recording
-
     page = tmp_path / "plot_99_demo.py"
     page.write_text("import torch\n"
                     "torch.testing.assert_close(torch.ones(3), torch.ones(3))\n"
                     "for i in range(3):\n"
                     "    assert i < 3\n"
                     "torch.testing.assert_close(torch.ones(3), torch.zeros(3))\n")
-    original, compile_block = torch.testing.assert_close, codeop.Compile.__call__
-    recording.start_recording(page)
-    try:
-        with pytest.raises(AssertionError):  # compiled as sphinx-gallery does: codeop.Compile
-            exec(codeop.Compile()(page.read_text(), str(page.resolve()), "exec"), {})
-    finally:
-        rec = recording.unpatch()
-    # Everything the recorder changed is restored.
-    assert torch.testing.assert_close is original and codeop.Compile.__call__ is compile_block
-    assert not hasattr(__import__("builtins"), recording.HIT)
+    rec = run_recorded(page)
     rows = {c["line"]: c for c in rec.claims()}
     assert rows[2]["passed"] and rows[2]["max_abs"] == 0.0 and rows[2]["checks"] == 1
     assert rows[4]["kind"] == "assert" and rows[4]["checks"] == 3
     assert not rows[5]["passed"] and rows[5]["max_abs"] == 1.0
+
+
+def test_an_errata_check_is_a_claim_counted_when_the_error_comes(tmp_path):
+    """try / except / else: raise AssertionError is a ``raises`` claim; the page's numbers
+    are recorded for prose to quote."""
+    page = tmp_path / "plot_99_errata.py"
+    page.write_text("import torch\n"
+                    "x = torch.tensor(2.5)\n"
+                    "for n in (3, 2):\n"
+                    "    try:\n"
+                    "        torch.ones(2) + torch.ones(n)\n"
+                    "    except (RuntimeError, ValueError):\n"
+                    "        pass\n"
+                    "    else:\n"
+                    "        raise AssertionError('2 broadcast with 2')\n")
+    rec = run_recorded(page)
+    [row] = rec.claims()
+    # Raised for n = 3 (one check), not for n = 2: the page failed there.
+    assert (row["line"], row["kind"], row["checks"]) == (9, "raises", 1)
+    assert row["code"] == "torch.ones(2) + torch.ones(n)  # raises (RuntimeError, ValueError)"
+    assert recording._numbers(rec.namespace) == {"n": 2, "x": 2.5}
+
+
+def test_a_check_the_ledger_cannot_count_is_refused():
+    """An AssertionError raised outside a try's else, or assert_close inside an expression."""
+    for text in ("if 1 > 2:\n    raise AssertionError\n",
+                 "ok = [torch.testing.assert_close(a, a) for a in xs]\n"):
+        with pytest.raises(claims.NotAClaim):
+            claims.claim_sites(ast.parse(text))
