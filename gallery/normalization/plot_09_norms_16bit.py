@@ -669,7 +669,7 @@ for i, dt in enumerate(DTYPES):
 ax.set_xticks(range(3), ["equal", "1 ulp apart", "2 ulps apart"])
 ax.set_ylabel("fraction of outputs")
 ax.set_title("Llama's RMSNorm (cast, then weight) and Gemma's (weight, then cast):\n"
-             f"{apart_pct_lo:.0f} to {apart_pct_hi:.0f} % of 16-bit outputs 1 ulp "
+             f"{apart_pct_lo:.1f} to {apart_pct_hi:.1f} % of 16-bit outputs 1 ulp "
              "apart; equal in float32")
 ax.legend()
 plt.show()
