@@ -262,8 +262,9 @@ ulps_bnt_bf16, ulps_bnt_f16 = (worst["BatchNorm train", dt] for dt in DTYPES)
 # %%
 # Where more than 1 ulp comes from: the kernel's float32 arithmetic runs in another
 # order than the float32 module's, and the two float32 results differ by a few float32
-# roundings, a few ``1e-7`` here. That is less than an ulp of a 16-bit result of order
-# one, but several ulps next to zero, where float16's spacing goes down to ``6e-8``.
+# roundings of values of order one. That is less than an ulp of a 16-bit result of
+# order one, but several ulps next to zero, where float16's spacing goes down to
+# ``6e-8``.
 # Away from zero, where the 16-bit ulp is at least ``2**-20`` (about 16 float32 ulps
 # at 1), every module but train-mode BatchNorm is within 1 ulp (on CPU; printed on
 # CUDA).
@@ -404,8 +405,8 @@ assert torch.tensor(half_sub * (1 + 2**-20), dtype=f16) == 2.0**-24  # just abov
 # exactly from the power of two :math:`T = 2^{-19 + p + 1}` on, where :math:`u / 2`
 # first reaches :math:`2^{-19}`; one value below :math:`T` half an ulp is
 # :math:`2^{-20} <` ``eps`` and the sum rounds up. Checked for every representable
-# ``var`` in :math:`[T/2, 2T)` in 16 bits, and at the two values around :math:`T` in
-# float32. Lost there, ``eps`` was invisible anyway: it would have moved the output by
+# ``var`` in :math:`[T/2, 2T)` in 16 bits, and in float32 at :math:`T/2`, :math:`T` and
+# the largest value below :math:`T`. Lost there, ``eps`` was invisible anyway: it would have moved the output by
 # ``eps / (2 var)``, under half an ulp of the output.
 import math
 
