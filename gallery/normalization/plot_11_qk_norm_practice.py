@@ -277,8 +277,8 @@ for label, r in (("before", rms_before), ("per head", rms_head),
 scales_1248 = torch.tensor([1.0, 2, 4, 8], device=device)
 head_spread_pct = 100 * ((rms_before / rms_before[0]) / scales_1248 - 1).abs().max()
 smallest_head_rms = rms_head.min().item()
-print(f"head RMS ratios off 1 : 2 : 4 : 8 by at most {head_spread_pct:.0f} %; smallest "
-      f"head after the per-head norm {smallest_head_rms:.2f}")
+print(f"head RMS ratios off 1 : 2 : 4 : 8 by at most {head_spread_pct:.0f} %;\n"
+      f"smallest head after the per-head norm {smallest_head_rms:.2f}")
 torch.testing.assert_close(rms_before / rms_before[0], scales_1248, rtol=0.2, atol=0.0)
 assert smallest_head_rms < 0.9  # eps pulls the head with m below eps down
 
@@ -345,6 +345,7 @@ with torch.no_grad():
         torch.testing.assert_close(nr_p, rn_p)
         rope_gaps.append(gap)
 rope_gap_lo, rope_gap_hi = min(rope_gaps), max(rope_gaps)
+assert all(rope_gap_lo <= g <= rope_gap_hi for g in rope_gaps)  # the range quoted
 
 # %%
 # Gemma 3: per head, with ``1 + w`` and its own logit scale

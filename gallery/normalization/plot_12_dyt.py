@@ -297,8 +297,10 @@ def fit_tanh(xa, ya):
 print("seed  alpha    A      slope   RMS all: tanh  line  id.   |x|>10: tanh  line")
 alphas, ratio_all, ratio_tail, line_all = [], [], [], []  # one entry per seed
 for seed in (0, 1, 2):
-    alpha, A, a, rms, best = fit_tanh(*stack_activations(seed))
+    x_s, y_s = stack_activations(seed)
+    alpha, A, a, rms, best = fit_tanh(x_s, y_s)
     assert 0 < best < 400  # the optimum is inside the alpha grid, not at an end
+    assert rms["line"][0] < y_s.pow(2).mean().sqrt()  # a fit beats predicting 0
     print(f"{seed:4d}  {alpha:.4f}  {A:.3f}  {a:.4f}  {rms['tanh'][0]:13.3f} "
           f"{rms['line'][0]:5.3f} {rms['identity'][0]:5.2f} {rms['tanh'][1]:13.3f} "
           f"{rms['line'][1]:5.3f}")
@@ -312,6 +314,10 @@ alpha_lo, alpha_hi = min(alphas), max(alphas)
 ratio_all_lo, ratio_all_hi = min(ratio_all), max(ratio_all)
 ratio_tail_lo, ratio_tail_hi = min(ratio_tail), max(ratio_tail)
 line_lo, line_hi = min(line_all), max(line_all)
+quoted = [(alphas, alpha_lo, alpha_hi), (ratio_all, ratio_all_lo, ratio_all_hi),
+          (ratio_tail, ratio_tail_lo, ratio_tail_hi), (line_all, line_lo, line_hi)]
+for values, lo, hi in quoted:
+    assert all(lo <= v <= hi for v in values)  # the ranges quoted are the seeds' own
 print(f"tanh / line RMS: all points {ratio_all_lo:.2f} to {ratio_all_hi:.2f}, "
       f"|x| > 10 {ratio_tail_lo:.2f} to {ratio_tail_hi:.2f}")
 
@@ -328,8 +334,9 @@ for seed in (0, 1, 2):
     print(f"one size, seed {seed}: best alpha {alpha:.0e} (grid from 1e-3), "
           f"RMS: tanh {rms['tanh'][0]:.4f}, line {rms['line'][0]:.4f}")
     assert alpha < 2e-3  # the grid's lower end: tanh(alpha x) is a line here
+    assert control[seed] < line_lo / 3  # the line fits several times better than above
 control_lo, control_hi = min(control.values()), max(control.values())
-assert control_hi < line_lo / 3  # the line fits several times better than above
+assert all(control_lo <= c <= control_hi for c in control.values())  # the range quoted
 
 
 # %%
