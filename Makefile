@@ -21,6 +21,8 @@ PAGE       ?=
 SOURCES    := conf.py index.rst verified/. $(shell find chapters gallery _static _ext verified \
                 -name __pycache__ -prune -o -path verified -o -print)
 STAMP      := $(BUILDDIR)/.html-built
+# The installer of the set-up (pip installs it into the venv first).
+UV_VERSION := 0.13.9
 # No network at build time: Hugging Face models are built from configs, never downloaded
 # (the pages that use transformers set it too, for a reader who runs them as scripts).
 export HF_HUB_OFFLINE := 1
@@ -39,7 +41,16 @@ help:
 $(VENV)/.installed: requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed, found " + sys.version)'
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@# uv (pinned) installs the pinned requirements in seconds (pip took about 100 s on 2
+	@# cores); where uv cannot be installed or fails, pip does it. Both take torch from the
+	@# wheels folder the machine's pip is told of (PIP_FIND_LINKS), if any.
+	@if $(PY) -m pip install -qq --disable-pip-version-check uv==$(UV_VERSION); then \
+	  $(VENV)/bin/uv pip install --quiet --python $(PY) \
+	    $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS)) -r requirements.txt \
+	  || { echo "uv failed: installing with pip instead"; \
+	       $(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt; }; \
+	else echo "uv $(UV_VERSION) could not be installed: installing with pip instead"; \
+	  $(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt; fi
 	touch $@
 
 venv: $(VENV)/.installed

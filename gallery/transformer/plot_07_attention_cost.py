@@ -69,7 +69,7 @@ scores = q @ k.transpose(-2, -1)  # (B, Nh, L, L)
 score_bytes = [B * Nh * L * L * 4 for L in Ls]
 print(f"L = {Ls[-1]}: scores {tuple(scores.shape)} take "
       f"{scores.numel() * scores.element_size():,} bytes = B*Nh*L*L*4")
-assert scores.numel() * scores.element_size() == score_bytes[-1]  # 67,108,864 on CPU
+assert scores.numel() * scores.element_size() == score_bytes[-1]
 del q, k, v, scores
 
 # %%
@@ -152,7 +152,7 @@ ratios = [b / a for a, b in zip(peaks["manual"][2:], peaks["manual"][3:])]
 print(f"manual peak ratio per doubling of L, from L = {Ls[2]}:",
       " ".join(f"{r:.3f}" for r in ratios))
 assert all(abs(r - 4) < 0.25 for r in ratios)  # the O(L) output pulls it just below 4
-assert peaks["fused"][-1] < score_bytes[-1] / 10  # measured 1.57 MiB against 64 on CPU
+assert peaks["fused"][-1] < score_bytes[-1] / 10  # far below the scores (printed above)
 del outputs
 
 # %%

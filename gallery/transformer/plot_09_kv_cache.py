@@ -308,7 +308,7 @@ top2 = choosing.topk(2, dim=-1).values  # (B, G, 2)
 leads = top2[..., 0] - top2[..., 1]  # (B, G)
 print(f"smallest lead of the chosen token: {leads.min().item():.2e}")
 assert torch.equal(choosing.argmax(dim=-1), seq[:, P + C:])  # the full pass's choices
-assert (leads > 1e-4).all()  # measured 1.2e-02 at least; discrepancies below 1e-5
+assert (leads > 1e-4).all()  # far above the discrepancies allowed above (1e-5 + rtol)
 
 # %%
 # The slice matters
@@ -335,10 +335,11 @@ with torch.no_grad():
     steps = torch.cat(steps, dim=1)  # (B, G, V)
 gap_chunk = (chunk - full[:, P:P + C]).abs().max().item()
 gap_steps = (steps - full[:, P + C:]).abs().amax(dim=(0, 2))  # (G,)
+gap_steps_min, gap_steps_max = gap_steps.min().item(), gap_steps.max().item()
 print(f"unsliced mask: full pass max|diff| = {(full_wrong - full).abs().max():.1e}, "
       f"prefill {(prefill - full[:, :P]).abs().max():.1e};\n"
       f"with the cache: chunk max|diff| = {gap_chunk:.2f}, one-token steps "
-      f"{gap_steps.min().item():.2f} to {gap_steps.max().item():.2f}")
+      f"{gap_steps_min:.2f} to {gap_steps_max:.2f}")
 torch.testing.assert_close(full_wrong, full)
 torch.testing.assert_close(prefill, full[:, :P])
 assert gap_chunk > 0.1

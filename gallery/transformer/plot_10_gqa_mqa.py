@@ -106,8 +106,8 @@ torch.testing.assert_close(ours, sdpa)
 # A masked key must get weight zero whatever the scores. Here, in one sequence of 7
 # tokens, they rise along the keys from about -200 at the first to +40 at the last
 # (q near 1, key m near -50 + 10 m), so future keys outscore the past by far more than
-# 100: a finite mask, -100 filled in or added, would let them through. Both masks
-# above use -inf.
+# 100: a finite mask, -100 filled in or added, lets them through (computed below).
+# Both masks above use -inf.
 rise = torch.linspace(-50.0, 10.0, 7, device=device).view(1, 1, 7, 1)  # -50 + 10 m
 q_low = 1 + 0.1 * torch.randn(1, Nh, 7, Dh, device=device)  # (1, Nh, 7, Dh)
 k_low = rise + 0.1 * torch.randn(1, Nkv, 7, Dh, device=device)  # (1, Nkv, 7, Dh)
@@ -120,6 +120,31 @@ print(f"rising scores: max |ours - sdpa| = {(ours_low - sdpa_low).abs().max():.1
       f"|repeat_kv + attention - sdpa| = {(hf_low - sdpa_low).abs().max():.1e}")
 torch.testing.assert_close(ours_low, sdpa_low)
 torch.testing.assert_close(hf_low, sdpa_low)
+
+
+# The finite mask, computed: -100 instead of -inf, filled in or added. On the random
+# q, k, v above (scores of order one) it masks as well as -inf; on the rising scores
+# the future gets through and the output is another one.
+def finite_mask(q, k, v, how):
+    """Causal GQA via repeat_kv with -100 for the future, "filled" in or "added"."""
+    L, Dh = q.shape[-2:]
+    G = q.shape[1] // k.shape[1]  # query heads per key/value head
+    scores = q @ repeat_kv(k, G).mT / math.sqrt(Dh)  # (B, Nh, L, L)
+    future = torch.ones(L, L, dtype=torch.bool, device=q.device).triu(1)  # (L, L)
+    if how == "filled":
+        scores = scores.masked_fill(future, -100.0)
+    else:
+        scores = scores - 100.0 * future
+    return scores.softmax(dim=-1) @ repeat_kv(v, G)  # (B, Nh, L, Dh)
+
+
+for how in ("filled", "added"):
+    moderate = finite_mask(q, k, v, how)
+    gap_rising = (finite_mask(q_low, k_low, v_low, how) - sdpa_low).abs().max().item()
+    print(f"-100 {how}: max|finite - sdpa| on random scores "
+          f"{(moderate - sdpa).abs().max():.1e}, on rising scores {gap_rising:.2f}")
+    torch.testing.assert_close(moderate, sdpa)  # enough for scores of order one
+    assert gap_rising > 0.1  # not for these: the future gets through
 
 # %%
 # Which query head reads which key/value head
@@ -164,7 +189,7 @@ y = grouped_attention(q_interleaved, k, v)  # head i*Nkv + j of q lands at row j
 y = y.view(B, Nkv, G, L, Dh).transpose(1, 2).reshape(B, Nh, L, Dh)  # back to q's order
 gap = (y - hf).abs().max().item()
 print(f"interleaved grouping vs repeat_kv: max |diff| = {gap:.2f}")
-assert gap > 0.1  # measured 3.2: another model, not a rounding error
+assert gap > 0.1  # printed above: another model, not a rounding error
 # It is the model that tiles k and v with .repeat (0 1 0 1 ..), a common slip for
 # repeat_interleave (0 0 .. 1 1 ..), which is what repeat_kv computes.
 tiled = attention(q, k.repeat(1, G, 1, 1), v.repeat(1, G, 1, 1))

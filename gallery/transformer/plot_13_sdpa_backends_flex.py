@@ -33,9 +33,13 @@ print(f"device: {device}, torch {torch.__version__}")
 # ``torch.nn.attention.sdpa_kernel`` allows only the backends it is given; if none of
 # them takes the inputs the call raises ``RuntimeError``. The shape is that of the H100
 # measurements this page's CUDA side comes from. The masks: none, ``is_causal=True``, a
-# boolean ``(L, L)`` sliding window, and an additive float ALiBi bias (Press et al.
-# 2022; slopes :math:`2^{-8h/N_h}`, see :doc:`/generated/positional/plot_07_alibi`)
-# with the causal :math:`-\infty`, as ``(Nh, L, L)`` and as ``(1, Nh, L, L)``.
+# boolean ``(L, L)`` sliding window of ``W`` keys, and an additive float ALiBi bias
+# (Press et al. 2022; slope :math:`2^{-8h/N_h}` for head :math:`h = 1, \dots, N_h`, see
+# :doc:`/generated/positional/plot_07_alibi`) with the causal :math:`-\infty`, as
+# ``(Nh, L, L)`` and as ``(1, Nh, L, L)``. The float64 reference gets its own masks,
+# built another way: the window from the positions' difference, the slopes from the
+# closed form per head. A slip in either construction fails the float32 comparisons
+# below.
 import math
 
 import torch.nn.functional as F
@@ -81,7 +85,25 @@ def cast(kwargs, dtype):
             else val for key, val in kwargs.items()}
 
 
-ref = {mask: naive(q64, k64, v64, **kw) for mask, kw in MASKS.items()}  # float64
+l_idx = torch.arange(L, device=device)[:, None]  # (L, 1): query position l
+m_idx = torch.arange(L, device=device)[None, :]  # (1, L): key position m
+window_ref = (m_idx <= l_idx) & (l_idx - m_idx < W)  # (L, L): m = l - W + 1 .. l
+slopes_ref = torch.tensor([2 ** (-8 * (h + 1) / Nh) for h in range(Nh)],
+                          dtype=f64, device=device)  # 1/2, 1/4, .., 1/256 for Nh = 8
+alibi_ref = torch.where(m_idx <= l_idx,  # (Nh, L, L): -slope * (l - m), future -inf
+                        -slopes_ref[:, None, None] * (l_idx - m_idx), -math.inf)
+REF_MASKS = {"none": {}, "is_causal": {"is_causal": True},
+             "bool (L,L)": {"attn_mask": window_ref},
+             "float (Nh,L,L)": {"attn_mask": alibi_ref},
+             "float (1,Nh,L,L)": {"attn_mask": alibi_ref[None]}}
+keys_per_query = window_LL.sum(dim=-1)  # (L,)
+window_width = keys_per_query.max().item()
+print(f"window: keys per query {keys_per_query[:3].tolist()} .. "
+      f"{keys_per_query[-3:].tolist()}, at most {window_width}")
+# query l sees itself and the keys before it, at most W in all: 1, 2, .., W, W, ..
+assert torch.equal(keys_per_query, torch.arange(1, L + 1, device=device).clamp(max=W))
+assert window_width == W and torch.equal(window_LL, window_ref)
+ref = {mask: naive(q64, k64, v64, **kw) for mask, kw in REF_MASKS.items()}  # float64
 
 # %%
 # Which backend takes what, and which runs by default
@@ -163,7 +185,8 @@ for message in sorted(set(refusals.values())):
     who = sorted({f"{short[b]}" for (_, _, b), m in refusals.items() if m == message})
     print(f"  {message!r}: {', '.join(who)}")
 print("warnings raised by these calls:")
-for message in sorted({str(w.message).split(" (Triggered")[0] for w in caught}):
+messages = sorted({str(w.message).split(" (Triggered")[0] for w in caught})
+for message in messages:
     print(textwrap.indent(textwrap.fill(message, 84), "  "))
 
 # %%
@@ -180,12 +203,14 @@ for (dtype, mask, name), out in outs.items():
 # there at all: the CPU dispatcher finds "no viable backend". Flash takes every dtype
 # and mask but a 3-D one (it wants 2 or 4 dims, its warning says), and the default is
 # flash wherever flash accepts, math otherwise. On CUDA the expectations come from
-# measurements on an H100 with torch 2.11 (``is_causal`` and the ``(Nh, L, L)`` float
-# mask at this shape; not yet verified by a GPU build of the book): flash and cuDNN
-# refuse float32, and a float mask in every dtype; the memory-efficient kernel accepts
-# all of these; every refusal says "No available kernel". What was not measured there
-# is printed above, not asserted, and so is the kernel CUDA picks by default. On either
-# device the default runs the op of exactly one backend that accepts the inputs.
+# measurements on an H100 with torch 2.11 (``is_causal`` and the 3-D ``(Nh, L, L)``
+# float mask at this shape; not yet verified by a GPU build of the book): flash and
+# cuDNN refuse float32, and they refuse that 3-D float mask in every dtype; the
+# memory-efficient kernel accepts all of these; every refusal says "No available
+# kernel". PyTorch's dispatcher checks a mask's shape as well as its dtype, and the 2-D
+# and 4-D masks were not measured on a GPU: they, and the kernel CUDA picks by default,
+# are printed above, not asserted. On either device the default runs the op of exactly
+# one backend that accepts the inputs.
 if device == "cuda":
     expected = {}
     for dt in DTYPES:
@@ -200,6 +225,8 @@ for (dt, mask), exp in expected.items():
 print(f"asserted {len(expected)} of {len(DTYPES) * len(MASKS)} rows on {device}")
 assert all(len(default[dt, m]) == 1 for dt in DTYPES for m in MASKS)  # one, accepting
 if device == "cpu":  # torch 2.13: two kinds of refusal; flash by default, else math
+    # flash's warning gives the shapes it takes: 2-D and 4-D masks
+    assert any("2d -" in m and "4d -" in m for m in messages)
     assert {m for (_, _, b), m in refusals.items() if b != "FLASH_ATTENTION"} == {
         "No viable backend for scaled_dot_product_attention was found"}
     assert {m for (_, _, b), m in refusals.items() if b == "FLASH_ATTENTION"} == {
@@ -274,21 +301,26 @@ print(block_masks["document"])
 
 # %%
 # The same masks written out densely, built with ``tril``, ``triu`` and
-# ``block_diag`` rather than from the functions above.
+# ``block_diag`` rather than from the functions above, and the ALiBi bias from the
+# slopes' closed form per head, :math:`2^{-8h/N_h}` for :math:`h = 1, \dots, N_h`
+# (``1/4, 1/16, 1/64, 1/256`` here), not from ``head_slopes``.
 ones = torch.ones(L, L, dtype=torch.bool, device=device)
 dense = {"causal": ones.tril(), "sliding window": ones.tril().triu(-(W - 1)),
          "document": torch.block_diag(*[torch.ones(n, n, device=device).tril()
                                         for n in lengths]).bool()}
 dense["ALiBi"] = dense["causal"]
 pos = torch.arange(L, device=device)
-alibi = (head_slopes[:, None, None] * (pos[None, :] - pos[:, None])).masked_fill(
-    ~dense["causal"], -math.inf)  # (Nh, L, L)
+closed_form = torch.tensor([2 ** (-8 * h / Nh) for h in range(1, Nh + 1)],
+                           device=device)  # (Nh,)
+alibi = (closed_form[:, None, None] * (pos[None, :] - pos[:, None])).masked_fill(
+    ~dense["causal"], -math.inf)  # (Nh, L, L): -slope * (l - m), future -inf
 
 # %%
 # ``create_block_mask`` ran eagerly on this device (its ``device=`` argument), and its
 # blocks are those of the dense mask: a block is visited where the dense mask has any
 # ``True`` entry, and *full* where it has only ``True`` entries.
 nb = L // 128
+visits = {}  # mask name -> number of blocks visited
 for name in ["causal", "sliding window", "document"]:
     bm = block_masks[name]
     print(f"{name:15s} on {bm.kv_num_blocks.device.type}: ", end="")
@@ -302,32 +334,45 @@ for name in ["causal", "sliding window", "document"]:
           f"full, sparsity {bm.sparsity():.1f} %")
     assert torch.equal(visited, blocks.any(dim=3).any(dim=1))
     assert torch.equal(full, blocks.all(dim=3).all(dim=1))
+    visits[name] = int(visited.sum())
+visits_causal, visits_window = visits["causal"], visits["sliding window"]
+visits_document, n_blocks = visits["document"], nb * nb
 
 # %%
 # Eager on CPU, compiled on CUDA
 # ------------------------------
 # ``flex_attention`` called as it is runs an unfused implementation that materializes
-# all the scores, and warns once per process; ``torch.compile(flex_attention)``
-# generates a fused kernel. Compiling on CPU takes longer than the page's whole budget
-# (18 to 56 s on 2 cores, torch 2.13), so the CPU build runs it eagerly (about 2 s for
-# these four masks) and asserts the warning; on CUDA the page compiles it (the H100 took
-# 15.6 s for the first call, torch 2.11) and asserts that nothing warned.
+# all the ``(B, Nh, L, L)`` scores; ``torch.compile(flex_attention)`` generates a fused
+# kernel. Compiling takes longer than a page may run (15.6 s for the first call at
+# ``(2, 8, 1024, 64)``, measured on an H100 with torch 2.11), and on a CPU longer still,
+# so the CPU build runs it eagerly and the CUDA build compiles it. Each call runs under
+# the profiler, which shows which of the two ran, call by call: a compiled call runs
+# the graph Inductor generated (an event ``## Call CompiledFxGraph ...``) and no op
+# sees a ``(B, Nh, L, L)`` tensor; an eager call runs no compiled graph, and its ops
+# do see the scores. (torch also warns about eager calls, but once per process only,
+# so the page does not rely on that.) The CUDA side is not yet verified by a GPU build
+# of the book.
 flex = torch.compile(flex_attention) if device == "cuda" else flex_attention
 ARGS = {"causal": {"block_mask": block_masks["causal"]},
         "ALiBi": {"score_mod": alibi_mod, "block_mask": block_masks["ALiBi"]},
         "sliding window": {"block_mask": block_masks["sliding window"]},
         "document": {"block_mask": block_masks["document"]}}
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    flex_out = {name: flex(q, k, v, **kw) for name, kw in ARGS.items()}  # (B,Nh,L,Dh)
-unfused = [w for w in caught if "without torch.compile" in str(w.message)]
-mode = "eager (unfused)" if unfused else "compiled"  # the page's first flex call
-print(f"flex_attention ran {mode} on {device}: {len(unfused)} unfused warning, "
-      f"{len(caught)} warning(s) in all")
-if device == "cuda":
-    assert mode == "compiled"
-else:
-    assert mode == "eager (unfused)" and len(caught) == 1
+flex_out, compiled, materialized = {}, {}, {}  # mask name -> output / True, False
+for name, kw in ARGS.items():
+    with (torch.autograd.profiler.profile(use_kineto=False, record_shapes=True) as prof,
+          warnings.catch_warnings()):
+        warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
+        flex_out[name] = flex(q, k, v, **kw)  # (B, Nh, L, Dh)
+    events = prof.function_events
+    compiled[name] = any(e.name.startswith("## Call CompiledFxGraph") for e in events)
+    materialized[name] = any(list(shape) == [B, Nh, L, L]
+                             for e in events for shape in e.input_shapes)
+    print(f"flex_attention {name:15s} on {device}: compiled graph ran "
+          f"{compiled[name]!s:5s}, (B, Nh, L, L) scores in memory {materialized[name]}")
+if device == "cuda":  # compiled: Inductor's graph ran, nothing materialized the scores
+    assert all(compiled.values()) and not any(materialized.values())
+else:  # eager: no compiled graph, the scores in memory
+    assert not any(compiled.values()) and all(materialized.values())
 
 # %%
 # Each output equals SDPA's with the dense mask (the ALiBi bias as a float

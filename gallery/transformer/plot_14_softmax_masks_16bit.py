@@ -165,14 +165,17 @@ for dt in DTYPES:
           f"({leak[i_leak]:.1e}), kept < 1 from {s_grid[i_kept]:.0f}, "
           f"at 1e4: {leak[s_grid == 1e4].item():.2f}")
     torch.testing.assert_close(p[: i_leak], p_inf[: i_leak], rtol=0, atol=0)
-    assert leak[s_grid == 1e4].item() >= 0.5  # measured 0.75: the mask failed
+    assert leak[s_grid == 1e4].item() >= 0.5  # masked keys outweigh the kept one
     if device == "cpu":
         assert torch.equal(leak > 0, model)  # the model predicts the scan exactly
-        # measured on CPU, torch 2.13: float32 9897, bfloat16 9889, float16 9980
+        # the first leaking logit on CPU, torch 2.13 (printed above), per dtype
         assert first[dt] == {torch.float32: 9897.0, torch.bfloat16: 9889.0,
                              torch.float16: 9980.0}[dt]
-    else:  # not measured in FACTS.md: only what any kernel must do
+    else:  # not measured on a GPU: only what any kernel must do
         assert (leak[s_grid <= 9700] == 0).all()
+first_float32, first_bfloat16 = first[torch.float32], first[torch.bfloat16]
+first_float16 = first[torch.float16]
+leak_margin = 1e4 - min(first.values())  # how close to 1e4 a masked logit may come
 
 # %%
 # The figure shows the scan. The float32 leak starts at ``exp(-103)``, its smallest
@@ -189,7 +192,8 @@ ax.set_xlabel("logit s of the masked keys (kept key at 0), mask -1e4 added")
 ax.set_ylabel("weight on masked keys")
 ax.set_ylim(1e-46, 2)
 ax.legend()
-ax.set_title("-1e4 masks exactly until masked logits come within ~100 of 1e4")
+ax.set_title(f"-1e4 masks exactly until masked logits come within {leak_margin:.0f} "
+             "of 1e4")
 plt.show()
 
 # %%
@@ -266,7 +270,7 @@ for dt in LOW:
 # %%
 # ``scaled_dot_product_attention`` with a boolean mask that masks a whole row returns
 # **zeros** for that row on CPU (torch 2.13, float32, bfloat16 and float16 alike; also
-# with an additive ``-inf`` mask). On CUDA this is not measured in FACTS.md: the page
+# with an additive ``-inf`` mask). This was not measured on a GPU: on CUDA the page
 # prints the row there and asserts only the other rows. The common fix for one's own
 # code gives the same zeros: ``torch.nan_to_num`` on the weights, or ``torch.where`` on
 # the rows that keep a key; neither touches the other rows. SDPA's other rows are judged
@@ -305,9 +309,9 @@ for dt in DTYPES:
 # SDPA with an additive ``finfo.min`` mask, on CPU: in bfloat16 the row is uniform (the
 # mean of ``v``, as in the naive code), but in float16 the kernel adds the mask in
 # float32, where ``-65504`` is just a constant shift: the fully masked query attends as
-# if **unmasked**. Measured on CPU with torch 2.13; on CUDA not measured in FACTS.md,
-# printed only. Error model for float16: float32's spacing at ``65504`` is ``2**-8``,
-# so each shifted logit moves by up to ``2**-9`` and the output row by up to
+# if **unmasked**. Measured on CPU with torch 2.13; not measured on a GPU, where it is
+# printed only. Error model for float16: float32's spacing at ``65504`` is ``2**-8``, so
+# each shifted logit moves by up to ``2**-9`` and the output row by up to
 # ``2 * 2**-9 * max|v|``, plus one float16 rounding of the output.
 for dt in LOW:
     q, k, v = q64.to(dt), k64.to(dt), v64.to(dt)
@@ -323,12 +327,12 @@ for dt in LOW:
           f"row - unmasked {to_free:.1e}")
     if device == "cpu" and dt == torch.bfloat16:
         torch.testing.assert_close(row, mean_v.to(dt))
-        assert to_free > 0.1  # measured 1.2e+00
+        assert to_free > 0.1  # far from the unmasked attention
     elif device == "cpu":
         bound = 2 * 2**-9 * v.abs().max().item()
         torch.testing.assert_close(row, free.to(dt), rtol=torch.finfo(dt).eps,
                                    atol=bound)  # the error model above
-        assert to_mean > 0.1  # measured 1.2e+00
+        assert to_mean > 0.1  # far from the mean of v
 
 # %%
 # Unscaled ``q @ k.T`` overflows float16
@@ -371,7 +375,7 @@ for Dh in (32, 64, 128, 256, 455, 554):
 # the output rounded once each to the dtype, ``|sdpa - ref| <= eps * max|v|`` (float32's
 # logit rounding at 8712, ``2**-11``, adds ten times less); the same bound holds
 # between the naive result and the exact attention of its rounded logits. On CUDA, not
-# measured in FACTS.md for such inputs: printed, and only finiteness asserted.
+# measured on a GPU for such inputs: printed, and only finiteness asserted.
 Dh, L2 = 64, 16
 g = torch.Generator().manual_seed(3)
 qo64 = (33 + 0.05 * torch.randn(1, 1, L2, Dh, generator=g, dtype=torch.float64))
@@ -391,7 +395,7 @@ for dt in LOW:
     print(f"{str(dt)[6:]:9s} scale after: NaN {after.isnan().all().item()}; "
           f"scale first: finite, err {naive_err:.1e}; SDPA err {sdpa_err:.1e}")
     assert first.isfinite().all() and sdpa.isfinite().all()
-    assert naive_err > 0.1  # measured 4.5e-01 (bfloat16), 1.9e+00 (float16)
+    assert naive_err > 0.1  # the naive 16-bit softmax is wrong (printed above)
     of_rounded = torch.softmax(z_first.double(), dim=-1) @ v.double()  # (1,1,L2,Dh)
     if device == "cpu":
         torch.testing.assert_close(first, of_rounded.to(dt), rtol=0,
@@ -436,9 +440,10 @@ at = {M: int((M_grid - M).abs().argmin()) for M in (1.0, 1e3, 1e4)}
 for dt in DTYPES:
     print(f"{str(dt)[6:]:9s} max|p - p64| at M = 1: {worst[dt][at[1.0]]:.1e}, "
           f"1e3: {worst[dt][at[1e3]]:.1e}, 1e4: {worst[dt][at[1e4]]:.1e}")
-assert worst[torch.bfloat16][at[1e3]] > 0.1  # measured 4.0e-01: weights are wrong
+worst_bf16_1e3 = worst[torch.bfloat16][at[1e3]].item()
+assert worst_bf16_1e3 > 0.1  # bfloat16's weights are wrong at M = 1e3
 assert worst[torch.float16][at[1e3]] < 0.1 < worst[torch.float16][at[1e4]]
-assert worst[torch.float32][at[1e4]] < 1e-3  # measured 5.1e-05
+assert worst[torch.float32][at[1e4]] < 1e-3  # float32 still holds at M = 1e4
 
 # %%
 # The figure: the worst of the three seeds per offset. float16 stops at ``65504``.
@@ -451,7 +456,8 @@ ax.text(f16.max * 0.9, 1e-8, "float16 max", ha="right", color="gray")
 ax.set_xlabel("logit magnitude M (logits M + u, u ~ N(0, 1))")
 ax.set_ylabel("max |softmax - float64|")
 ax.legend()
-ax.set_title("Softmax error grows with logit magnitude; bfloat16's is 0.4 at 1e3")
+ax.set_title("Softmax error grows with logit magnitude; bfloat16's is "
+             f"{worst_bf16_1e3:.1f} at 1e3")
 plt.show()
 
 # %%

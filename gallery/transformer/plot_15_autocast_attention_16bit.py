@@ -128,21 +128,35 @@ for dt in DTYPES:
 print("every autocast output equals the op on inputs cast by hand, bit for bit")
 
 # %%
-# A lower-precision op does not compute *in* 16 bits: it multiplies 16-bit numbers
-# and accumulates in float32, rounding once at the end. autocast's ``linear`` equals
-# the exact (float64) product of its rounded inputs, rounded to the dtype, at the
-# dtype's default tolerances (bfloat16 ``rtol=1.6e-2``, two units of its ``eps``;
-# float16 ``rtol=1e-3``, about one). Its worst relative error is printed in units of
-# ``eps``: half a unit is what a single rounding costs.
+# A lower-precision op need not compute *in* 16 bits. On CPU (torch 2.13, measured for
+# this page) autocast's ``linear`` multiplies 16-bit numbers and accumulates in float32,
+# rounding once at the end: it equals the exact (float64) product of its rounded
+# inputs, rounded to the dtype, at the dtype's default tolerances (bfloat16
+# ``rtol=1.6e-2``, two units of its ``eps``; float16 ``rtol=1e-3``, about one), and its
+# worst relative error, printed in units of ``eps``, is below one unit (half a unit is
+# what a single rounding costs): :measured:`linear_eps_bf16:.2f` in bfloat16,
+# :measured:`linear_eps_f16:.2f` in float16. On CUDA, cuBLAS may also add partial sums
+# in the 16-bit dtype:
+# ``torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction`` and
+# ``allow_fp16_reduced_precision_reduction`` are ``True`` by default (asserted), so
+# there the error is printed and not asserted (not yet verified by a GPU build).
+reduced = (torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+           torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction)
+print(f"CUDA matmuls may reduce in bfloat16, float16: {reduced[0]}, {reduced[1]}")
+assert reduced == (True, True)  # torch's defaults
+linear_eps = {}  # 16-bit dtype -> worst relative error of autocast's linear, in eps
 for dt in DTYPES:
     exact = (x32.to(dt).double() @ w.to(dt).double().T
              + b.to(dt).double())  # (L, D): the rounded inputs' product, in float64
     got = out[dt, "float32", "linear"]
     rel = ((got.double() - exact).abs() / exact.abs()).max().item()
+    linear_eps[dt] = rel / torch.finfo(dt).eps
     print(f"{short[dt]:9s} max relative error of autocast's linear: "
-          f"{rel / torch.finfo(dt).eps:.2f} eps")
-    torch.testing.assert_close(got, exact.to(dt))
-    assert rel < torch.finfo(dt).eps  # measured 0.49 eps in both dtypes on CPU
+          f"{linear_eps[dt]:.2f} eps")
+    if device == "cpu":  # float32 accumulation, one rounding
+        torch.testing.assert_close(got, exact.to(dt))
+        assert linear_eps[dt] < 1
+linear_eps_bf16, linear_eps_f16 = linear_eps[torch.bfloat16], linear_eps[torch.float16]
 
 # %%
 # A pre-LN block under autocast
@@ -254,6 +268,7 @@ import copy
 
 SEEDS = range(5)
 block_err = {}  # (dtype, "autocast" or "16-bit block", seed) -> max |y - float64|
+worse = {}  # dtype -> the least factor by which the 16-bit block is worse
 for seed in SEEDS:
     torch.manual_seed(seed)
     blk = Block(D, Nh).to(device).eval()
@@ -273,10 +288,11 @@ for dt in DTYPES:
     full = [block_err[dt, "16-bit block", s] for s in SEEDS]
     print(f"{short[dt]:9s} max|y - f64|: autocast {min(auto):.1e} to {max(auto):.1e}, "
           f"16-bit block {min(full):.1e} to {max(full):.1e}")
-    print(f"{'':9s} the 16-bit block is at least "
-          f"{min(f / a for f, a in zip(full, auto)):.1f} times worse")
-    # measured on CPU: the 16-bit block is 6.2 (float16) to 6.4 times worse or more
-    assert all(f > 2 * a for f, a in zip(full, auto)), dt
+    worse[dt] = min(f / a for f, a in zip(full, auto))
+    print(f"{'':9s} the 16-bit block is at least {worse[dt]:.1f} times worse")
+    assert all(f / a >= worse[dt] for f, a in zip(full, auto))  # "at least", each seed
+    assert worse[dt] > 2, dt  # more than 2x worse for every seed
+worse_bf16, worse_f16 = worse[torch.bfloat16], worse[torch.float16]
 
 # %%
 # Attention in 16 bits, judged as FlashAttention judges it
@@ -343,8 +359,10 @@ for (dt, Dh, causal, who), e in err.items():
         n = err[dt, Dh, causal, "naive"]
         print(f"{short[dt]:9s}{Dh:4d} {'causal' if causal else 'none':7s}"
               f"{e:10.2e}{n:10.2e}{e / n:7.2f}")
-worst = max(err[k] / err[k[:3] + ("naive",)] for k in err if k[3] == "kernel")
-print(f"worst ratio kernel / naive: {worst:.2f} (FlashAttention's tests allow 2)")
+ratios = [err[k] / err[k[:3] + ("naive",)] for k in err if k[3] == "kernel"]
+best, worst = min(ratios), max(ratios)
+print(f"ratio kernel / naive: {best:.2f} to {worst:.2f} (FlashAttention's tests allow "
+      "2)")
 
 # %%
 # The ratio test, for each dtype and head size, without and with the causal mask.
@@ -367,8 +385,9 @@ for dt in DTYPES:
 # values of one sign (``v`` in ``[1, 2)``: each output is an average with nothing to
 # cancel) the kernel's largest relative error is printed in units of ``eps``. On CPU
 # (torch 2.13, measured for this page) that output equals the float64 reference at the
-# defaults in both dtypes, every head size, with and without the mask, while 4 to 8 %
-# of the entries fail them when ``v`` has mean zero; both are asserted on CPU only. On
+# defaults in both dtypes, every head size, with and without the mask, while
+# :measured:`fail_min_pct:.1f` to :measured:`fail_max_pct:.1f` % of the entries fail
+# them when ``v`` has mean zero; both are asserted on CPU only. On
 # CUDA they are printed: no GPU measurement backs them yet, and float16's ``rtol``
 # (1.02 ``eps``) leaves a kernel little room beyond the rounding of the reference.
 fails = {}  # (dtype, Dh, causal) -> share of entries outside the defaults, v ~ N(0,1)
@@ -392,15 +411,19 @@ for dt in DTYPES:
         if device == "cpu":  # torch 2.13: at dt's default tolerances
             torch.testing.assert_close(pos_kern[none], pos_ref[none].to(dt))
             torch.testing.assert_close(pos_kern[causal], pos_ref[causal].to(dt))
+pos_eps = {}  # 16-bit dtype -> the kernel's worst relative error for v in [1, 2)
 for dt in DTYPES:
     share = [fails[dt, Dh, c] for Dh in HEADS for c in [False, True]]
-    rel = max(((pos_kern[c].double() - pos_ref[c]).abs() / pos_ref[c]).max().item()
-              for c in pos_kern if c[0] == dt) / torch.finfo(dt).eps
+    pos_eps[dt] = max(((pos_kern[c].double() - pos_ref[c]).abs() / pos_ref[c]).max()
+                      .item() for c in pos_kern if c[0] == dt) / torch.finfo(dt).eps
     print(f"{short[dt]:9s} v ~ N(0, 1): {100 * min(share):.1f} to "
           f"{100 * max(share):.1f} % of entries fail the defaults; v in [1, 2): "
-          f"{rel:.2f} eps")
+          f"{pos_eps[dt]:.2f} eps")
     if device == "cpu":
-        assert all(0.02 < f < 0.15 for f in share)  # measured: 4.3 to 7.7 %
+        assert all(0.02 < f < 0.15 for f in share)  # a few % fail, every case
+fail_min_pct = 100 * min(fails.values())
+fail_max_pct = 100 * max(fails.values())
+pos_eps_max = max(pos_eps.values())
 
 # %%
 # Each backend forced, on CUDA
@@ -412,7 +435,8 @@ for dt in DTYPES:
 # a float ``(Nh, L, L)`` bias, and every output it accepts is judged by the ratio test
 # above. Measured on an H100 with torch 2.11 (``Dh = 64``, causal; not yet verified by
 # a GPU build of the book): all four accept bfloat16 and float16; flash and cuDNN
-# refuse the float bias, the memory-efficient kernel takes it; the errors against
+# refuse the 3-D float ``(Nh, L, L)`` bias used here (2-D and 4-D biases were not
+# measured), the memory-efficient kernel takes it; the errors against
 # float64 inputs *not* rounded to 16 bits were ``1.33e-2`` for every kernel against
 # ``1.50e-2`` naive in bfloat16, and ``1.54e-3`` for all in float16 (the rounding of
 # the inputs dominates there, which is why this page rounds them first). The head
