@@ -101,11 +101,11 @@ for name, (_, moved, has_grad, depends) in results.items():
     print(f"{name:22s} {f'{moved[0]}, {moved[1]}':>16s} {str(has_grad):>11s} "
           f"{depends:17.1e}")
 assert results["eval()"][1:3] == ((False, False), True)
-assert results["eval()"][3] == 0  # measured 0: eval mode is per sample
+assert results["eval()"][3] == 0  # eval mode is per sample: no dependence at all
 assert results["requires_grad_(False)"][1:3] == ((True, True), False)
-assert results["requires_grad_(False)"][3] > 1  # measured 6.7: batch statistics
+assert results["requires_grad_(False)"][3] > 1  # the batch's statistics
 assert results["both"][1:3] == ((False, False), False)
-assert results["both"][3] == 0  # measured 0
+assert results["both"][3] == 0  # per sample, as eval()
 
 # %%
 # The "both" module is exactly the fixed affine map, written here from its definition
@@ -130,7 +130,7 @@ model[0].bias.requires_grad_(False)
 model.train()  # what the next epoch of a training loop does
 _, moved, _, depends = freeze_report(model[0])
 print(f"after model.train(): buffers moved {moved}, sample 0 vs batch {depends:.1e}")
-assert moved == (True, True) and depends > 1  # measured 6.7, as requires_grad_(False)
+assert moved == (True, True) and depends > 1  # as requires_grad_(False)
 
 
 # %%
@@ -243,7 +243,11 @@ for kind, K in (("conv", C * 9), ("linear", D)):
     err = folded_error[kind, torch.float32]
     print(f"{kind:6s} float32: relative error {err:.1e} "
           f"<= 4 sqrt(K) eps = {bound:.1e} (K = {K})")
-    assert err <= bound  # printed below; an estimate, not a worst case
+    assert err <= bound  # an estimate, not a worst case
+fold_err_conv = folded_error["conv", torch.float32]  # relative to max |y|
+fold_err_linear = folded_error["linear", torch.float32]
+print(f"in units of eps32: conv {fold_err_conv / eps32:.1f}, "
+      f"linear {fold_err_linear / eps32:.1f}")
 if device == "cuda":
     torch.backends.cudnn.allow_tf32 = tf32
 
@@ -277,7 +281,7 @@ with torch.no_grad():
     bn.train()
     train_gap = (out - bn(layer(xin))).abs().max().item()
 print(f"folded conv vs the stack in training mode: max|diff| = {train_gap:.1f}")
-assert train_gap > 1  # measured 1e2: the batch's statistics are not the running ones
+assert train_gap > 1  # the batch's statistics are not the running ones
 
 
 # %%
@@ -320,7 +324,7 @@ per_device = [fresh_bn() for _ in range(ranks)]
 y_local = torch.cat([bn(s) for bn, s in zip(per_device, slices)])
 local_gap = (y_local - y_whole).abs().max().item()
 print(f"per-device BatchNorm vs whole batch: max|diff| = {local_gap:.2f}")
-assert local_gap > 0.5  # measured 0.77: per-device statistics are not the batch's
+assert local_gap > 0.5  # per-device statistics are not the batch's
 
 # %%
 # The fix is one all-reduce per layer, of a ``(3, C)`` tensor. Each rank :math:`r`
@@ -373,7 +377,7 @@ torch.testing.assert_close(running_var, whole.running_var)
 # ``DistributedDataParallel`` does when it broadcasts rank 0's) keeps rank 0's.
 rank0_gap = (per_device[0].running_mean - whole.running_mean).abs().max().item()
 print(f"rank 0's running_mean vs the whole batch's: max|diff| = {rank0_gap:.2f}")
-assert rank0_gap > 0.05  # measured 0.1: rank 0 saw mean 0, the batch has mean 1
+assert rank0_gap > 0.05  # rank 0 saw mean 0, the batch has mean 1
 
 # %%
 # The real thing, with processes
