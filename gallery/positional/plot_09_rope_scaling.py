@@ -202,8 +202,8 @@ for name, (ours, factor, cfg, seq_len) in CASES.items():
     rope_type = cfg.rope_parameters["rope_type"]
     ref, ref_factor = ROPE_INIT_FUNCTIONS[rope_type](cfg, device, seq_len=seq_len)
     err = (ours.float().double() / ref.double() - 1).abs().max().item()
-    print(f"{name:12s} ({rope_type:7s}) max|ours / HF - 1| = {err:.1e}, attention "
-          f"factor {factor:.6f} (HF {ref_factor:.6f})")
+    print(f"{name:12s} ({rope_type:7s}) max|ours / HF - 1| = {err:.1e}, "
+          f"factor {factor:.4f}, HF's - ours {ref_factor - factor:.0e}")
     torch.testing.assert_close(ours.float(), ref, rtol=F32_RTOL, atol=0)  # relative
     torch.testing.assert_close(torch.tensor(factor, dtype=torch.float64),
                                torch.tensor(ref_factor, dtype=torch.float64))
@@ -283,8 +283,8 @@ for what, position_ids, L in CALLS:
     ours = dynamic_ntk(S, L)  # (Dh/2,)
     err = (ours.float().double() / ref.double() - 1).abs().max().item()
     st = (theta0[-1] / ref[-1].double()).item()
-    print(f"{what:16s}: frequencies of L = {L:4d}, max|ours / HF - 1| = {err:.1e}, "
-          f"slowest pair stretched by {st:.3f}")
+    print(f"{what:16s}: L = {L:4d}, max|ours / HF - 1| = {err:.1e}, slowest "
+          f"wavelength x {st:.3f}")
     torch.testing.assert_close(ours.float(), ref, rtol=F32_RTOL, atol=0)  # relative
     torch.testing.assert_close(st, S * max(L, M) / M - (S - 1))
 
@@ -329,9 +329,11 @@ for mscale, mscale_all_dim in ((1.0, 1.0), (1.0, 0.5)):
     _, ds_factor = ROPE_INIT_FUNCTIONS["yarn"](ds, device)
     ds_scaling = DeepseekV3Attention(ds, layer_idx=0).scaling
     g = 0.1 * mscale * math.log(DS_S) + 1, 0.1 * mscale_all_dim * math.log(DS_S) + 1
-    print(f"mscale {mscale}, mscale_all_dim {mscale_all_dim}: factor on cos, sin "
-          f"{ds_factor:.6f} (ratio {g[0] / g[1]:.6f}), softmax scale x sqrt(Dh) "
-          f"{ds_scaling * math.sqrt(16 + 8):.6f} (g^2 {g[1] ** 2:.6f})")
+    print(f"mscale {mscale}, mscale_all_dim {mscale_all_dim}:\n"
+          f"    factor on cos, sin {ds_factor:.6f} "
+          f"(g(s, a) / g(s, b) {g[0] / g[1]:.6f})\n"
+          f"    softmax scale x sqrt(Dh) {ds_scaling * math.sqrt(16 + 8):.6f} "
+          f"(g(s, b)^2 {g[1] ** 2:.6f})")
     torch.testing.assert_close(ds_factor, g[0] / g[1])
     torch.testing.assert_close(ds_scaling, g[1] ** 2 / math.sqrt(16 + 8))
     # far from the default factor g(40, 1): the inputs tell the two formulas apart

@@ -367,8 +367,8 @@ for name, kw in ARGS.items():
     compiled[name] = any(e.name.startswith("## Call CompiledFxGraph") for e in events)
     materialized[name] = any(list(shape) == [B, Nh, L, L]
                              for e in events for shape in e.input_shapes)
-    print(f"flex_attention {name:15s} on {device}: compiled graph ran "
-          f"{compiled[name]!s:5s}, (B, Nh, L, L) scores in memory {materialized[name]}")
+    print(f"{name:15s} on {device}: compiled graph ran {compiled[name]!s:5s}, "
+          f"(B, Nh, L, L) scores in memory {materialized[name]}")
 if device == "cuda":  # compiled: Inductor's graph ran, nothing materialized the scores
     assert all(compiled.values()) and not any(materialized.values())
 else:  # eager: no compiled graph, the scores in memory
