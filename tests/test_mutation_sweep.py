@@ -27,7 +27,8 @@ What was decided, and why:
   page's own text with that span replaced, so comments, layout and line numbers stay.
 * **Which code.** Only code whose result can reach a claim. A backward liveness pass by name
   (flow-sensitive at module level, loops iterated, function and class bodies kept whole when
-  they are used) starts from the checks (``assert``, ``raise``, calls named ``*assert*``) and
+  they are used) starts from the claims (``_ext/claims.py``, the definition the ledger uses:
+  ``assert``, ``assert_close``, a ``try``'s ``else: raise AssertionError``) and
   keeps a statement that defines, mutates (item or attribute store, ``x_(...)``,
   ``.append``, ``.train()``, ``.backward()``, a call of a BatchNorm or of a page class that
   stores on ``self``) or calls what a later kept statement uses. Never mutated: the checks
