@@ -254,6 +254,7 @@ for name in NAMES:
                                   f"(bound {bound.get(dt, '-')})" for dt in DTYPES))
     for dt in bound:  # every seed
         assert all(k <= bound[dt] for k in seeds[name, dt]), (name, dt, seeds[name, dt])
+assert all(k <= worst[key] for key, v in seeds.items() for k in v)  # "up to worst"
 ulps_ln_bf16, ulps_ln_f16 = (worst["LayerNorm", dt] for dt in DTYPES)
 ulps_rms_bf16, ulps_rms_f16 = (worst["RMSNorm", dt] for dt in DTYPES)
 ulps_gn_bf16, ulps_gn_f16 = (worst["GroupNorm", dt] for dt in DTYPES)
@@ -356,6 +357,7 @@ ratios = [s[1] / s[0] for e in err.values() for s in e]  # every norm, dtype, se
 ratio, ratio_max = min(ratios), max(ratios)
 print(f"naive/module error ratio over norms, dtypes and seeds: {ratio:.1f} to "
       f"{ratio_max:.0f}")
+assert all(ratio <= q <= ratio_max for q in ratios)  # the range quoted
 assert ratio_max > 50  # bfloat16's stalled running sums
 
 # %%
@@ -476,6 +478,7 @@ for dt in DTYPES:
     assert gap > 0.5  # eps moves outputs by a factor 1 - sqrt(var / (var + eps))
     assert e_mod <= e_nai  # the naive loop, with eps, is still worse
 eps_gap_max = max(eps_gap.values())
+assert all(g <= eps_gap_max for g in eps_gap.values())  # "up to"
 
 # %%
 # The case that breaks: a constant row (padding, a dead channel) has variance 0, and
@@ -674,6 +677,9 @@ apart_pct_lo = 100 * min(hist[dt][1] for dt in DTYPES)
 apart_pct_hi = 100 * max(hist[dt][1] for dt in DTYPES)
 apart_ulps = max(apart_max.values())
 err_llama_max = max(e[0] for e in e_rms.values())
+assert all(apart_pct_lo <= 100 * hist[dt][1] <= apart_pct_hi for dt in DTYPES)
+assert all(e[0] <= err_llama_max and m <= apart_ulps
+           for e, m in zip(e_rms.values(), apart_max.values()))  # "up to"
 
 fig, ax = plt.subplots()
 for i, dt in enumerate(DTYPES):

@@ -345,6 +345,7 @@ for what, gap in gaps.items():
     print(f"{what:27s} max |ours - HF| = {gap:.2e}")
     assert gap > 0.1  # ten thousand times float32's tolerance
 gaps_lo, gaps_hi = min(gaps.values()), max(gaps.values())
+assert all(gaps_lo <= g <= gaps_hi for g in gaps.values())  # the range quoted
 
 # %%
 # Post-LN against BERT's encoder layer
@@ -486,6 +487,7 @@ first_var = first_sum.var(-1, unbiased=False)  # (B, L): what the LayerNorm divi
 first_var_lo, first_var_hi = first_var.min().item(), first_var.max().item()
 print(f"first LayerNorm's input: variance over D {first_var_lo:.3f} to "
       f"{first_var_hi:.3f}, against eps = {EPS}")
+assert ((first_var_lo <= first_var) & (first_var <= first_var_hi)).all()  # the range
 assert 10 * EPS < first_var_lo and first_var_hi < 100 * EPS  # eps a 1 to 10 % term
 
 # %%
@@ -528,6 +530,7 @@ for what, gap in bert_gaps.items():
     assert gap > 2e-4  # at least 20 times float32's tolerance
 ours_gaps = [gap for what, gap in bert_gaps.items() if what.startswith("bert ")]
 bert_gaps_lo, bert_gaps_hi = min(ours_gaps), max(ours_gaps)
+assert all(bert_gaps_lo <= g <= bert_gaps_hi for g in ours_gaps)  # the range quoted
 bert_eps_gap = bert_gaps["bert eps 0, not 1e-3"]
 bert_bool_gap = bert_gaps["BertLayer, boolean mask"]
 
@@ -630,6 +633,7 @@ for p in ("olmo2", "peri"):
     assert abs(b - a) < 0.1 * a  # within 10 %: the weights hardly matter
 stay = [runs[p, g][0][-1] for p in ("olmo2", "peri") for g in GAINS]
 stay_lo, stay_hi = min(stay), max(stay)
+assert all(stay_lo <= r <= stay_hi for r in stay)  # the range quoted
 
 # %%
 # The figure. Left: the stream's RMS after each layer (solid: gain 1, dashed: gain 3).
@@ -643,6 +647,7 @@ for p in PLACEMENTS:
     print(f"{p:6s} " + "  ".join(f"{grad_ratio[p, g]:8,.1f}" for g in GAINS))
 grad_g1_lo = min(grad_ratio[p, 1.0] for p in PLACEMENTS)
 grad_g1_hi = max(grad_ratio[p, 1.0] for p in PLACEMENTS)
+assert all(grad_g1_lo <= grad_ratio[p, 1.0] <= grad_g1_hi for p in PLACEMENTS)
 grad_pre_3, grad_post_3, grad_olmo2_3, grad_peri_3 = (grad_ratio[p, 3.0]
                                                       for p in PLACEMENTS)
 import matplotlib.pyplot as plt

@@ -345,6 +345,7 @@ with torch.no_grad():
         torch.testing.assert_close(nr_p, rn_p)
         rope_gaps.append(gap)
 rope_gap_lo, rope_gap_hi = min(rope_gaps), max(rope_gaps)
+assert all(rope_gap_lo <= g <= rope_gap_hi for g in rope_gaps)  # the range quoted
 
 # %%
 # Gemma 3: per head, with ``1 + w`` and its own logit scale

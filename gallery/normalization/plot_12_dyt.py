@@ -336,6 +336,7 @@ for seed in (0, 1, 2):
     assert alpha < 2e-3  # the grid's lower end: tanh(alpha x) is a line here
     assert control[seed] < line_lo / 3  # the line fits several times better than above
 control_lo, control_hi = min(control.values()), max(control.values())
+assert all(control_lo <= c <= control_hi for c in control.values())  # the range quoted
 
 
 # %%

@@ -80,6 +80,8 @@ for i, perm in enumerate(perms):
           f"causal {gaps['causal'][-1]:.2f}")
 nomask_max, causal_min = max(gaps["no mask"]), min(gaps["causal"])
 print(f"no mask: at most {nomask_max:.1e}; causal: at least {causal_min:.2f}")
+assert all(g <= nomask_max for g in gaps["no mask"]), "not the largest?"
+assert all(g >= causal_min for g in gaps["causal"]), "not the smallest?"
 assert causal_min > 0.1, "causal attention permutation-equivariant?"
 
 # %%
