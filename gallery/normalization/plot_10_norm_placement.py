@@ -488,7 +488,7 @@ first_var_lo, first_var_hi = first_var.min().item(), first_var.max().item()
 print(f"first LayerNorm's input: variance over D {first_var_lo:.3f} to "
       f"{first_var_hi:.3f}, against eps = {EPS}")
 assert ((first_var_lo <= first_var) & (first_var <= first_var_hi)).all()  # the range
-assert 10 * EPS < first_var_lo and first_var_hi < 100 * EPS  # eps a 1 to 10 % term
+assert ((10 * EPS < first_var) & (first_var < 100 * EPS)).all()  # eps a 1 to 10 % term
 
 # %%
 # What each detail is worth, for BERT: the same layer without the padding mask, with
