@@ -69,7 +69,7 @@ B, C, H, W = 2, 3, 2, 2
 x = torch.randn(B, C, H, W)
 
 # pytorch native LN
-# you need to specify the shape of the last D dimensions 
+# you need to specify the shape of the last D dimensions
 # LayerNorm will compute mean and variance over these dimensions
 # and also define elementwise affine parameters
 layernorm = torch.nn.LayerNorm([C, H, W])

@@ -343,9 +343,9 @@ visits_document, n_blocks = visits["document"], nb * nb
 # ------------------------------
 # ``flex_attention`` called as it is runs an unfused implementation that materializes
 # all the ``(B, Nh, L, L)`` scores; ``torch.compile(flex_attention)`` generates a fused
-# kernel. Compiling takes longer than a page may run (15.6 s for the first call at
-# ``(2, 8, 1024, 64)``, measured on an H100 with torch 2.11), and on a CPU longer still,
-# so the CPU build runs it eagerly and the CUDA build compiles it. Each call runs under
+# kernel, at the price of compiling it on the first call (the page does not time it:
+# a time would differ from build to build). The CPU build runs flex eagerly, to keep
+# the page within its time budget; the CUDA build compiles it. Each call runs under
 # the profiler, which shows which of the two ran, call by call: a compiled call runs
 # the graph Inductor generated (an event ``## Call CompiledFxGraph ...``) and no op
 # sees a ``(B, Nh, L, L)`` tensor; an eager call runs no compiled graph, and its ops
