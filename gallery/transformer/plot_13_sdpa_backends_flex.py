@@ -70,8 +70,10 @@ MASKS = {"none": {}, "is_causal": {"is_causal": True},
 def naive(q, k, v, is_causal=False, attn_mask=None):
     """softmax(q k^T / sqrt(Dh) + M) v, the formula, in the inputs' dtype."""
     logits = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, Nh, L, L)
-    if is_causal:
-        logits = logits.masked_fill(~causal_LL, -math.inf)
+    if is_causal:  # key m after query l: -inf
+        l_pos = torch.arange(q.size(-2), device=q.device)[:, None]  # (L, 1)
+        m_pos = torch.arange(k.size(-2), device=q.device)[None, :]  # (1, L)
+        logits = logits.masked_fill(m_pos > l_pos, -math.inf)
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         logits = logits.masked_fill(~attn_mask, -math.inf)
     elif attn_mask is not None:
