@@ -72,7 +72,7 @@ FORCE:
 # This machine's claim records, of a complete and current build, into one committed file
 # verified/<device>-<device name>-torch<version>.json; refuses (exit 1) otherwise.
 verified: venv
-	@$(PY) _ext/records.py export
+	@$(PY) _ext/claim_files.py export
 
 test: venv
 	$(PY) -m pytest

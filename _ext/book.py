@@ -1,21 +1,26 @@
 """The Sphinx extension that wires the book's build-time hooks; pages stay plain PyTorch.
 
-- ``recording.py``: records the claims of a page while it runs (``reset_page``, below, starts
+- ``recorder.py``: records the claims of a page while it runs (``reset_page``, below, starts
   and stops it around every page).
 - ``rerun.py``: decides what runs again before sphinx-gallery runs the pages.
-- ``build_pages.py``: writes the headline, the proof ledger and the environment page after,
-  from the records of this build and those committed in ``verified/`` (``records.py``).
+- ``report_pages.py``: writes the headline, the proof ledger and the environment page after,
+  from the records of this build and those committed in ``verified/`` (``claim_files.py``).
+- ``page_source.py``: a page's code cells and sections, the one parser of a page's layout.
+- ``internals.py``: every reliance on a private or undocumented upstream internal.
 """
 
 import gc
 import warnings
 from pathlib import Path
 
-import build_pages
-import recording
-import rerun
 from docutils import nodes
 from sphinx.util import logging
+
+import internals
+import page_source
+import recorder
+import report_pages
+import rerun
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +40,7 @@ def reset_page(gallery_conf, fname, when):
     import torch
 
     if when == "after":
-        recording.stop_recording()
+        recorder.stop_recording()
         return
     _freeze_long_lived_objects()
     torch.manual_seed(0)
@@ -55,7 +60,7 @@ def reset_page(gallery_conf, fname, when):
     if fname is not None:  # None when sphinx-gallery enters a folder, not a page
         src = _find_source(gallery_conf, fname)
         if src is not None:
-            recording.start_recording(src)
+            recorder.start_recording(src)
 
 
 def _freeze_long_lived_objects():
@@ -85,7 +90,7 @@ def _cell_ids(app, doctree):
     """On a gallery page: the id ``cell-n`` around its n-th code cell, which the ledger links to.
 
     sphinx-gallery writes each code block of the page as a ``Python`` literal block, in the
-    order of its splitter (``build_pages.code_cells``, which the ledger uses to find the cell
+    order of its splitter (``page_source.code_cells``, which the ledger uses to find the cell
     holding a line); printed output is a literal block of another language.
     """
     parts = app.env.docname.split("/")
@@ -96,7 +101,7 @@ def _cell_ids(app, doctree):
         return
     blocks = [node for node in doctree.findall(nodes.literal_block)
               if node.get("language") == "Python"]
-    cells = build_pages.code_cells(source)
+    cells = page_source.code_cells(source)
     if len(blocks) != len(cells):
         logger.warning(f"{len(blocks)} code blocks for {len(cells)} code cells of {source.name}: "
                        "the ledger's links would point at the wrong cells",
@@ -133,11 +138,9 @@ def setup(app):
     app.connect("builder-inited", rerun.few_pages_run_in_process, priority=100)
     # sphinx-mathjax-offline 0.0.2 only copies MathJax into the output at build-finished, in the
     # main process, but does not say so; Sphinx then refuses to read and write in parallel (-j).
-    mathjax = app.extensions.get("sphinx-mathjax-offline")
-    if mathjax is not None:
-        mathjax.parallel_read_safe = mathjax.parallel_write_safe = True
+    internals.declare_parallel_safe(app, "sphinx-mathjax-offline")
     # After sphinx-gallery (500) ran the pages.
-    app.connect("builder-inited", build_pages.write_build_pages, priority=900)
+    app.connect("builder-inited", report_pages.write_report_pages, priority=900)
     app.connect("builder-inited", _ledger_css)
     app.add_css_file("ledger.css")
     app.connect("doctree-read", _cell_ids)

@@ -8,7 +8,7 @@ A sentence that quotes what a page measured names the value instead of copying i
 
 After the second colon comes a Python format spec (default ``.3g``); exponents are written
 short, ``1.7e-7``. The recorder keeps each page's module-level numbers in its claim record
-(``recording.py``: ``values``); a page that runs again with another result changes the
+(``recorder.py``: ``values``); a page that runs again with another result changes the
 sentence (the chapter depends on the record, so it is read again). The build fails, naming
 the file and line, when the page has no record, has no such name, or assigns the name more
 than once or in a loop (which of the values would the sentence mean?).

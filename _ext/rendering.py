@@ -10,6 +10,8 @@ import logging
 import re
 from pathlib import PurePosixPath
 
+import internals
+
 # A linter's `# noqa...` comment is for the linter, not for the reader: it is dropped from the
 # code shown on the generated pages (the downloadable .py and .ipynb keep it).
 NOQA = re.compile(r"[ \t]+# noqa\b[^\n]*$", re.MULTILINE)
@@ -22,13 +24,11 @@ def strip_noqa(app, docname, source):
 
 def visit_figure(self, node):
     """sphinx-gallery's <img srcset=...>, wrapped in a link to its largest source."""
-    from sphinx_gallery.directives import _parse_srcset, visit_imgsg_html
-
     if node["srcset"] is None:
-        return visit_imgsg_html(self, node)
+        return internals.visit_figure_html(self, node)
     start = len(self.body)
-    visit_imgsg_html(self, node)
-    srcset = _parse_srcset(node["srcset"])
+    internals.visit_figure_html(self, node)
+    srcset = internals.parse_srcset(node["srcset"])
     largest = PurePosixPath(srcset[max(srcset)]).name
     img = "".join(self.body[start:])
     # the <img>'s own src is "<relative dir>/<file>": the 2x file lies in the same folder
@@ -59,19 +59,17 @@ def thumbnail_alt(app, doctree, docname):
 
 class _MinigalleryGlobs(logging.Filter):
     def filter(self, record):
-        return "minigallery directive will resolve all inputs as file" not in record.getMessage()
+        return internals.MINIGALLERY_GLOBS not in record.getMessage()
 
 
 def setup(app):
-    from sphinx_gallery.directives import imgsgnode
-
     # The chapter pages end with a grid of their pages (`.. minigallery:: gallery/<ch>/plot_*.py`).
     # With no backreferences_dir, sphinx-gallery warns on every minigallery that it reads its
     # arguments as file globs, which is what they are: that one message is dropped, and every
     # other sphinx-gallery warning still fails the build.
-    logging.getLogger("sphinx.sphinx-gallery").addFilter(_MinigalleryGlobs())
+    logging.getLogger(internals.GALLERY_LOGGER).addFilter(_MinigalleryGlobs())
 
     app.connect("source-read", strip_noqa)
     app.connect("doctree-resolved", thumbnail_alt)
-    app.add_node(imgsgnode, override=True, html=(visit_figure, depart_figure))
+    app.add_node(internals.figure_node(), override=True, html=(visit_figure, depart_figure))
     return {"parallel_read_safe": True, "parallel_write_safe": True}

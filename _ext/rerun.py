@@ -11,6 +11,8 @@ import os
 import re
 from pathlib import Path
 
+import internals
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -23,22 +25,23 @@ def rerun_pages_on_a_new_machine(app, config):
     from machine import update
 
     if update(ROOT / "generated" / "machine.txt"):
-        for md5 in (ROOT / "generated").glob("*/*.py.md5"):
+        for md5 in (ROOT / "generated").glob(f"*/*.py{internals.MD5_SUFFIX}"):
             md5.unlink()
 
 
 def rerun_pages_without_a_current_record(app, config):
     """A page whose claim record is missing, is not of its source as it is now, or was made by
-    an older recorder (``records.RECORDER``), runs again.
+    an older recorder (``claim_files.RECORDER``), runs again.
 
     sphinx-gallery skips a page whose md5 record matches its source; the page's claim record
     is then normally of that same source. Not so for a record lost, or made before records
     carried the hash of their source: forgetting the md5 lets the page run and record again.
     """
-    from records import RECORDER, current_sources
+    from claim_files import RECORDER, current_sources
 
     for page, sha256 in current_sources(ROOT).items():
-        md5 = ROOT / "generated" / f"{page}.py.md5"
+        chapter, stem = page.split("/")
+        md5 = internals.md5_record(ROOT / "generated" / chapter, f"{stem}.py")
         claims = ROOT / "generated" / f"{page}.claims.json"
         if not md5.is_file():
             continue
@@ -76,8 +79,6 @@ def few_pages_run_in_process(app):
     Starting two workers costs about 1.2 s on 2 cores (issue 6). The setting is changed for
     this build only; it is not what the next build's configuration compares with.
     """
-    from sphinx_gallery.utils import get_md5sum
-
     conf = app.config.sphinx_gallery_conf
     if not conf.get("parallel"):
         return
@@ -85,8 +86,8 @@ def few_pages_run_in_process(app):
     to_run = 0
     for examples, gallery in zip(conf["examples_dirs"], conf["gallery_dirs"]):
         for src in (srcdir / examples).glob("*.py"):
-            md5 = srcdir / gallery / f"{src.name}.md5"
+            md5 = internals.md5_record(srcdir / gallery, src)
             to_run += bool(pattern.search(os.path.normpath(src))) and (
-                not md5.is_file() or md5.read_text() != get_md5sum(src, mode="t"))
+                not md5.is_file() or md5.read_text() != internals.md5_of(src))
     if to_run < 2:
         conf["parallel"] = False

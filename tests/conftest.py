@@ -44,7 +44,8 @@ def make_html(src, page="", **env):
     requirements.txt, so make does not set up another one.
     """
     if not (VENV / ".installed").is_file():
-        raise RuntimeError(f"run the tests with `make test` (the book's venv), not {sys.executable}")
+        raise RuntimeError("run the tests with `make test` (the book's venv), "
+                           f"not {sys.executable}")
     env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0", **env}
     cmd = ["make", "--no-print-directory", "-C", str(src), "html", f"VENV={VENV}", f"PAGE={page}"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)

@@ -16,6 +16,7 @@ import threading
 from urllib.parse import urlsplit
 
 import pytest
+
 from conftest import ARTIFACTS, GALLERY_PAGES
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -26,7 +27,8 @@ if not os.access(CHROMIUM, os.X_OK):
 from playwright.sync_api import sync_playwright  # noqa: E402  (only once chromium is known)
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 # Every other host fails at once, so a page that reaches out fails fast, offline too.
+                 # Every other host fails at once, so a page that reaches out fails fast,
+                 # offline too.
                  "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SCREENSHOTS = ARTIFACTS / "screenshots"
@@ -101,7 +103,8 @@ class Visit:
         self.problems.clear()
         self.page.goto(path, wait_until="networkidle" if idle else "load")
         self.page.evaluate("""async () => {
-            if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+            if (window.MathJax && MathJax.startup && MathJax.startup.promise)
+                await MathJax.startup.promise;
             await document.fonts.ready;
             await Promise.all([...document.images].map(img => img.decode().catch(() => null)));
         }""")
@@ -123,12 +126,14 @@ SURVEY_JS = r"""() => {
     const blocks = [...main.querySelectorAll("div.highlight")].filter(d => d.querySelector("pre"));
     const maths = [...main.querySelectorAll(".math")];
     return {
-        images: [...document.images].map(i => [i.getAttribute("src"), i.complete ? i.naturalWidth : 0]),
+        images: [...document.images].map(
+            i => [i.getAttribute("src"), i.complete ? i.naturalWidth : 0]),
         code_blocks: blocks.length,
         copy_buttons: blocks.filter(d => d.querySelector(":scope > button.copybtn")).length,
         math: maths.length,
         untypeset: maths.filter(m => !m.querySelector("mjx-container")).length,
-        tex_errors: [...main.querySelectorAll("mjx-merror")].map(e => e.getAttribute("data-mjx-error") || e.textContent),
+        tex_errors: [...main.querySelectorAll("mjx-merror")].map(
+            e => e.getAttribute("data-mjx-error") || e.textContent),
         raw_tex: ["\\(", "\\["].filter(raw => main.innerText.includes(raw)),
     };
 }"""
@@ -148,7 +153,8 @@ def survey(site, browser, base_url):
     report = {}
     try:
         for path in (p for p in pages if not p.startswith("_")):
-            page = visit.open(path, idle=True)  # networkidle: late requests (MathJax, fonts) count too
+            # networkidle: late requests (MathJax, fonts) count too
+            page = visit.open(path, idle=True)
             info = page.evaluate(SURVEY_JS)
             cell = page.locator("article[role=main] div.highlight-Python div.highlight").first
             if path in GALLERY_HTML and cell.locator("> button.copybtn").count():
@@ -176,7 +182,8 @@ def test_every_page_loads_cleanly(survey):
 
 def test_math_is_typeset(survey):
     """Every math element became MathJax output without a TeX error; no raw \\( or \\[ is left."""
-    assert survey["chapters/normalization.html"]["math"] > 0, "the normalization chapter has no math?"
+    assert survey["chapters/normalization.html"]["math"] > 0, \
+        "the normalization chapter has no math?"
     failures = {path: {k: info[k] for k in ("math", "untypeset", "tex_errors", "raw_tex")}
                 for path, info in survey.items()
                 if info["untypeset"] or info["tex_errors"] or info["raw_tex"]}
@@ -185,7 +192,8 @@ def test_math_is_typeset(survey):
 
 def test_every_image_is_decoded(survey):
     """Every <img> on every page loaded and decoded (naturalWidth > 0)."""
-    broken = {path: [src for src, width in info["images"] if width == 0] for path, info in survey.items()}
+    broken = {path: [src for src, width in info["images"] if width == 0]
+              for path, info in survey.items()}
     broken = {path: srcs for path, srcs in broken.items() if srcs}
     assert not broken, broken
     for source, path in zip(GALLERY_PAGES, GALLERY_HTML):
@@ -210,27 +218,33 @@ def test_copy_button_copies_the_code(survey, path):
 
 
 def test_theme_toggle_switches_light_and_dark(visit):
-    """Furo's toggle cycles auto -> dark -> light; the page background follows and the choice sticks."""
+    """Furo's toggle cycles auto -> dark -> light; the page background follows and the choice
+    sticks."""
     page = visit.open(GALLERY_HTML[0])
     toggle = page.locator("button.theme-toggle:visible").first
     assert toggle.count(), "no visible theme toggle (furo hides it when its script did not run)"
 
     def state():
-        return page.evaluate("[document.body.dataset.theme, getComputedStyle(document.body).backgroundColor]")
+        return page.evaluate("[document.body.dataset.theme, "
+                             "getComputedStyle(document.body).backgroundColor]")
 
     seen = [state()]
     for _ in range(3):
         toggle.click()
         seen.append(state())
     themes = [theme for theme, _ in seen]
-    assert all(a != b for a, b in zip(themes, themes[1:])), f"a click did not change the theme: {themes}"
+    assert all(a != b for a, b in zip(themes, themes[1:])), \
+        f"a click did not change the theme: {themes}"
     background = dict(seen)
-    assert {"light", "dark"} <= set(background), f"the toggle never reached light and dark: {themes}"
-    assert background["light"] != background["dark"], f"same background in light and dark: {background}"
+    assert {"light", "dark"} <= set(background), \
+        f"the toggle never reached light and dark: {themes}"
+    assert background["light"] != background["dark"], \
+        f"same background in light and dark: {background}"
     toggle.click()  # to dark once more (the cycle from auto in a light browser)
     chosen = page.evaluate("document.body.dataset.theme")
     page.reload()
-    assert page.evaluate("document.body.dataset.theme") == chosen, "the chosen theme is lost on reload"
+    assert page.evaluate("document.body.dataset.theme") == chosen, \
+        "the chosen theme is lost on reload"
 
 
 @pytest.mark.parametrize("query, expected", [
@@ -240,10 +254,12 @@ def test_theme_toggle_switches_light_and_dark(visit):
 def test_search_finds_the_page(visit, query, expected):
     page = visit.open(f"search.html?q={query}")
     page.wait_for_function(  # Sphinx writes "Search finished, found N pages ..." when done
-        "document.querySelector('#search-results .search-summary')?.textContent.includes('finished')")
+        "document.querySelector('#search-results .search-summary')"
+        "?.textContent.includes('finished')")
     links = page.eval_on_selector_all("#search-results li a", "as => as.map(a => a.href)")
     paths = {urlsplit(link).path.lstrip("/") for link in links}
-    assert expected in paths, f"search for {query!r} did not list {expected}; it found {sorted(paths)}"
+    assert expected in paths, \
+        f"search for {query!r} did not list {expected}; it found {sorted(paths)}"
     assert not visit.problems, visit.problems
 
 

@@ -11,6 +11,7 @@ import re
 from urllib.parse import urlsplit
 
 import pytest
+
 from conftest import ROOT
 from test_browser import SCREENSHOTS, Visit, base_url, browser, visit  # noqa: F401
 

@@ -9,6 +9,7 @@ chapter ends with a grid of its pages. Screenshots land in tests/artifacts/scree
 import re
 
 import pytest
+
 from conftest import GALLERY_PAGES
 from test_browser import (  # noqa: F401  (fixtures)
     CHAPTERS,

@@ -1,4 +1,5 @@
-"""A check that cannot fail proves nothing: break a from-scratch implementation, watch the build fail.
+"""A check that cannot fail proves nothing: break a from-scratch implementation, watch the build
+fail.
 
 Each mutation is a classic slip. The build must exit non-zero and its message must name the
 page, the line and the comparison (the assert) that caught it.

@@ -8,11 +8,12 @@ import sys
 
 import pytest
 import torch
+
 from conftest import GALLERY_PAGES, ROOT, page_id
 
 sys.path.insert(0, str(ROOT / "_ext"))
 import claims  # noqa: E402  (the one definition of a claim)
-import recording  # noqa: E402
+import recorder  # noqa: E402
 
 
 def claim_lines(page):
@@ -37,7 +38,8 @@ def branch_only_lines(page):
 
 
 def claims_of(src, page):
-    return json.loads((src / "generated" / page.parent.name / f"{page.stem}.claims.json").read_text())
+    record = src / "generated" / page.parent.name / f"{page.stem}.claims.json"
+    return json.loads(record.read_text())
 
 
 @pytest.mark.parametrize("page", GALLERY_PAGES, ids=page_id)
@@ -77,14 +79,14 @@ def run_recorded(page):
     The page must fail with an AssertionError; everything the recorder changed is restored.
     """
     original, compile_block = torch.testing.assert_close, codeop.Compile.__call__
-    recording.start_recording(page)
+    recorder.start_recording(page)
     try:
         with pytest.raises(AssertionError):
             exec(codeop.Compile()(page.read_text(), str(page.resolve()), "exec"), {})
     finally:
-        rec = recording.unpatch()
+        rec = recorder.unpatch()
     assert torch.testing.assert_close is original and codeop.Compile.__call__ is compile_block
-    assert not hasattr(__import__("builtins"), recording.HIT)
+    assert not hasattr(__import__("builtins"), recorder.HIT)
     return rec
 
 
@@ -121,7 +123,7 @@ def test_an_errata_check_is_a_claim_counted_when_the_error_comes(tmp_path):
     # Raised for n = 3 (one check), not for n = 2: the page failed there.
     assert (row["line"], row["kind"], row["checks"]) == (9, "raises", 1)
     assert row["code"] == "torch.ones(2) + torch.ones(n)  # raises (RuntimeError, ValueError)"
-    assert recording._numbers(rec.namespace) == {"n": 2, "x": 2.5}
+    assert recorder._numbers(rec.namespace) == {"n": 2, "x": 2.5}
 
 
 def test_a_check_the_ledger_cannot_count_is_refused():

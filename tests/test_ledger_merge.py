@@ -16,12 +16,13 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import ROOT, VENV
 
 sys.path.insert(0, str(ROOT / "_ext"))
-import build_pages  # noqa: E402
-import records  # noqa: E402
-import recording  # noqa: E402
+import claim_files  # noqa: E402
+import recorder  # noqa: E402
+import report_pages  # noqa: E402
 import rerun  # noqa: E402
 
 PAGES = {
@@ -42,17 +43,17 @@ DAY = "2026-11-20"
 def book(tmp_path, monkeypatch):
     """A book with two pages, both run with the recorder; returns (root, {page: record})."""
     root = tmp_path.resolve() / "book"
-    monkeypatch.setattr(recording, "ROOT", root)
+    monkeypatch.setattr(recorder, "ROOT", root)
     made = {}
     for page, text in PAGES.items():
         src = root / "gallery" / f"{page}.py"
         src.parent.mkdir(parents=True, exist_ok=True)
         src.write_text(text)
-        recording.start_recording(src)
+        recorder.start_recording(src)
         try:  # compiled as sphinx-gallery does: codeop.Compile
             exec(codeop.Compile()(text, str(src), "exec"), {})
         finally:
-            recording.stop_recording()
+            recorder.stop_recording()
         made[page] = json.loads((root / "generated" / f"{page}.claims.json").read_text())
     return root, made
 
@@ -70,7 +71,7 @@ def other_machine(made, name, torch, edit=lambda page, record: None):
 
 
 def commit(root, data):
-    name = records.file_name(data["device"], data["device_name"], data["torch"])
+    name = claim_files.file_name(data["device"], data["device_name"], data["torch"])
     path = root / "verified" / name
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps(data))
@@ -92,9 +93,10 @@ def cells(ledger):
 
 def render(root):
     """What the build writes: (record sets, headline, ledger markdown)."""
-    current = records.current_sources(root)
-    sets = records.merge(records.load_claims(root), records.load_verified(root), current)
-    return sets, build_pages.headline(sets, current), build_pages.ledger_markdown(sets, current)
+    current = claim_files.current_sources(root)
+    sets = claim_files.merge(claim_files.load_claims(root), claim_files.load_verified(root),
+                             current)
+    return sets, report_pages.headline(sets, current), report_pages.ledger_markdown(sets, current)
 
 
 def test_a_record_carries_its_source_hash_device_torch_python_and_date(book):
@@ -102,7 +104,7 @@ def test_a_record_carries_its_source_hash_device_torch_python_and_date(book):
     for page, record in made.items():
         text = (root / "gallery" / f"{page}.py").read_text()
         assert record["source_sha256"] == hashlib.sha256(text.encode()).hexdigest()
-        assert record["source_sha256"] == records.current_sources(root)[page]
+        assert record["source_sha256"] == claim_files.current_sources(root)[page]
         assert {"device", "device_name", "torch", "python", "verified_at"} <= set(record)
 
 
@@ -203,21 +205,21 @@ def test_a_record_set_not_made_by_make_verified_fails_loudly(book):
     (root / "verified").mkdir()
     (root / "verified" / "hand-made.json").write_text('{"records": []}')
     with pytest.raises(ValueError, match="verified/hand-made.json is not a record set"):
-        records.load_verified(root)
+        claim_files.load_verified(root)
 
 
 def test_file_names_are_safe():
-    assert (records.file_name("cuda", "NVIDIA H100 80GB HBM3", "2.11.0+cu130")
+    assert (claim_files.file_name("cuda", "NVIDIA H100 80GB HBM3", "2.11.0+cu130")
             == "cuda-NVIDIA-H100-80GB-HBM3-torch2.11.0+cu130.json")
-    assert records.file_name("cpu", "x86_64", "2.13.0") == "cpu-x86_64-torch2.13.0.json"
-    assert records.file_name("cpu", "a/b: c", "2") == "cpu-a-b-c-torch2.json"
+    assert claim_files.file_name("cpu", "x86_64", "2.13.0") == "cpu-x86_64-torch2.13.0.json"
+    assert claim_files.file_name("cpu", "a/b: c", "2") == "cpu-a-b-c-torch2.json"
 
 
 # --------------------------------------------------------------------------------------------
 # make verified
 def make_verified(root):
-    """`make verified` in the tiny book, with the Makefile and records.py of the repository."""
-    for name in ("Makefile", "requirements.txt", "_ext/records.py"):
+    """`make verified` in the tiny book, with the Makefile and claim_files.py of the repository."""
+    for name in ("Makefile", "requirements.txt", "_ext/claim_files.py"):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, root / name)
     for folder in ("chapters", "_static", "verified"):
@@ -249,7 +251,7 @@ def test_make_verified_writes_one_file_with_every_record(book):
     rc, log = make_verified(root)
     assert rc == 0, log
     a = made["ch/plot_01_a"]
-    path = root / "verified" / records.file_name("cpu", a["device_name"], a["torch"])
+    path = root / "verified" / claim_files.file_name("cpu", a["device_name"], a["torch"])
     assert f"wrote verified/{path.name}: 3 claims (5 checks) on 2 pages" in log
     data = json.loads(path.read_text())
     assert {k: data[k] for k in ("format", "device", "device_name", "torch", "python")} == {

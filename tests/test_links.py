@@ -28,7 +28,8 @@ def parse(path):
 @cache
 def ids_of(path):
     soup = parse(path)
-    return {tag["id"] for tag in soup.find_all(id=True)} | {a["name"] for a in soup.find_all("a", attrs={"name": True})}
+    return ({tag["id"] for tag in soup.find_all(id=True)}
+            | {a["name"] for a in soup.find_all("a", attrs={"name": True})})
 
 
 def urls_of(soup):

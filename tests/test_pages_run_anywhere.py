@@ -8,8 +8,9 @@ import sys
 
 import nbformat
 import pytest
-from conftest import GALLERY_PAGES, ROOT, page_id
 from nbclient import NotebookClient
+
+from conftest import GALLERY_PAGES, ROOT, page_id
 
 
 @pytest.mark.parametrize("page", GALLERY_PAGES, ids=page_id)

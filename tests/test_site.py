@@ -2,9 +2,9 @@
 
 import re
 import time
-from pathlib import Path
 
 import pytest
+
 from conftest import GALLERY_PAGES, ROOT, make_html, page_id, save_artifact
 
 CHAPTER_SOURCES = sorted(p for p in (ROOT / "chapters").iterdir() if p.suffix in {".rst", ".md"})
@@ -136,7 +136,8 @@ def test_rebuilds_do_only_what_changed(site):
 
     # A page renamed, in its chapter's toctree too: the new name runs, the old output is gone
     # (sphinx-gallery keeps it; a stale page outside every toctree would fail the -W build).
-    old, toc = src / "gallery" / "positional" / "plot_07_alibi.py", src / "chapters" / "positional.rst"
+    old = src / "gallery" / "positional" / "plot_07_alibi.py"
+    toc = src / "chapters" / "positional.rst"
     new = old.with_name("plot_07_alibi_renamed.py")
     old.rename(new)
     # Every reference to it too: the toctree entry and any :doc: link in the prose.

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from conftest import GALLERY_PAGES, ROOT, page_id
 
 sys.path.insert(0, str(ROOT / "_ext"))
@@ -53,7 +54,8 @@ def test_inventory_list_is_well_formed_and_round_trips(tmp_path):
     assert len(ENTRIES) > 50
     inv = torch_links.write_inventory(INVENTORY_TXT, tmp_path / "torch.inv")
     data = InventoryFile.loads(inv.read_bytes(), uri=TORCH_DOCS).data
-    read_back = {(name, role, item.uri) for role, objs in data.items() for name, item in objs.items()}
+    read_back = {(name, role, item.uri)
+                 for role, objs in data.items() for name, item in objs.items()}
     assert read_back == {(name, role, TORCH_DOCS + uri) for name, role, uri in ENTRIES}
 
 
@@ -157,7 +159,8 @@ def test_gallery_prose_links_api_literals(site):
     for page, literal, name in [
         ("positional/plot_05_rope_attention", "torch.polar", "torch.polar"),
         ("positional/plot_04_rope", "torch.view_as_complex", "torch.view_as_complex"),
-        ("transformer/plot_01_self_attention", "nn.MultiheadAttention", "torch.nn.MultiheadAttention"),
+        ("transformer/plot_01_self_attention", "nn.MultiheadAttention",
+         "torch.nn.MultiheadAttention"),
     ]:
         page_html = gallery_html(out, page)
         prose = re.sub(r'<div class="highlight-Python notranslate">.*?</pre>', "", page_html,

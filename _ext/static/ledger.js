@@ -1,4 +1,4 @@
-// The proof ledger's filters and sort order (chapters/ledger.md; tables by _ext/build_pages.py).
+// The proof ledger's filters and sort order (chapters/ledger.md; tables by _ext/report_pages.py).
 // Plain JavaScript, no server: it reads the rows' data-* attributes and hides rows, record-set
 // columns and chapter sections. Without it the tables read as written.
 (function () {

@@ -87,12 +87,12 @@ assert torch.nn.BatchNorm2d(C).affine is True
 # -----------------------------------
 # Here is the notes' snippet, verbatim. It switches the affine on, but its reference
 # never applies it, and still the printed norm is tiny.
-import torch
+import torch  # noqa: I001 (the notes, verbatim)
 torch.manual_seed(43)
 x = torch.randn(2,3,2,2)
 
 # pytorch native IN
-instnorm = torch.nn.InstanceNorm2d(3, affine=True, track_running_stats=True)   # actually affine=True is default
+instnorm = torch.nn.InstanceNorm2d(3, affine=True, track_running_stats=True)   # actually affine=True is default  # noqa: E501
 y1 = instnorm(x)
 
 # custom IN

@@ -63,7 +63,7 @@ assert (blind - ln(x)).abs().max() > 1e-2  # eps is visible here
 # The notes' snippet, verbatim: ``nn.LayerNorm([C, H, W])`` reduces the last three dims
 # and its affine has shape ``(C, H, W)``, one weight per element. It runs and is right
 # (its "custom IN" comment means LayerNorm).
-import torch
+import torch  # noqa: I001 (the notes, verbatim)
 torch.manual_seed(43)
 B, C, H, W = 2, 3, 2, 2
 x = torch.randn(B, C, H, W)
@@ -212,7 +212,7 @@ class Norm(nn.Module):
         self.variance_epsilon = variance_epsilon
 
     def forward(self, x, dim):
-        # layer norm, x is [bz, seq_len, dim], u is [bz, seq_len, 1], x_norm is the same shape with u
+        # layer norm, x is [bz, seq_len, dim], u is [bz, seq_len, 1], x_norm is the same shape with u  # noqa: E501
         u = x.mean(dim, keepdim=True)
         s = (x - u).pow(2).mean(dim, keepdim=True)
         x_norm = (x - u) / torch.sqrt(s + self.variance_epsilon)

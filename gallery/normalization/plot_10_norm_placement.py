@@ -35,12 +35,18 @@ import transformers
 from transformers import BertConfig, Gemma2Config, LlamaConfig, Olmo2Config
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.models.bert.modeling_bert import BertLayer
-from transformers.models.gemma2.modeling_gemma2 import (Gemma2DecoderLayer,
-                                                        Gemma2RotaryEmbedding)
-from transformers.models.llama.modeling_llama import (LlamaDecoderLayer,
-                                                      LlamaRotaryEmbedding)
-from transformers.models.olmo2.modeling_olmo2 import (Olmo2DecoderLayer,
-                                                      Olmo2RotaryEmbedding)
+from transformers.models.gemma2.modeling_gemma2 import (
+    Gemma2DecoderLayer,
+    Gemma2RotaryEmbedding,
+)
+from transformers.models.llama.modeling_llama import (
+    LlamaDecoderLayer,
+    LlamaRotaryEmbedding,
+)
+from transformers.models.olmo2.modeling_olmo2 import (
+    Olmo2DecoderLayer,
+    Olmo2RotaryEmbedding,
+)
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -67,7 +73,6 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
 import math
 
 from torch import nn
-from torch.nn import functional as F
 
 
 class RMSNorm(nn.Module):

@@ -362,8 +362,10 @@ assert all(rope_gap_lo <= g <= rope_gap_hi for g in rope_gaps)  # the range quot
 # parameter, ``q_norm`` and ``k_norm`` included, is moved off its init, so ``1 + w`` is
 # near 1 and ``w`` near 0. The name map is the same.
 from transformers import Gemma3TextConfig
-from transformers.models.gemma3.modeling_gemma3 import (Gemma3Attention,
-                                                        Gemma3RotaryEmbedding)
+from transformers.models.gemma3.modeling_gemma3 import (
+    Gemma3Attention,
+    Gemma3RotaryEmbedding,
+)
 
 SCALAR = 8  # query_pre_attn_scalar
 rope_1000 = {"rope_type": "default", "rope_theta": 1000.0}  # THETA

@@ -31,7 +31,10 @@ import torch
 import transformers
 from transformers import GPTNeoXConfig, PhiConfig
 from transformers.models.gpt_neox.modeling_gpt_neox import (
-    GPTNeoXAttention, GPTNeoXRotaryEmbedding, apply_rotary_pos_emb)
+    GPTNeoXAttention,
+    GPTNeoXRotaryEmbedding,
+    apply_rotary_pos_emb,
+)
 from transformers.models.phi.modeling_phi import PhiAttention, PhiRotaryEmbedding
 
 torch.manual_seed(0)

@@ -86,7 +86,7 @@ class Attention(nn.Module):
         scores = torch.matmul(q, k.transpose(-2, -1))
         if self.scale:
             scores = scores / math.sqrt(v.size(-1))
-        nd, ns = scores.size(-2), scores.size(-1)
+        nd, ns = scores.size(-2), scores.size(-1)  # noqa: F841 (the notes, verbatim)
         if attn_mask is not None:
             scores = scores + attn_mask
         scores = self.softmax(scores)

@@ -2,12 +2,11 @@
 
 ``start_recording`` wraps ``torch.testing.assert_close`` and makes the compiler count each
 ``assert`` statement of the page; ``stop_recording`` undoes both and writes what was measured
-to ``generated/<chapter>/<page>.claims.json`` (the format: ``records.py``), next to
+to ``generated/<chapter>/<page>.claims.json`` (the format: ``claim_files.py``), next to
 sphinx-gallery's md5 cache, so a page that is not re-run keeps the record of its last run.
 """
 
 import ast
-import copy
 import datetime
 import json
 import math
@@ -17,8 +16,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import claim_files
 import claims
-import records
+import internals
+import page_source
 
 ROOT = Path(__file__).resolve().parents[1]
 HIT = "__book_assert_hit__"  # a builtin while a page runs; never in the page's own namespace
@@ -53,8 +54,8 @@ class _Recorder:
         self.src = Path(src).resolve()
         self.filename = str(self.src)
         text = self.src.read_text()
-        self.source_sha256 = records.source_hash(text)  # of the text that runs
-        self.sections = _sections(text)
+        self.source_sha256 = claim_files.source_hash(text)  # of the text that runs
+        self.sections = page_source.sections(self.src)
         self.sites = claims.claim_sites(ast.parse(text), _segment_reader(text))
         self.hits = Counter()  # line -> times an assert or a raises claim was checked
         self.close_calls = {}  # line -> aggregated measurements of an assert_close
@@ -68,11 +69,10 @@ class _Recorder:
         """
         self.hits[line] += 1
         if self.namespace is None:
-            self.namespace = sys._getframe(1).f_globals
+            self.namespace = internals.caller_frame(1).f_globals
 
     def record_close(self, line, actual, expected, kwargs, passed):
         import torch
-        from torch.testing._comparison import default_tolerances
 
         rec = self.close_calls.setdefault(line, {"checks": 0, "passed": True, "max_abs": 0.0,
                                                  "norm": 0.0, "dtype": [], "device": [],
@@ -92,7 +92,8 @@ class _Recorder:
         norm = diff.norm().item() if diff.numel() else 0.0
         rtol, atol = kwargs.get("rtol"), kwargs.get("atol")
         if rtol is None or atol is None:
-            rtol, atol = default_tolerances(a, e) if a.is_floating_point() or a.is_complex() else (0.0, 0.0)
+            exact = not (a.is_floating_point() or a.is_complex())
+            rtol, atol = (0.0, 0.0) if exact else internals.default_tolerances(a, e)
         if math.isnan(max_abs) or max_abs >= rec["max_abs"]:
             rec.update(max_abs=max_abs, norm=norm, rtol=rtol, atol=atol)
         for key, value in (("dtype", str(a.dtype).removeprefix("torch.")),
@@ -137,17 +138,6 @@ def _numbers(namespace):
     return dict(sorted(out.items()))
 
 
-def _sections(text):
-    """Line number -> the sphinx-gallery section heading it sits under."""
-    lines = text.splitlines()
-    out, current = {}, ""
-    for i, line in enumerate(lines, start=1):
-        nxt = lines[i] if i < len(lines) else ""
-        if line.startswith("# ") and re.fullmatch(r"# [-=^~]{3,}", nxt.strip()):
-            current = line[2:].strip()
-        out[i] = current
-    return out
-
 
 class _CountChecks(ast.NodeTransformer):
     """Count each check of a claim: ``<hit>(line)`` before every ``assert``, and first in
@@ -174,13 +164,12 @@ def start_recording(src):
     """Wrap ``torch.testing.assert_close`` and count the page's ``assert`` statements.
 
     sphinx-gallery compiles each block of a page with a ``codeop.Compile`` instance; while the
-    page runs, that compiler inserts a counting call before each of the page's ``assert``
-    statements (the page's text and its line numbers are unchanged). This replaced a
-    ``sys.settrace`` line tracer, which slowed every Python call of a page by a third or more
-    (matplotlib's drawing most): measured in issue 6.
+    page runs, that compiler (``internals.patch_block_compiler``) inserts a counting call before
+    each of the page's ``assert`` statements (the page's text and its line numbers are
+    unchanged). This replaced a ``sys.settrace`` line tracer, which slowed every Python call of
+    a page by a third or more (matplotlib's drawing most): measured in issue 6.
     """
     import builtins
-    import codeop
 
     import torch
 
@@ -191,7 +180,7 @@ def start_recording(src):
     original = torch.testing.assert_close
 
     def assert_close(actual, expected, **kwargs):
-        caller = sys._getframe(1)
+        caller = internals.caller_frame(1)
         line = caller.f_lineno if caller.f_code.co_filename == rec.filename else None
         try:
             result = original(actual, expected, **kwargs)
@@ -205,32 +194,23 @@ def start_recording(src):
                 rec.namespace = caller.f_globals
         return result
 
-    compile_block = codeop.Compile.__call__
-
-    def counting_compile(self, source, filename, symbol, *args, **kwargs):
-        if filename == rec.filename:
-            tree = ast.parse(source, filename) if isinstance(source, str) else copy.deepcopy(source)
-            source = _CountChecks().visit(tree)
-        return compile_block(self, source, filename, symbol, *args, **kwargs)
-
     assert_close.__wrapped__ = original
     torch.testing.assert_close = assert_close
-    codeop.Compile.__call__ = counting_compile
+    undo_compiler = internals.patch_block_compiler(_CountChecks().visit, rec.filename)
     setattr(builtins, HIT, rec.hit)
-    _state.update(recorder=rec, original=original, compile_block=compile_block)
+    _state.update(recorder=rec, original=original, undo_compiler=undo_compiler)
 
 
 def unpatch():
     """Undo what start_recording changed; return the page's recorder (None if none ran)."""
     import builtins
-    import codeop
 
     import torch
 
     rec = _state.pop("recorder", None)
     if rec is not None:
         torch.testing.assert_close = _state.pop("original")
-        codeop.Compile.__call__ = _state.pop("compile_block")
+        _state.pop("undo_compiler")()
         delattr(builtins, HIT)
     return rec
 
@@ -257,7 +237,7 @@ def stop_recording():
         "device_name": device_name,
         "threads": torch.get_num_threads(),
         "verified_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "recorder": records.RECORDER,
+        "recorder": claim_files.RECORDER,
         "claims": rec.claims(),
         "values": _numbers(rec.namespace),
     }

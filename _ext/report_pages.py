@@ -1,5 +1,5 @@
 """The pages about the build, written by the build itself from the claim records (its own
-and those committed in ``verified/``, merged by ``records.py``).
+and those committed in ``verified/``, merged by ``claim_files.py``).
 
 After sphinx-gallery has run the pages: the landing-page headline (``generated/headline.txt``,
 included by ``index.rst``) and the tables of the proof ledger and the environment page
@@ -17,7 +17,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from records import THIS_BUILD, current_sources, file_name, load_claims, load_verified, merge
+from claim_files import THIS_BUILD, current_sources, file_name, load_claims, load_verified, merge
+from page_source import cell_of, code_cells
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADLINE = ROOT / "generated" / "headline.txt"
@@ -61,32 +62,6 @@ def _list_table(header, rows, css):
         lines += [f"* - {row[0]}", *(f"  - {cell}" for cell in row[1:])]
     return "\n".join(lines + [":::", ""])
 
-
-def code_cells(source):
-    """``[(first, last), ...]``: the lines of the page's source that each code cell shows.
-
-    sphinx-gallery's own splitter, so the cells are those it renders, in the same order: the
-    n-th ``Python`` code block of the generated page (1-based) is cell ``n``, and
-    ``book.py`` gives it the id ``cell-n`` there. Blank lines around a cell are left out.
-    """
-    from sphinx_gallery.py_source_parser import split_code_and_text_blocks
-
-    cells = []
-    if not Path(source).is_file():  # a record of a page that is not here: no cells to link to
-        return cells
-    for label, content, start in split_code_and_text_blocks(str(source))[1]:
-        if label == "code":
-            lines = [i for i, text in enumerate(content.split("\n")) if text.strip()]
-            cells.append((start + lines[0], start + lines[-1]))
-    return cells
-
-
-def cell_of(cells, line):
-    """(n, first, last) of the cell holding ``line`` (1-based n), or None."""
-    for n, (first, last) in enumerate(cells, 1):
-        if first <= line <= last:
-            return n, first, last
-    return None
 
 
 def _sci(x):
@@ -251,7 +226,7 @@ def _write_if_changed(path, text):
         path.write_text(text)
 
 
-def write_build_pages(app):
+def write_report_pages(app):
     """After sphinx-gallery has run the pages (builder-inited): headline, ledger, environment."""
     import sphinx
 

@@ -1,6 +1,6 @@
 """The claim records: this build's, the committed ones in verified/, and how they are merged.
 
-A claim record is one page's JSON, written by ``recording.py`` while the page ran, to
+A claim record is one page's JSON, written by ``recorder.py`` while the page ran, to
 ``generated/<chapter>/<page>.claims.json``: ``page``, ``source``, ``source_sha256`` (of the
 text that ran), ``torch``, ``python``, ``device``, ``device_name``, ``threads``,
 ``verified_at``, ``recorder`` (``RECORDER``: what the recorder counted), ``claims`` (one per
@@ -11,7 +11,7 @@ ended, which prose quotes with the ``:measured:`` role).
 ``{"format": 1, "device", "device_name", "torch", "python", "exported_at", "records"}``.
 A record is *current* when its ``source_sha256`` is that of the page's source now.
 
-    python _ext/records.py export [FOLDER]    this build's records -> FOLDER (make verified)
+    python _ext/claim_files.py export [FOLDER]    this build's records -> FOLDER (make verified)
 """
 
 import datetime
@@ -172,7 +172,7 @@ def _dumps(head, records):
 
 def main(argv):
     if len(argv) not in (1, 2) or argv[0] != "export":
-        sys.exit("usage: python _ext/records.py export [FOLDER]")
+        sys.exit("usage: python _ext/claim_files.py export [FOLDER]")
     try:
         path = Path(os.path.relpath(export(ROOT, argv[1] if len(argv) == 2 else None)))
     except ExportError as e:
