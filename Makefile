@@ -78,7 +78,7 @@ test: venv
 	$(PY) -m pytest
 
 bench: venv
-	$(PY) tests/bench.py $(BENCHOPTS)
+	$(PY) tools/bench.py $(BENCHOPTS)
 
 livehtml: venv
 	PAGE='$(PAGE)' $(VENV)/bin/sphinx-autobuild -b html --keep-going -n -j $(JOBS) . $(BUILDDIR)/html \

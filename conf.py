@@ -22,7 +22,7 @@ extensions = [
     "myst_nb",
     "sphinx_copybutton",
     "book",  # _ext/book.py: records claims, writes the ledger; decides what runs again
-    "rendering",  # _ext/rendering.py: figure links, thumbnails' alt text, no `# noqa` shown
+    "rendering",  # _ext/rendering.py: figure links, thumbnails' alt text, no linter comments shown
     "measured",  # _ext/measured.py: the :measured: role, numbers in prose from a page's run
 ]
 

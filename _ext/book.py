@@ -10,6 +10,8 @@
 """
 
 import gc
+import json
+import time
 import warnings
 from pathlib import Path
 
@@ -115,6 +117,26 @@ def _cell_ids(app, doctree):
         cell += node
 
 
+def _phase(name):
+    """A Sphinx event handler that stamps the wall clock when the build reaches ``name``.
+
+    ``make bench`` (``tools/bench.py``) splits the clean build into start-up, the pages (the
+    gallery), and Sphinx's reading and writing with them; the stamps go to
+    ``<build dir>/phases.json`` when the build finishes. Nothing else reads them.
+    """
+
+    def stamp(app, *args):
+        _PHASES[name] = time.time()
+        if name == "build finished":
+            out = Path(app.outdir).parent / "phases.json"
+            out.write_text(json.dumps(_PHASES, indent=1) + "\n")
+
+    return stamp
+
+
+_PHASES = {}
+
+
 def _ledger_js(app, pagename, templatename, context, doctree):
     """Filters and sorting for the proof ledger (_ext/static/ledger.js), on that page only."""
     if pagename == "chapters/ledger":
@@ -131,6 +153,10 @@ def setup(app):
     # scan them again and again. Fewer young-generation collections: a clean build ~1.2 s
     # faster on 2 cores (19.1 -> 17.8 s, issue 6). Nothing a page computes depends on it.
     gc.set_threshold(50_000, 50, 100)
+    app.connect("config-inited", _phase("sphinx started"), priority=0)
+    app.connect("builder-inited", _phase("pages start"), priority=499)
+    app.connect("builder-inited", _phase("pages done"), priority=501)
+    app.connect("build-finished", _phase("build finished"))
     app.connect("config-inited", rerun.rerun_pages_on_a_new_machine)
     app.connect("config-inited", rerun.rerun_pages_without_a_current_record)
     app.connect("config-inited", rerun.forget_removed_pages)

@@ -12,7 +12,7 @@ from pathlib import PurePosixPath
 
 import internals
 
-# A linter's `# noqa...` comment is for the linter, not for the reader: it is dropped from the
+# A linter's "noqa" comment is for the linter, not for the reader: it is dropped from the
 # code shown on the generated pages (the downloadable .py and .ipynb keep it).
 NOQA = re.compile(r"[ \t]+# noqa\b[^\n]*$", re.MULTILINE)
 
