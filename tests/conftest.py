@@ -1,10 +1,13 @@
 """Shared fixtures: a from-scratch build of the whole site in a temporary copy of the sources
 (``tools/book_copy.py``), made once per test run."""
 
+import json
+import os
 import sys
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -30,10 +33,23 @@ def save_artifact(name, text):
 
 @pytest.fixture(scope="session")
 def site(tmp_path_factory):
-    """The whole book, built from scratch with -W. Returns (source copy, html dir, log)."""
-    src = copy_sources(tmp_path_factory.mktemp("book") / "src")
-    out = src / "_build" / "html"
-    rc, log = make_html(src)
-    save_artifact("clean_build.log", log)
+    """The whole book, built from scratch with -W. Returns (source copy, html dir, log).
+
+    Built once per test run and shared: with pytest-xdist, the first worker that needs it
+    builds it into the run's common temporary folder while the others wait on a lock, then
+    read the same build. Tests only read it (one that rebuilds works on a copy of its own).
+    """
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker's base is a folder of the run's
+        shared = shared.parent
+    src, done = shared / "book" / "src", shared / "book" / "built.json"
+    with FileLock(shared / "book.lock"):
+        if not done.is_file():
+            copy_sources(src)
+            rc, log = make_html(src)
+            save_artifact("clean_build.log", log)
+            done.write_text(json.dumps({"rc": rc, "log": log}))
+        built = json.loads(done.read_text())
+    rc, log = built["rc"], built["log"]
     assert rc == 0, f"clean build failed (log in tests/artifacts/clean_build.log):\n{log[-6000:]}"
-    return src, out, log
+    return src, src / "_build" / "html", log
