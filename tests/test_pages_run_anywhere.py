@@ -11,16 +11,45 @@ import pytest
 from nbclient import NotebookClient
 
 from conftest import GALLERY_PAGES, ROOT, page_id
+from tools.page_runner import PageRunner
+
+
+@pytest.fixture(scope="module")
+def runner():
+    """Pages as `python plot_NN_x.py` would run them, forked from a process that imported
+    torch, matplotlib and transformers once (tools/page_runner.py says what that changes)."""
+    with PageRunner({**os.environ, "MPLBACKEND": "Agg", "HF_HUB_OFFLINE": "1"}) as server:
+        yield server
 
 
 @pytest.mark.parametrize("page", GALLERY_PAGES, ids=page_id)
-def test_page_runs_as_a_script(page, tmp_path):
-    """`python plot_NN_x.py` in an empty folder, headless matplotlib."""
-    env = {**os.environ, "MPLBACKEND": "Agg"}
-    proc = subprocess.run([sys.executable, str(page)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    assert "device: " in proc.stdout
+def test_page_runs_as_a_script(page, tmp_path, runner):
+    """The page as a plain script in a process of its own, in an empty folder, headless
+    matplotlib: it exits 0 and prints its device."""
+    code, stdout, stderr = runner.run(page, tmp_path, timeout=300)
+    assert code == 0, stdout[-2000:] + stderr[-4000:]
+    assert "device: " in stdout
+
+
+def test_the_page_runner_reports_what_python_would(tmp_path, runner):
+    """A page that forgets an import fails as under `python page.py`; exit codes and output
+    come back; the page's folder is first on sys.path; a page that hangs is stopped."""
+    page = tmp_path / "plot_99_forgot.py"
+    page.write_text("import sys\nprint('device: x', sys.path[0])\ntorch.ones(2)\n")
+    code, stdout, stderr = runner.run(page, tmp_path / "run")
+    assert code == 1 and "NameError: name 'torch' is not defined" in stderr
+    assert stdout == f"device: x {tmp_path}\n"
+    page.write_text("import sys\nimport torch\nprint(torch.ones(2).sum().item())\nsys.exit(3)\n")
+    assert runner.run(page, tmp_path / "run")[:2] == (3, "2.0\n")
+    page.write_text("import time\ntime.sleep(60)\n")
+    assert runner.run(page, tmp_path / "run", timeout=1)[0] == -9
+    direct = subprocess.run([sys.executable, "-c", "import sys; print(sorted(sys.modules))"],
+                            capture_output=True, text=True)
+    page.write_text("import sys\nprint(sorted(sys.modules))\n")
+    forked = runner.run(page, tmp_path / "run")[1]
+    extra = set(eval(forked)) - set(eval(direct.stdout))
+    assert {"torch", "matplotlib", "transformers"} <= extra
+    assert "matplotlib.pyplot" not in extra
 
 
 @pytest.mark.parametrize("page", GALLERY_PAGES, ids=page_id)
