@@ -34,7 +34,8 @@ def parse_args(argv):
     ap.add_argument("--template", action="store_true",
                     help="print the survivors as lines for the equivalents file (reason blank)")
     ap.add_argument("--prune", action="store_true",
-                    help="drop the stale entries of the equivalents file, run nothing")
+                    help="drop the stale entries of the equivalents file, run nothing "
+                         "(a sweep drops them too)")
     return ap.parse_args(argv)
 
 
@@ -90,7 +91,7 @@ def main(argv=None):
         print(f"\nFor {relative(args.equivalents)}, only if truly equivalent (add the reason):")
         for m in result.unexplained:
             print(eq.template(m))
-    return 1 if result.unexplained or result.stale or result.killed_listed else 0
+    return 1 if result.unexplained or result.killed_listed else 0
 
 
 if __name__ == "__main__":

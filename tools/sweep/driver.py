@@ -3,7 +3,7 @@
 A mutant is killed when its page fails (an AssertionError, another exception, a timeout) and
 survives when the page exits 0; a survivor on a line the unmutated page never runs is
 "unexecuted". A survivor the equivalents file lists is "equivalent"; a listed mutant that is
-killed is reported (the entry is no longer true), and so is a stale entry.
+killed is reported (the entry is no longer true); stale entries are dropped from the file.
 """
 
 import gc
@@ -29,6 +29,7 @@ class Sweep:
     baseline: dict = field(default_factory=dict)   # page -> {"seconds", "status", ...}
     unexplained: list = field(default_factory=list)
     stale: list = field(default_factory=list)      # (page, before, after) of stale entries
+    dropped: list = field(default_factory=list)    # their lines, dropped from the file
     killed_listed: list = field(default_factory=list)
     seconds: float = 0.0
     workers: int = 1
@@ -60,8 +61,8 @@ def sweep(pages=PAGES, per_kind=PER_KIND, workers=None, list_only=False, verbose
           equivalents_path=EQUIVALENTS, in_scope=None):
     """Sweep `pages`; with `list_only`, select the mutants and run (and write) nothing.
 
-    `in_scope(page)`: whether the equivalents entries of that page are judged; by default,
-    the pages swept.
+    `in_scope(page)`: whether the equivalents entries of that page are judged (and dropped
+    when stale); by default, the pages swept.
     """
     t0 = time.monotonic()
     workers = workers or default_workers()
@@ -82,6 +83,10 @@ def sweep(pages=PAGES, per_kind=PER_KIND, workers=None, list_only=False, verbose
     result.stale = equivalents.stale(entries, produced, in_scope)
     if list_only:
         return result
+    result.dropped = equivalents.prune(equivalents_path, result.stale) if result.stale else []
+    if verbose and result.dropped:
+        print(f"dropped {len(result.dropped)} stale entries from {equivalents_path}:",
+              *result.dropped, sep="\n  ", flush=True)
 
     prepare_parent(pages)
     gc.freeze()

@@ -4,7 +4,7 @@ One entry a line, `page: original line => mutated line ## reason`; `#` lines and
 comments. An entry matches a mutant by content: the page, and the lines of the site with
 comments dropped and blanks collapsed (`Mutant.before`, `Mutant.after`), so edits elsewhere on
 the page do not invalidate it. Every entry needs a reason. An entry that no candidate mutant of
-the current pages produces is stale (`prune` rewrites the file without it).
+the current pages produces is stale: `prune` rewrites the file without it.
 """
 
 

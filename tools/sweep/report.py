@@ -43,7 +43,8 @@ def report(result):
         lines += [f"  {survivor(m)}" for m in result.unexplained]
         lines.append("")
     if result.stale:
-        lines.append(f"STALE EQUIVALENTS (no candidate mutant matches; {len(result.stale)}):")
+        lines.append(f"STALE EQUIVALENTS, no candidate mutant matches them "
+                     f"({len(result.stale)}; dropped from {relative(result.equivalents)}):")
         lines += [f"  {stale_line(key)}" for key in result.stale]
         lines.append("")
     if result.killed_listed:
@@ -81,7 +82,8 @@ def summary(result):
     return (f"mutation sweep: {killed}/{judged} killed = {100 * killed / max(judged, 1):.1f}% "
             f"of {len(result.mutants)} mutants ({len(KINDS)} kinds) in {result.seconds:.0f} s "
             f"on {result.workers} workers; {len(result.unexplained)} unexplained survivors, "
-            f"{len(result.stale)} stale and {len(result.killed_listed)} killed equivalents")
+            f"{len(result.stale)} stale (dropped) and {len(result.killed_listed)} killed "
+            "equivalents")
 
 
 def as_json(result):
@@ -91,6 +93,7 @@ def as_json(result):
         "equivalents": relative(result.equivalents),
         "unexplained": [survivor(m) for m in result.unexplained],
         "stale": [stale_line(key) for key in result.stale],
+        "dropped": result.dropped,
         "killed_listed": [m.label() for m in result.killed_listed],
         "mutants": [asdict(m) for m in result.mutants],
     }
