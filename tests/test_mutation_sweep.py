@@ -5,7 +5,7 @@ page and fails on each surviving mutant that `tools/sweep/equivalents.txt` does 
 on each listed mutant that now fails its page; stale entries (their code has gone) are dropped
 from that file by the sweep and named in the summary. What was decided and why (the catalogue,
 which code is mutated, the subset, the verdicts, the equivalents, the fork server):
-`tools/sweep/README.md`.
+`tools/sweep/README.md`. The tool's own unit tests: `tests/test_sweep_units.py`.
 """
 
 import json
