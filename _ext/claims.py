@@ -14,7 +14,7 @@ A claim is a statement of a page that fails the page when what it says is false.
 Any other ``raise AssertionError`` and any ``assert_close`` call inside an expression are
 refused (``NotAClaim``): the recorder could not count them, so write an ``assert`` instead.
 Used by ``recorder.py`` (what the ledger lists), ``tests/test_ledger.py`` (every claim is
-recorded) and ``tests/mutants.py`` (the statements a slip must reach).
+recorded) and ``tools/sweep`` (the statements a slip must reach).
 """
 
 import ast
