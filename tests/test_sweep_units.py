@@ -13,8 +13,8 @@ import sys
 import textwrap
 
 import pytest
-from conftest import ROOT
 
+from conftest import ROOT
 from tools.sweep import equivalents
 from tools.sweep.candidates import Mutant, candidates, choose, defined_before
 from tools.sweep.catalogue import KINDS
