@@ -50,7 +50,8 @@ nitpicky = True
 
 # ---------------------------------------------------------------------------------------------
 # sphinx-gallery: one gallery folder per chapter.
-CHAPTERS = sorted(p.name for p in (ROOT / "gallery").iterdir() if p.is_dir())
+CHAPTERS = sorted(p.name for p in (ROOT / "gallery").iterdir()
+                  if p.is_dir() and not p.name.startswith("."))  # not .ruff_cache
 
 sphinx_gallery_conf = {
     "examples_dirs": [f"gallery/{c}" for c in CHAPTERS],

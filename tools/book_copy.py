@@ -25,7 +25,8 @@ def copy_sources(dest):
     for name in SOURCES:
         src = ROOT / name
         if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(src, dest / name,
+                            ignore=shutil.ignore_patterns("__pycache__", ".ruff_cache"))
         else:
             shutil.copy2(src, dest / name)
     return dest
