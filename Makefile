@@ -74,8 +74,14 @@ FORCE:
 verified: venv
 	@$(PY) _ext/claim_files.py export
 
+# Test processes (pytest-xdist): as many as JOBS; TESTJOBS=1 runs the tests in one process.
+# The clean build they read is made once and shared (tests/conftest.py). A test file stays in
+# one process (--dist loadfile), so its module fixtures (a browser, the page runner, the
+# notebook kernels) are made once. (--dist loadgroup does not group under pytest 9.2 with
+# pytest-xdist 3.8: tried.)
+TESTJOBS   ?= $(JOBS)
 test: venv
-	$(PY) -m pytest
+	$(PY) -m pytest $(if $(filter-out 1,$(TESTJOBS)),-n $(TESTJOBS) --dist loadfile)
 
 bench: venv
 	$(PY) tools/bench.py $(BENCHOPTS)

@@ -4,6 +4,7 @@
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ from tools.book_copy import (  # noqa: E402,F401  (re-exported to the tests)
 )
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
+SUMMARY = "mutation_sweep_summary.txt"  # the sweep's summary, printed at the end of the run
+_STARTED = time.time()
 
 
 def page_id(path):
@@ -53,3 +56,13 @@ def site(tmp_path_factory):
     rc, log = built["rc"], built["log"]
     assert rc == 0, f"clean build failed (log in tests/artifacts/clean_build.log):\n{log[-6000:]}"
     return src, src / "_build" / "html", log
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The mutation sweep's summary, when this run made one (also from a pytest-xdist worker:
+    the test writes it to a file, this hook of the main process prints it)."""
+    path = ARTIFACTS / SUMMARY
+    if path.is_file() and path.stat().st_mtime >= _STARTED:
+        terminalreporter.write_sep("-", "mutation sweep")
+        for line in path.read_text().splitlines():
+            terminalreporter.write_line(line)

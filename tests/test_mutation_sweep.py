@@ -15,23 +15,11 @@ import sys
 
 import pytest
 
-from conftest import ARTIFACTS, ROOT
-
-
-class _Summary:
-    """A late-registered plugin: prints the sweep's summary at the end of the pytest run."""
-
-    def __init__(self, lines):
-        self.lines = lines
-
-    def pytest_terminal_summary(self, terminalreporter):
-        terminalreporter.write_sep("-", "mutation sweep")
-        for line in self.lines:
-            terminalreporter.write_line(line)
+from conftest import ARTIFACTS, ROOT, SUMMARY, save_artifact
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="the sweep's runner forks (POSIX only)")
-def test_every_plausible_slip_fails_its_page(tmp_path, request):
+def test_every_plausible_slip_fails_its_page(tmp_path):
     out = tmp_path / "sweep.json"
     report = ARTIFACTS / "mutation_sweep.txt"
     env = {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
@@ -45,7 +33,7 @@ def test_every_plausible_slip_fails_its_page(tmp_path, request):
         lines.append(f"dropped {len(result['dropped'])} stale entries from "
                      f"{result['equivalents']} (no candidate mutant produces them any more):")
         lines += [f"  {line}" for line in result["dropped"]]
-    request.config.pluginmanager.register(_Summary(lines))
+    save_artifact(SUMMARY, "\n".join(lines) + "\n")  # printed at the end of the run (conftest)
     problems = []
     if result["unexplained"]:
         problems.append(f"{len(result['unexplained'])} surviving mutants: the page still exits 0 "
