@@ -66,3 +66,15 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("-", "mutation sweep")
         for line in path.read_text().splitlines():
             terminalreporter.write_line(line)
+
+
+# Under pytest-xdist (make test) a file runs in one worker: the longest files start first, so
+# that none is left running alone at the end. Within a file the order is unchanged.
+LONGEST_FIRST = ["test_mutation_sweep.py", "test_site.py", "test_notebooks_run.py",
+                 "test_pages_run_anywhere.py", "test_browser_reading.py", "test_browser.py",
+                 "test_measured.py", "test_claims_can_fail.py"]
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
