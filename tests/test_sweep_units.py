@@ -152,15 +152,7 @@ def test_catalogue_every_kind_has_a_description_and_a_snippet():
         assert kind.description.strip() and callable(kind.sites), name
 
 
-# `* <-> /` makes no mutant (on this snippet or on any page): `flipped` replaces the first
-# character of the operator's regex in the token, and for `*` and `/` that is the regex's "(".
-# The sweep is kept as it was (the same mutants chosen); fixing it adds mutants to every page.
-BROKEN = {"* <-> /": "flipped() replaces '(' (its regex's first character), not the operator"}
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=BROKEN[name]))
-    if name in BROKEN else name for name in SNIPPETS])
+@pytest.mark.parametrize("name", list(SNIPPETS))
 def test_catalogue_every_kind_makes_its_mutants(name, tmp_path):
     code, mutants = SNIPPETS[name]
     made = mutants_of(KINDS[name], f"import torch\n{code}\n", tmp_path)

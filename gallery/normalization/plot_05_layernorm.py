@@ -113,6 +113,10 @@ gap, gap_blind = (y1_small - y2_small).abs().max(), (y1_small - y2_blind).abs().
 print(f"variance 1e-4: max|torch - snippet| {gap:.1e}, without eps {gap_blind:.1e}")
 torch.testing.assert_close(y1_small, y2_small)
 assert gap_blind > 1e-2  # eps is visible here
+# without eps the snippet is LayerNorm with eps = 0
+no_eps = torch.nn.functional.layer_norm(x_small, [C, H, W], layernorm.weight,
+                                        layernorm.bias, eps=0.0)
+torch.testing.assert_close(y2_blind, no_eps)
 
 # %%
 # No running statistics

@@ -79,7 +79,8 @@ import matplotlib.pyplot as plt
 L, D = 128, 64
 pe = sinusoidal_pe(torch.arange(L, device=device), D)  # (L, D)
 wavelengths = 2 * math.pi * 10000 ** (2 * torch.arange(D // 2) / D)  # (D/2,) positions
-gaps = torch.cdist(pe, pe) + 1e9 * torch.eye(L, device=device)  # (L, L), no self-pairs
+others = ~torch.eye(L, dtype=torch.bool, device=device)  # (L, L), no self-pairs
+gaps = torch.cdist(pe, pe)[others]  # (L * (L - 1),) distances between two positions
 print(f"wavelength of pair 0: {wavelengths[0]:.2f} positions, of pair {D // 2 - 1}: "
       f"{wavelengths[-1]:.0f} positions")
 print(f"smallest distance between the codes of two positions < {L}: "

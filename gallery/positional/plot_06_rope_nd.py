@@ -352,6 +352,10 @@ a16, a24 = L2[vert].item(), logits(ones2, ones2, I2)[vert2].item()
 print(f"offset (1, 0): flattened W={W}: {f16:.3f}, W={W2}: {f24:.3f}; "
       f"axial W={W}: {a16:.3f}, W={W2}: {a24:.3f}")
 assert abs(f16 - f24) > 1.0, "flattened logits no longer depend on the width?"
+# ... because on the wider grid the vertical neighbour is a 1-D pair W2 positions apart:
+pair = torch.tensor([W2, 0], device=device)  # a query and a key on a line
+f_line = logits_flat(ones2[:2], ones2[:2], pair)[0, 1].item()
+torch.testing.assert_close(torch.tensor(f24), torch.tensor(f_line))
 torch.testing.assert_close(torch.tensor(a16), torch.tensor(a24))
 
 # %%

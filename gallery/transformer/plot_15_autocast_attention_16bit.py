@@ -155,7 +155,9 @@ for dt in DTYPES:
           f"{linear_eps[dt]:.2f} eps")
     if device == "cpu":  # float32 accumulation, one rounding
         torch.testing.assert_close(got, exact.to(dt))
-        assert linear_eps[dt] < 1
+        # below one unit, and at least a quarter: over L * D outputs some must round by
+        # nearly half a unit (the error is one rounding, not none)
+        assert 0.25 < linear_eps[dt] < 1
 linear_eps_bf16, linear_eps_f16 = linear_eps[torch.bfloat16], linear_eps[torch.float16]
 
 # %%

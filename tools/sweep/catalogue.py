@@ -70,7 +70,7 @@ def flipped(ops):
             right = node.right if isinstance(node, ast.BinOp) else node.value
             sp = operator_between(src, left, right, pattern)
             if sp:
-                return [(*sp, src.text[sp[0]:sp[1]].replace(pattern.replace("\\", "")[0], new, 1))]
+                return [(*sp, new)]  # the span is the operator token itself
     return sites
 
 
