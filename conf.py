@@ -34,6 +34,7 @@ exclude_patterns = [
     "verified",  # committed claim records of other machines (JSON), merged into the ledger
     "gallery",
     "tests",
+    "tools",  # the sweep, the bench, the test runners: tools/sweep/README.md is no page
     "jupyter_execute",
     ".pytest_cache",
     # sphinx-gallery writes a notebook beside every generated page; myst-nb would read it as a

@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Everything a build needs; nothing it produces.
-SOURCES = ["Makefile", "requirements.txt", "conf.py", "index.rst", "chapters", "gallery",
-           "_static", "_ext", "verified"]
+# What a reader's clone holds, less what a build produces and the tests themselves: the build
+# must pass with every file of the checkout beside it (a stray .md is a page to Sphinx).
+NOT_SOURCES = {".git", ".venv", "_build", "generated", "sg_execution_times.rst", "tests",
+               ".ruff_cache", ".pytest_cache", "__pycache__"}
+SOURCES = sorted(p.name for p in ROOT.iterdir() if p.name not in NOT_SOURCES)
 GALLERY_PAGES = sorted(ROOT.glob("gallery/*/plot_*.py"))
 VENV = Path(sys.prefix)  # the interpreter running this: the book's own .venv under `make`
 
