@@ -14,7 +14,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tools.book_copy import (  # noqa: E402,F401  (re-exported to the tests)
     GALLERY_PAGES,
-    SOURCES,
     VENV,
     copy_sources,
     make_html,
