@@ -6,9 +6,9 @@ inputs where every term matters, device branches, the source notes' errata); its
 titled ``Try it: ...`` are exercises, the prompt first, then the answer's code. Both run at
 every build, are recorded in the ledger and stay whole in the downloads; on the HTML page
 
-- a ``Proof:`` section keeps its heading (in the page's contents too) and folds everything
-  under it into a closed sphinx-design dropdown, which opens on a link to this page's rows
-  in the proof ledger;
+- a ``Proof:`` section becomes one closed sphinx-design dropdown titled with its heading
+  (the heading stays in the page's contents and for screen readers, hidden on screen),
+  which opens on a link to this page's rows in the proof ledger;
 - a ``Try it:`` section keeps its heading and prompt (the text before its first code cell)
   and folds the answer.
 
@@ -59,7 +59,7 @@ def _ledger_link(docname):
 
 def fold(section, start, title, classes, extra=()):
     """Move the section's children from ``start`` (up to sphinx-gallery's footer) into a
-    closed dropdown titled ``title``; ``extra`` goes first inside it."""
+    closed dropdown titled ``title`` (inline nodes); ``extra`` goes first inside it."""
     children = section.children[start:]
     end = next((i for i, c in enumerate(children) if _is_footer(c)), len(children))
     body, footer = children[:end], children[end:]
@@ -67,7 +67,7 @@ def fold(section, start, title, classes, extra=()):
         return False
     for child in children:
         section.remove(child)
-    section += internals.dropdown([nodes.Text(title)], [*extra, *body], classes)
+    section += internals.dropdown(title, [*extra, *body], classes)
     section.extend(footer)
     return True
 
@@ -84,13 +84,17 @@ class FoldProofs(SphinxTransform):
                 continue
             heading = section[0].astext()
             if heading.startswith(PROOF):
-                fold(section, 1, "Show the proof", ["anatomy-proof"],
-                     extra=[_ledger_link(docname)])
+                # One line folded: the heading's words are the dropdown's title; the heading
+                # stays for the page's contents, links and screen readers, hidden on screen.
+                title = [child.deepcopy() for child in section[0].children]
+                if fold(section, 1, title, ["anatomy-proof"], extra=[_ledger_link(docname)]):
+                    section["classes"].append("anatomy-folded")
             elif heading.startswith(TRY_IT):
                 start = 1
                 while start < len(section) and _is_prompt(section[start]):
                     start += 1
-                fold(section, start, "Show the answer", ["anatomy-answer"])
+                fold(section, start, [nodes.Text("Show the answer")], ["anatomy-answer"])
+                section["classes"].append("anatomy-exercise")
 
 
 def setup(app):
