@@ -455,7 +455,7 @@ assert (blind - y_eval).abs().max() > 1e-2  # eps is visible here
 
 # %%
 # Try it: feed the biased variance to the running average. Does it match?
-# ------------------------------------------------------------------------
+# -----------------------------------------------------------------------
 # Redo the five steps of "The update rule" with ``unbiased=False`` and compare with the
 # module's ``running_var``.
 var_biased_hand = torch.ones(C, device=device)
