@@ -172,15 +172,15 @@ plt.show()
 # then levels off at the sampling noise of ``x_test``'s own statistics (512 values per
 # channel). The measured curve sits above that floor by the noise of the running
 # statistics themselves.
-x_test = mu + sigma * torch.randn(512, C, device=device)  # (512, C), fixed
-# Normalized with x_test's own statistics:
-y_train = F.batch_norm(x_test, None, None, training=True)
-
-
 def rel_gap(y, y_train):
     """||y - y_train|| / ||y_train||, both of one shape; a float."""
     return ((y - y_train).norm() / y_train.norm()).item()
 
+
+# %%
+x_test = mu + sigma * torch.randn(512, C, device=device)  # (512, C), fixed
+# Normalized with x_test's own statistics:
+y_train = F.batch_norm(x_test, None, None, training=True)
 
 bn = torch.nn.BatchNorm1d(C, momentum=m, affine=False).to(device)
 gaps, gaps_expected = [], []

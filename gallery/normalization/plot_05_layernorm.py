@@ -400,6 +400,7 @@ def norm_1d(v, eps=1e-5):
     return (v - v.mean()) / torch.sqrt(v.var(unbiased=False) + eps)
 
 
+# %%
 B, L, D = 4, 3, 5
 x = 0.01 * torch.randn(B, L, D, device=device) + 0.01  # (B, L, D), variance ~1e-4
 bn_pseudo = torch.empty_like(x)
