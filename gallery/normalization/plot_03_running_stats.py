@@ -161,8 +161,8 @@ plt.show()
 
 
 # %%
-# The train/eval gap closes
-# -------------------------
+# Proof: the train/eval gap closes, down to a noise floor
+# -------------------------------------------------------
 # In eval mode BatchNorm normalizes with the running statistics, in training mode with
 # the batch's own. Track the relative gap between the two on one fixed test batch while
 # training at momentum 0.1. The training-mode output is computed with
