@@ -258,8 +258,10 @@ print(f"eval mode: max|transposed BatchNorm - LayerNorm| = {gap:.2e}")
 assert gap > 0.5, "eval mode should use the running statistics"
 
 # %%
-# Proof: the notes' generic ``Norm(dim)`` class
-# ---------------------------------------------
+# .. _errata-norm-comment-shape:
+#
+# Proof: the notes' generic ``Norm(dim)`` class, and its comment's one wrong shape
+# --------------------------------------------------------------------------------
 # The blog (seed 002) offers one class for both layers: "When using for BatchNorm,
 # dim=0, assuming x is of the shape (batch_size, H, W, channel). When using for
 # LayerNorm, dim=-1". Here it is, verbatim.
@@ -282,10 +284,6 @@ class Norm(nn.Module):
 
 
 # %%
-# .. _errata-norm-comment-shape:
-#
-# Proof: the ``Norm`` class's comment gets one shape wrong
-# --------------------------------------------------------
 # ``forward``'s comment says "x_norm is the same shape with u". It is not: ``u`` keeps
 # the reduced dim with size 1, ``(B, L, 1)``, and ``x_norm = (x - u) / ...`` broadcasts
 # back to ``x``'s shape ``(B, L, D)``. ``forward``'s first three lines, run on their own
