@@ -174,12 +174,9 @@ assert y_eval.mean() > 1.0, "eval mode should show the shift of the test batch"
 # %%
 # The update rule, step by step
 # -----------------------------
-# In training mode each forward call also updates the buffers. PyTorch's ``momentum``
-# (default 0.1) weighs the *new* batch statistic:
-# :math:`r_t = (1 - m)\, r_{t-1} + m\, s_t` (running value :math:`r`, batch statistic
-# :math:`s`, ``momentum`` :math:`m`), starting from mean 0, var 1. The variance fed to
-# the average is the *unbiased* one (divide by :math:`n - 1`), although the
-# normalization itself uses the biased one.
+# Each training-mode call also moves the buffers, as in "The idea": ``momentum`` weighs
+# the *new* batch statistic, and the variance fed to the average is the *unbiased* one
+# (divide by :math:`n - 1`), although the normalization itself uses the biased one.
 bn = torch.nn.BatchNorm2d(C).to(device)  # momentum 0.1, buffers 0 and 1 (Proof below)
 
 # Five batches (B, C, H, W) of mean 1 and standard deviation 2.
