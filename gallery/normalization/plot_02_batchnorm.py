@@ -2,14 +2,21 @@
 BatchNorm 1d, 2d, 3d: training, eval and the running statistics
 ===============================================================
 
-In training mode BatchNorm normalizes each channel with the mean and the biased variance
-of the current batch; in eval mode it uses two running averages instead. This page
-proves the training forward pass for 1d, 2d and 3d inputs with affine parameters, fixes
-the notes' eval-mode snippet (it crashes), and pins down the running-statistics update
-exactly: PyTorch's momentum convention, the unbiased variance it feeds the average,
-``momentum=None``, ``num_batches_tracked``, ``track_running_stats=False``, how the
-notes' Keras-style momentum of 0.99 maps onto PyTorch, and what reproducing a Keras
-model takes.
+In training mode BatchNorm normalizes each channel with the mean and variance of the
+current batch; in eval mode it uses two running averages it kept during training. This
+page writes both modes from scratch, matches ``nn.BatchNorm1d/2d/3d``, and pins down the
+running-average update exactly.
+
+**You will learn**
+
+- which dims BatchNorm reduces (all but the channels) for 1d, 2d and 3d inputs
+- to write training-mode and eval-mode BatchNorm in a few lines
+- how PyTorch updates ``running_mean`` and ``running_var`` (and why with the unbiased
+  variance)
+- what ``momentum`` means in PyTorch, and why Keras' 0.99 is PyTorch's 0.01
+
+**Prerequisites:** :doc:`/generated/normalization/plot_01_common_recipe` (the recipe and
+where ``eps`` goes).
 """
 
 # %%
@@ -18,17 +25,69 @@ model takes.
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import matplotlib.pyplot as plt
 import torch
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
+# %%
+# The idea
+# --------
+# For an input ``(B, C, *)`` BatchNorm keeps one mean :math:`\mu_c` and one variance
+# :math:`\sigma_c^2` per channel, taken over the batch and every position: all dims but
+# dim 1. In training mode they are the batch's own (biased) statistics, and each call
+# also moves two running averages toward them with PyTorch's ``momentum`` :math:`m`
+# (default 0.1); in eval mode the running averages replace them:
+#
+# .. math::
+#
+#    y_{b,c,\dots} = \frac{x_{b,c,\dots} - \mu_c}{\sqrt{\sigma_c^2 + \epsilon}}\,
+#    \gamma_c + \beta_c, \qquad
+#    \hat\mu_c \leftarrow (1 - m)\,\hat\mu_c + m\,\mu_c, \quad
+#    \hat\sigma_c^2 \leftarrow (1 - m)\,\hat\sigma_c^2 + m\,\tfrac{n}{n-1}\sigma_c^2
+#
+# (:math:`n` values per channel in the batch). Drawn for a 2d input, the shaded values
+# of channel 2 share one mean and variance:
+from matplotlib.patches import Polygon
+
+n_b, n_c, n_hw = 4, 6, 4  # drawn sizes: samples (depth), channels, positions H*W
+d = 0.45  # oblique offset of one sample
+shade = 2  # the channel shaded
+fig, ax = plt.subplots(figsize=(6.4, 4.2))
+for c in range(n_c):  # front face: sample 0, channels x positions
+    for s in range(n_hw):
+        ax.add_patch(Polygon([(c, s), (c + 1, s), (c + 1, s + 1), (c, s + 1)],
+                             fc="C1" if c == shade else "white", ec="k"))
+    for b in range(n_b):  # top face: channels x samples
+        x0, y0 = c + b * d, n_hw + b * d
+        ax.add_patch(Polygon([(x0, y0), (x0 + 1, y0), (x0 + 1 + d, y0 + d),
+                              (x0 + d, y0 + d)],
+                             fc="C1" if c == shade else "white", ec="k"))
+for b in range(n_b):  # right face: samples x positions
+    for s in range(n_hw):
+        x0, y0 = n_c + b * d, s + b * d
+        ax.add_patch(Polygon([(x0, y0), (x0 + d, y0 + d), (x0 + d, y0 + 1 + d),
+                              (x0, y0 + 1)], fc="0.85", ec="k"))
+ax.annotate("", (n_c + n_b * d + 0.3, n_b * d - 0.3), (n_c + 0.3, -0.3),
+            arrowprops=dict(arrowstyle="->"))
+ax.text(n_c + n_b * d + 0.4, n_b * d - 0.3, "batch B", ha="left", va="center")
+ax.text(n_c / 2, -0.4, "channels C", ha="center", va="top")
+ax.text(-0.3, n_hw / 2, "positions\nH, W", ha="right", va="center")
+ax.set_xlim(-2, n_c + n_b * d + 2)
+ax.set_ylim(-1.2, n_hw + n_b * d + 0.6)
+ax.set_aspect("equal")
+ax.axis("off")
+ax.set_title("BatchNorm: one mean and variance per channel,\npooled over the batch "
+             "and all positions (channel 2 shaded)")
+plt.show()
+
 
 # %%
-# Training mode from scratch, for any number of dims
-# --------------------------------------------------
-# BatchNorm reduces over every dim except dim 1 (channels): batch, length, height,
+# From scratch
+# ------------
+# Training mode reduces over every dim except dim 1 (channels): batch, length, height,
 # width, depth. It normalizes with the *biased* variance (divide by n) and ``eps``
 # inside the square root, then scales and shifts each channel. The affine parameters
 # have shape ``(C,)``, so they are broadcast as ``weight[None, :, None, None]`` for a
@@ -48,8 +107,7 @@ def batch_norm_train(x, weight, bias, eps=1e-5):
 # samples the unbiased variance is n / (n - 1) times the biased one, 14.3 % larger for n
 # = 8 and 6.7 % for n = 16, so the check below would catch the wrong one. The values are
 # ``0.01 * randn`` (variance ``~1e-4``, ten times ``eps``), so that ``eps`` moves the
-# output by ~5 %; the last column is the gap with ``eps`` dropped. Weights and biases
-# are random, so the affine part is tested too.
+# output by ~5 %. Weights and biases are random, so the affine part is tested too.
 C = 3
 inputs = {
     "BatchNorm1d (B, C)": (torch.nn.BatchNorm1d(C), (8, C)),
@@ -58,6 +116,7 @@ inputs = {
     "BatchNorm3d (B, C, T, H, W)": (torch.nn.BatchNorm3d(C), (2, C, 2, 2, 2)),
 }
 larger = {8: 14.3, 16: 6.7}  # % by which the unbiased variance exceeds the biased one
+seen = {}  # name: (x, torch's output), for the exercise below
 for name, (bn, shape) in inputs.items():
     x = 0.01 * torch.randn(shape, device=device)  # variance ~1e-4
     bn = bn.to(device)
@@ -66,25 +125,88 @@ for name, (bn, shape) in inputs.items():
         bn.bias.copy_(torch.randn(C, device=device))
     assert bn.training  # a fresh module is in training mode
     ref = bn(x)
+    seen[name] = (x, ref)
     ours = batch_norm_train(x, bn.weight, bn.bias, eps=bn.eps)
-    blind = batch_norm_train(x, bn.weight, bn.bias, eps=0.0)
     n = x.numel() // C
-    gap, gap_blind = (ours - ref).abs().max(), (blind - ref).abs().max()
+    gap = (ours - ref).abs().max()
     print(f"{name:27s} n={n:2d} (+{100 * (n / (n - 1) - 1):4.1f} %): "
-          f"|ours - torch| {gap:.1e}, no eps {gap_blind:.1e}")
+          f"|ours - torch| {gap:.1e}")
     torch.testing.assert_close(ours, ref)
     assert round(100 * (n / (n - 1) - 1), 1) == larger[n]
-    assert gap_blind > 1e-2  # eps is visible at this variance
+
+
+# %%
+# Eval mode normalizes with the tracked statistics instead.
+def batch_norm_2d_eval(input, running_mean, running_var, eps):
+    """Eval-mode BatchNorm2d of input (B, C, H, W) with the tracked statistics (C,)."""
+    mean = running_mean[..., None, None]  # (C, 1, 1)
+    var = running_var[..., None, None]  # (C, 1, 1)
+    return (input - mean) / torch.sqrt(var + eps)
+
+
+# %%
+# The module below is trained on three batches of mean 0 and standard deviation 0.01
+# with ``momentum=None`` (a Proof below shows the buffers become the plain averages of
+# the batches' statistics), so that ``running_var`` is ``~1e-4`` and ``eps`` matters in
+# eval mode too. The test batch comes from a distribution shifted by two standard
+# deviations: eval mode, normalizing with what it recorded in training, shows the shift
+# (outputs around 2); the batch's own statistics would hide it (outputs around 0).
+B, H, W = 2, 2, 2
+bn = torch.nn.BatchNorm2d(C, affine=False, momentum=None).to(device)
+for _ in range(3):
+    bn(0.01 * torch.randn(B, C, H, W, device=device))
+print("running_mean", ", ".join(f"{v:.1e}" for v in bn.running_mean.tolist()))
+print("running_var ", ", ".join(f"{v:.1e}" for v in bn.running_var.tolist()))
+bn.eval()
+x = 0.02 + 0.01 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W), shifted 2 std
+tracked = (bn.running_mean, bn.running_var, bn.eps)  # (C,), (C,), eps: for later
+y_eval = bn(x)  # eval mode
+ours = batch_norm_2d_eval(x, bn.running_mean, bn.running_var, bn.eps)
+print(f"eval mode: max|ours - torch| = {(ours - y_eval).abs().max():.1e}")
+torch.testing.assert_close(ours, y_eval)
+ones, zeros = torch.ones(C, device=device), torch.zeros(C, device=device)
+train_like = batch_norm_train(x, ones, zeros)
+print(f"mean output: eval mode {y_eval.mean():.2f}, with the batch's statistics "
+      f"{train_like.mean():.2f}")
+assert y_eval.mean() > 1.0, "eval mode should show the shift of the test batch"
+
+
+# %%
+# The update rule, step by step
+# -----------------------------
+# Each training-mode call also moves the buffers, as in "The idea": ``momentum`` weighs
+# the *new* batch statistic, and the variance fed to the average is the *unbiased* one
+# (divide by :math:`n - 1`), although the normalization itself uses the biased one.
+bn = torch.nn.BatchNorm2d(C).to(device)  # momentum 0.1, buffers 0 and 1 (Proof below)
+
+# Five batches (B, C, H, W) of mean 1 and standard deviation 2.
+batches = [1 + 2 * torch.randn(B, C, H, W, device=device) for _ in range(5)]
+n = B * H * W  # values per channel in one batch
+m = bn.momentum
+mean_hand = torch.zeros(C, device=device)
+var_unbiased_hand = torch.ones(C, device=device)
+for xb in batches:
+    bn(xb)
+    batch_mean = xb.mean(dim=[0, 2, 3])  # (C,)
+    mean_hand = (1 - m) * mean_hand + m * batch_mean
+    var_unbiased = xb.var(dim=[0, 2, 3], unbiased=True)  # (C,)
+    var_unbiased_hand = (1 - m) * var_unbiased_hand + m * var_unbiased
+
+print(f"running_mean: max|hand - torch| = "
+      f"{(mean_hand - bn.running_mean).abs().max():.2e}")
+print(f"running_var, unbiased update: max|hand - torch| = "
+      f"{(var_unbiased_hand - bn.running_var).abs().max():.2e}")
+torch.testing.assert_close(mean_hand, bn.running_mean)
+torch.testing.assert_close(var_unbiased_hand, bn.running_var)
+running_var_5 = bn.running_var  # (C,): for the exercise below
 
 
 # %%
 # .. _errata-bn-eval-crash:
 #
-# Eval mode: the notes' snippet crashes
-# -------------------------------------
+# Proof: the notes' eval-mode snippet crashes
+# -------------------------------------------
 # The notes compare eval mode with this function, copied verbatim:
-
-
 def custom_batch_norm_2d_evalmode(input, running_mean, running_var, eps):
     mean = running_mean[..., None, None]
     var = var[..., None, None]  # noqa: F821 (the notes, verbatim)
@@ -95,51 +217,14 @@ def custom_batch_norm_2d_evalmode(input, running_mean, running_var, eps):
 # %%
 # It never gets to compare anything: ``var`` is read on the right-hand side before it is
 # assigned (it meant ``running_var``), and since ``var`` is assigned in the function
-# Python treats it as a local name, so the call raises ``UnboundLocalError``. The module
-# below is trained on three batches of mean 0 and standard deviation 0.01 with
-# ``momentum=None`` (explained below: the buffers become the plain averages of the
-# batches' statistics), so that ``running_var`` is ``~1e-4`` and ``eps`` matters in eval
-# mode too.
-B, H, W = 2, 2, 2
-bn = torch.nn.BatchNorm2d(C, affine=False, momentum=None).to(device)
-for _ in range(3):
-    bn(0.01 * torch.randn(B, C, H, W, device=device))
-print("running_mean", ", ".join(f"{v:.1e}" for v in bn.running_mean.tolist()))
-print("running_var ", ", ".join(f"{v:.1e}" for v in bn.running_var.tolist()))
-bn.eval()
-x = 0.02 + 0.01 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W), shifted 2 std
+# Python treats it as a local name, so the call raises ``UnboundLocalError``. Called
+# with the eval-mode module's buffers above:
 try:
-    custom_batch_norm_2d_evalmode(x, bn.running_mean, bn.running_var, bn.eps)
+    custom_batch_norm_2d_evalmode(x, *tracked)
 except UnboundLocalError as err:
     print(f"notes' eval-mode snippet raised UnboundLocalError:\n    {err}")
 else:
     raise AssertionError("expected the notes' snippet to fail")
-
-
-# %%
-# The fix reads ``running_var``. Eval mode then matches ``bn.eval()``. The test batch
-# comes from a distribution shifted by two standard deviations: eval mode, normalizing
-# with what it recorded in training, shows the shift (outputs around 2); the batch's own
-# statistics would hide it (outputs around 0).
-def batch_norm_2d_eval(input, running_mean, running_var, eps):
-    """Eval-mode BatchNorm2d of input (B, C, H, W) with the tracked statistics (C,)."""
-    mean = running_mean[..., None, None]  # (C, 1, 1)
-    var = running_var[..., None, None]  # (C, 1, 1)
-    return (input - mean) / torch.sqrt(var + eps)
-
-
-ref = bn(x)  # eval mode
-ours = batch_norm_2d_eval(x, bn.running_mean, bn.running_var, bn.eps)
-blind = batch_norm_2d_eval(x, bn.running_mean, bn.running_var, 0.0)
-print(f"eval mode: max|ours - torch| = {(ours - ref).abs().max():.1e}, "
-      f"without eps {(blind - ref).abs().max():.1e}")
-torch.testing.assert_close(ours, ref)
-assert (blind - ref).abs().max() > 1e-2  # eps is visible here
-ones, zeros = torch.ones(C, device=device), torch.zeros(C, device=device)
-train_like = batch_norm_train(x, ones, zeros)
-print(f"mean output: eval mode {ref.mean():.2f}, with the batch's statistics "
-      f"{train_like.mean():.2f}")
-assert ref.mean() > 1.0, "eval mode should show the shift of the test batch"
 
 # %%
 # The notes' affine snippet has a smaller slip: it is not self-contained. It starts from
@@ -157,51 +242,16 @@ else:
 
 
 # %%
-# The update rule, step by step
-# -----------------------------
-# In training mode each forward call also updates the buffers. PyTorch's ``momentum``
-# (default 0.1) weighs the *new* batch statistic:
-# :math:`r_t = (1 - m)\, r_{t-1} + m\, s_t` (running value :math:`r`, batch statistic
-# :math:`s`, ``momentum`` :math:`m`), starting from mean 0, var 1. The variance fed to
-# the average is the *unbiased* one (divide by :math:`n - 1`), although the
-# normalization itself uses the biased one.
+# Proof: the buffers, rule by rule
+# --------------------------------
+# The variance fed to the average is exactly :math:`n / (n - 1)` times the biased one.
+# One step from a fresh module isolates it: :math:`r_1 = 0.9 \cdot 1 + 0.1\, v`, so
+# :math:`(r_1 - 0.9) / 0.1` is the variance PyTorch used, and its ratio to the biased
+# batch variance is :math:`8 / 7` here. A fresh module starts from mean 0, var 1.
 bn = torch.nn.BatchNorm2d(C).to(device)
 assert bn.momentum == 0.1
 assert torch.equal(bn.running_mean, torch.zeros(C, device=device))
 assert torch.equal(bn.running_var, torch.ones(C, device=device))
-
-# Five batches (B, C, H, W) of mean 1 and standard deviation 2.
-batches = [1 + 2 * torch.randn(B, C, H, W, device=device) for _ in range(5)]
-n = B * H * W  # values per channel in one batch
-m = bn.momentum
-mean_hand = torch.zeros(C, device=device)
-var_unbiased_hand = torch.ones(C, device=device)
-var_biased_hand = torch.ones(C, device=device)
-for xb in batches:
-    bn(xb)
-    batch_mean = xb.mean(dim=[0, 2, 3])  # (C,)
-    mean_hand = (1 - m) * mean_hand + m * batch_mean
-    var_unbiased = xb.var(dim=[0, 2, 3], unbiased=True)  # (C,)
-    var_biased = xb.var(dim=[0, 2, 3], unbiased=False)  # (C,)
-    var_unbiased_hand = (1 - m) * var_unbiased_hand + m * var_unbiased
-    var_biased_hand = (1 - m) * var_biased_hand + m * var_biased
-
-print(f"running_mean: max|hand - torch| = "
-      f"{(mean_hand - bn.running_mean).abs().max():.2e}")
-print(f"running_var, unbiased update: max|hand - torch| = "
-      f"{(var_unbiased_hand - bn.running_var).abs().max():.2e}")
-torch.testing.assert_close(mean_hand, bn.running_mean)
-torch.testing.assert_close(var_unbiased_hand, bn.running_var)
-biased_gap = (var_biased_hand - bn.running_var).abs().max().item()
-print(f"running_var, biased update:   max|hand - torch| = {biased_gap:.2e}")
-assert biased_gap > 0.01, "a biased-variance update should not match running_var"
-
-# %%
-# The factor between the two is exactly :math:`n / (n - 1)`. One step from a fresh
-# module isolates it: :math:`r_1 = 0.9 \cdot 1 + 0.1\, v`, so :math:`(r_1 - 0.9) / 0.1`
-# is the variance PyTorch used, and its ratio to the biased batch variance is
-# :math:`8 / 7` here.
-bn = torch.nn.BatchNorm2d(C).to(device)
 xb = batches[0]
 bn(xb)
 var_used = (bn.running_var - (1 - m)) / m  # (C,)
@@ -213,12 +263,11 @@ torch.testing.assert_close(ratio, torch.full_like(ratio, n / (n - 1)))
 
 
 # %%
-# ``momentum=None``: a plain average
-# ----------------------------------
-# With ``momentum=None`` the :math:`k`-th training batch is weighted :math:`1 / k`
-# (PyTorch uses ``1 / num_batches_tracked``). The first factor is :math:`1 / 1`, so the
-# initial 0 and 1 are thrown away, and after :math:`k` batches the buffers are the plain
-# averages of the k batch means and of the k unbiased batch variances.
+# ``momentum=None`` is a plain average: the :math:`k`-th training batch is weighted
+# :math:`1 / k` (PyTorch uses ``1 / num_batches_tracked``). The first factor is
+# :math:`1 / 1`, so the initial 0 and 1 are thrown away, and after :math:`k` batches the
+# buffers are the plain averages of the k batch means and of the k unbiased batch
+# variances.
 bn = torch.nn.BatchNorm2d(C, momentum=None).to(device)
 for xb in batches:
     bn(xb)
@@ -233,8 +282,6 @@ torch.testing.assert_close(bn.running_var, var_avg)
 
 
 # %%
-# ``num_batches_tracked`` and ``track_running_stats=False``
-# ---------------------------------------------------------
 # ``num_batches_tracked`` counts training-mode forward calls; eval-mode calls leave it
 # (and the running statistics) alone.
 bn = torch.nn.BatchNorm2d(C).to(device)
@@ -269,28 +316,10 @@ torch.testing.assert_close(ours, ref)
 
 
 # %%
-# The notes' two EMA forms are one update
-# ---------------------------------------
-# The blog notes write the moving average twice, the second as "more efficient":
-# ``moving = moving * momentum + batch * (1 - momentum)`` and
-# ``moving -= (moving - batch) * (1 - momentum)``. Expanding the second gives the first,
-# so they agree to rounding over any sequence of steps.
-momentum = 0.99
-form_1 = torch.zeros(C, device=device)
-form_2 = torch.zeros(C, device=device)
-for _ in range(200):
-    batch_mean = 3 + torch.randn(C, device=device)
-    form_1 = form_1 * momentum + batch_mean * (1 - momentum)
-    form_2 -= (form_2 - batch_mean) * (1 - momentum)
-print(f"200 steps: max|form 1 - form 2| = {(form_1 - form_2).abs().max():.2e}")
-torch.testing.assert_close(form_1, form_2)
-
-
-# %%
 # .. _errata-bn-keras-momentum:
 #
-# Keras' momentum is one minus PyTorch's
-# --------------------------------------
+# Proof: Keras' momentum is one minus PyTorch's
+# ---------------------------------------------
 # The blog notes say momentum "is generally chosen to be close to 1". In their formula
 # momentum weighs the *old* value: that is the Keras convention (its
 # ``BatchNormalization`` defaults to ``momentum=0.99``). PyTorch's momentum weighs the
@@ -319,19 +348,24 @@ torch.testing.assert_close(moving_mean, bn_torch.running_mean)
 torch.testing.assert_close(moving_var, bn_torch.running_var)
 
 # %%
-# Plugging 0.99 straight into PyTorch does the opposite: the buffers follow the last
-# batch almost entirely, and after 100 steps they are nowhere near the notes' averages.
-naive_gap = (moving_mean - bn_naive.running_mean).abs().max().item()
-print(f"notes' update (0.99) vs BatchNorm2d(momentum=0.99): max|diff| {naive_gap:.2f}")
-print("running_mean after 100 steps:")
-print("  momentum=0.01:", ", ".join(f"{v:.3f}" for v in bn_torch.running_mean.tolist()))
-print("  momentum=0.99:", ", ".join(f"{v:.3f}" for v in bn_naive.running_mean.tolist()))
-assert naive_gap > 0.5, "momentum=0.99 in PyTorch should not match the notes' 0.99"
+# The blog notes write the moving average twice, the second as "more efficient":
+# ``moving = moving * momentum + batch * (1 - momentum)`` and
+# ``moving -= (moving - batch) * (1 - momentum)``. Expanding the second gives the first,
+# so they agree to rounding over any sequence of steps.
+momentum = 0.99
+form_1 = torch.zeros(C, device=device)
+form_2 = torch.zeros(C, device=device)
+for _ in range(200):
+    batch_mean = 3 + torch.randn(C, device=device)
+    form_1 = form_1 * momentum + batch_mean * (1 - momentum)
+    form_2 -= (form_2 - batch_mean) * (1 - momentum)
+print(f"200 steps: max|form 1 - form 2| = {(form_1 - form_2).abs().max():.2e}")
+torch.testing.assert_close(form_1, form_2)
 
 
 # %%
-# What reproducing a Keras model takes
-# ------------------------------------
+# Proof: what reproducing a Keras model takes
+# -------------------------------------------
 # Keras 3's ``BatchNormalization``
 # (``keras/src/layers/normalization/batch_normalization.py``) defaults to
 # ``momentum=0.99`` and ``epsilon=1e-3``, and it updates ``moving_variance`` with the
@@ -378,10 +412,8 @@ assert (bn_k.running_var / keras_var - 1).min() > 0.05  # far from equal
 # %%
 # A trained Keras model is reproduced by copying its buffers (and gamma, beta) into a
 # PyTorch module built with ``eps=1e-3``: in inference Keras computes
-# ``gamma * (x - moving_mean) / sqrt(moving_variance + epsilon) + beta``. With PyTorch's
-# default ``eps=1e-5`` the outputs differ by about
-# :math:`(10^{-3} - 10^{-5}) / (2 \sigma^2)` (``moving_variance`` :math:`\sigma^2`),
-# relative: small, but far above float64's tolerance.
+# ``gamma * (x - moving_mean) / sqrt(moving_variance + epsilon) + beta``. The module is
+# built with PyTorch's default ``eps=1e-5`` too, for the exercise below.
 gamma = torch.randn(C, device=device, dtype=f64)
 beta = torch.randn(C, device=device, dtype=f64)
 x_test = 3 + 2 * torch.randn(B, C, H, W, device=device, dtype=f64)  # (B, C, H, W)
@@ -397,7 +429,66 @@ for eps in (1e-3, 1e-5):
         bn_eval.running_mean.copy_(keras_mean)
         bn_eval.running_var.copy_(keras_var)
     outputs[eps] = bn_eval(x_test)
-    print(f"BatchNorm2d(eps={eps:g}) with Keras' buffers: max|torch - Keras| = "
-          f"{(outputs[eps] - y_keras).abs().max():.1e}")
+print(f"BatchNorm2d(eps=0.001) with Keras' buffers: max|torch - Keras| = "
+      f"{(outputs[1e-3] - y_keras).abs().max():.1e}")
 torch.testing.assert_close(outputs[1e-3], y_keras)  # float64 defaults
+
+
+
+# %%
+# Try it: drop eps. What do training and eval mode miss at variance 1e-4?
+# -----------------------------------------------------------------------
+# Call ``batch_norm_train`` and ``batch_norm_2d_eval`` with ``eps=0.0`` on the checks'
+# inputs and compare with the modules.
+for name, (x_in, ref) in seen.items():
+    bn = inputs[name][0]
+    blind = batch_norm_train(x_in, bn.weight, bn.bias, eps=0.0)
+    gap_blind = (blind - ref).abs().max()
+    print(f"{name:27s} training mode, no eps: |ours - torch| {gap_blind:.1e}")
+    assert gap_blind > 1e-2  # eps is visible at this variance
+blind = batch_norm_2d_eval(x, tracked[0], tracked[1], 0.0)
+print(f"eval mode, no eps: max|ours - torch| = {(blind - y_eval).abs().max():.1e}")
+assert (blind - y_eval).abs().max() > 1e-2  # eps is visible here
+
+# %%
+# Try it: feed the biased variance to the running average. Does it match?
+# -----------------------------------------------------------------------
+# Redo the five steps of "The update rule" with ``unbiased=False`` and compare with the
+# module's ``running_var``.
+var_biased_hand = torch.ones(C, device=device)
+for xb in batches:
+    var_biased = xb.var(dim=[0, 2, 3], unbiased=False)  # (C,)
+    var_biased_hand = (1 - m) * var_biased_hand + m * var_biased
+biased_gap = (var_biased_hand - running_var_5).abs().max().item()
+print(f"running_var, biased update:   max|hand - torch| = {biased_gap:.2e}")
+assert biased_gap > 0.01, "a biased-variance update should not match running_var"
+
+
+# %%
+# Try it: plug Keras' momentum 0.99 straight into PyTorch
+# -------------------------------------------------------
+# ``bn_naive`` above was built with ``momentum=0.99`` and fed the same 100 batches as
+# the notes' update. How far apart are their running means?
+naive_gap = (moving_mean - bn_naive.running_mean).abs().max().item()
+print(f"notes' update (0.99) vs BatchNorm2d(momentum=0.99): max|diff| {naive_gap:.2f}")
+print("running_mean after 100 steps:")
+print("  momentum=0.01:", ", ".join(f"{v:.3f}" for v in bn_torch.running_mean.tolist()))
+print("  momentum=0.99:", ", ".join(f"{v:.3f}" for v in bn_naive.running_mean.tolist()))
+assert naive_gap > 0.5, "momentum=0.99 in PyTorch should not match the notes' 0.99"
+
+# %%
+# The buffers follow the last batch almost entirely: PyTorch's momentum weighs the new
+# batch.
+
+# %%
+# Try it: keep PyTorch's default eps=1e-5 with Keras' buffers
+# -----------------------------------------------------------
+# The Keras model's inference uses ``epsilon=1e-3``. How far off is a PyTorch module
+# with ``eps=1e-5`` and the same buffers?
+print(f"BatchNorm2d(eps=1e-05) with Keras' buffers: max|torch - Keras| = "
+      f"{(outputs[1e-5] - y_keras).abs().max():.1e}")
 assert (outputs[1e-5] - y_keras).abs().max() > 1e-5  # 100 times the 1e-7 tolerance
+
+# %%
+# About :math:`(10^{-3} - 10^{-5}) / (2 \sigma^2)` relative (``moving_variance``
+# :math:`\sigma^2`): small, but far above float64's tolerance.

@@ -3,11 +3,20 @@ InstanceNorm: per-sample, per-channel statistics
 ================================================
 
 InstanceNorm normalizes each channel of each sample over its spatial dims alone, in 1d,
-2d and 3d alike. This page proves that against PyTorch's modules, reads the real
-defaults (no affine, no running statistics, where the notes claim ``affine=True``),
-shows that the notes' check passes only because a fresh affine is the identity, derives
-the exact running-statistics update rule, and proves that InstanceNorm is GroupNorm with
-one channel per group.
+2d and 3d alike: every image loses its own brightness and contrast, channel by channel.
+This page writes it from scratch, matches PyTorch's modules, and reads their real
+defaults.
+
+**You will learn**
+
+- which dims InstanceNorm reduces, and what that erases (brightness, contrast)
+- to write InstanceNorm for 1d, 2d and 3d inputs in a few lines
+- that InstanceNorm is GroupNorm with one channel per group
+- PyTorch's defaults (no affine, no running statistics) and what
+  ``track_running_stats=True`` records
+
+**Prerequisites:** :doc:`/generated/normalization/plot_01_common_recipe` (the recipe),
+:doc:`/generated/normalization/plot_02_batchnorm` (running statistics).
 """
 
 # %%
@@ -16,22 +25,69 @@ one channel per group.
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import matplotlib.pyplot as plt
 import torch
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
+# %%
+# The idea
+# --------
+# For an input ``(B, C, *spatial)`` InstanceNorm takes one mean and variance per
+# ``(sample, channel)``, over the spatial dims only, then applies a per-channel affine
+# (off by default):
+#
+# .. math::
+#
+#    y_{b,c,\dots} = \frac{x_{b,c,\dots} - \mu_{bc}}{\sqrt{\sigma^2_{bc} + \epsilon}}
+#    \,\gamma_c + \beta_c, \qquad
+#    \mu_{bc} = \frac{1}{HW} \sum_{h,w} x_{b,c,h,w}
+#
+# A batch of "images" whose every sample has its own brightness (mean) and contrast
+# (std) per channel, as photos taken under different light would: BatchNorm shares one
+# mean and std per channel across the batch, so the spread between samples survives;
+# InstanceNorm maps every ``(sample, channel)`` to mean 0 and std
+# :math:`\sqrt{v / (v + \epsilon)}` (variance :math:`v`), which is 1 unless the contrast
+# is low. Float64 throughout, so that subtracting a brightness of order 1 from values
+# that vary by 0.01 costs no visible rounding.
+B, C, L, T, H, W = 4, 3, 16, 3, 5, 5
+g = torch.Generator(device=device).manual_seed(1)
+B_fig = 16
+f64 = {"device": device, "dtype": torch.float64}
+# Contrasts spread evenly on a log scale from 0.01 to 2, so that some variances are near
+# eps.
+contrast = torch.logspace(-2, 0.3, B_fig * C, **f64).reshape(B_fig, C, 1, 1)
+brightness = torch.randn(B_fig, C, 1, 1, generator=g, **f64)
+photos = torch.randn(B_fig, C, H, W, generator=g, **f64) * contrast + brightness
+outputs = {
+    "input": photos,
+    "after BatchNorm2d": torch.nn.BatchNorm2d(C, affine=False, **f64)(photos),
+    "after InstanceNorm2d": torch.nn.InstanceNorm2d(C, **f64)(photos),
+}
+fig, ax = plt.subplots(layout="constrained")
+markers = {"input": ("o", 18), "after BatchNorm2d": ("o", 18),
+           "after InstanceNorm2d": ("*", 160)}
+for label, y in outputs.items():
+    mu = y.mean(dim=[2, 3]).flatten().cpu()
+    sd = y.std(dim=[2, 3], unbiased=False).flatten().cpu()
+    marker, size = markers[label]
+    ax.scatter(mu, sd, s=size, marker=marker, alpha=0.7, label=label)
+ax.set_xlabel(f"mean of one (sample, channel) over H×W ({B_fig}×{C} points per colour)")
+ax.set_ylabel("std of one (sample, channel) over H×W")
+ax.set_title("InstanceNorm sends every sample-channel to mean 0, std ≈ 1;\n"
+             "BatchNorm leaves the spread between samples")
+fig.legend(loc="outside lower center", ncol=3)  # below the axes, off the points
+plt.show()
+
 
 # %%
-# The same layer in 1d, 2d and 3d
-# -------------------------------
+# From scratch
+# ------------
 # Statistics per ``(sample, channel)`` over every dim after the channel, biased
 # variance, ``eps`` inside the square root; the affine has one weight and one bias per
-# channel. The affine is randomized so that a wrong broadcast could not hide behind
-# ``weight = 1, bias = 0``, and the inputs are ``0.01 * randn`` (variance ``~1e-4``, ten
-# times ``eps``), so that ``eps`` moves the output by ~5 %: the last column is the gap
-# with ``eps`` dropped.
+# channel.
 def instance_norm(x, weight=None, bias=None, eps=1e-5):
     """x: (B, C, *spatial); weight, bias: (C,) or None. Same shape as x."""
     dims = list(range(2, x.dim()))  # spatial dims only
@@ -44,30 +100,67 @@ def instance_norm(x, weight=None, bias=None, eps=1e-5):
     return y
 
 
-B, C, L, T, H, W = 4, 3, 16, 3, 5, 5
+
+# %%
+# The check, in 1d, 2d and 3d. The affine is randomized so that a wrong broadcast could
+# not hide behind ``weight = 1, bias = 0``, and the inputs are ``0.01 * randn``
+# (variance ``~1e-4``, ten times ``eps``), so that ``eps`` moves the output by ~5 %.
 inputs = {  # variance ~1e-4
     torch.nn.InstanceNorm1d: 0.01 * torch.randn(B, C, L, device=device),  # (B, C, L)
     torch.nn.InstanceNorm2d: 0.01 * torch.randn(B, C, H, W, device=device),
     torch.nn.InstanceNorm3d: 0.01 * torch.randn(B, C, T, H, W, device=device),
 }
+modules = {}  # class: the module with its random affine, for the exercise below
 for cls, x in inputs.items():
-    norm = cls(C, affine=True).to(device)
+    norm = modules[cls] = cls(C, affine=True).to(device)
     with torch.no_grad():
         norm.weight.copy_(torch.randn(C, device=device))
         norm.bias.copy_(torch.randn(C, device=device))
     ours = instance_norm(x, norm.weight, norm.bias, eps=norm.eps)
-    blind = instance_norm(x, norm.weight, norm.bias, eps=0.0)
     ref = norm(x)
-    print(f"{cls.__name__}: max|ours - torch| = {(ours - ref).abs().max().item():.1e}, "
-          f"without eps {(blind - ref).abs().max().item():.1e}")
+    print(f"{cls.__name__}: max|ours - torch| = {(ours - ref).abs().max().item():.1e}")
     torch.testing.assert_close(ours, ref)
-    assert (blind - ref).abs().max() > 1e-2  # eps is visible
+
+# %%
+# InstanceNorm is GroupNorm with one channel per group
+# ----------------------------------------------------
+# ``GroupNorm(G, C)`` reduces each group of ``C // G`` channels together with the
+# spatial dims. With ``G = C`` every group is a single channel, which is InstanceNorm's
+# reduction; both have a per-channel affine, so with the same weight and bias the
+# outputs agree.
+x = torch.randn(B, C, H, W, device=device)  # (B, C, H, W)
+group = torch.nn.GroupNorm(C, C).to(device)
+inst = torch.nn.InstanceNorm2d(C, affine=True).to(device)
+with torch.no_grad():
+    group.weight.copy_(torch.randn(C, device=device))
+    group.bias.copy_(torch.randn(C, device=device))
+    inst.weight.copy_(group.weight)
+    inst.bias.copy_(group.bias)
+print(f"max|GroupNorm(C, C) - InstanceNorm2d| = "
+      f"{(group(x) - inst(x)).abs().max().item():.2e}")
+torch.testing.assert_close(group(x), inst(x))
+
+# %%
+# Proof: the figure's stars sit at mean 0 and std sqrt(v / (v + eps))
+# -------------------------------------------------------------------
+inst_out = outputs["after InstanceNorm2d"]
+inst_sd = inst_out.std(dim=[2, 3], unbiased=False)
+# The output std is exactly sqrt(var / (var + eps)): below 1 for the low-contrast
+# samples.
+var_in = photos.var(dim=[2, 3], unbiased=False)
+expected_sd = torch.sqrt(var_in / (var_in + 1e-5))
+inst_mu = inst_out.mean(dim=[2, 3])
+gap_sd = (inst_sd - expected_sd).abs().max().item()
+print(f"InstanceNorm: max|mean| = {inst_mu.abs().max().item():.1e}, "
+      f"max|std - sqrt(var / (var + eps))| = {gap_sd:.1e}")
+torch.testing.assert_close(inst_mu, torch.zeros(B_fig, C, **f64))  # float64 defaults
+torch.testing.assert_close(inst_sd, expected_sd)
 
 # %%
 # .. _errata-instancenorm-defaults:
 #
-# The real defaults
-# -----------------
+# Proof: the real defaults (no affine, no running statistics)
+# -----------------------------------------------------------
 # The notes build ``InstanceNorm2d(3, affine=True, track_running_stats=True)`` with the
 # comment "actually affine=True is default". Ask the module: both flags are off by
 # default. The comment fits BatchNorm, whose affine *is* on by default.
@@ -83,8 +176,8 @@ assert torch.nn.BatchNorm2d(C).affine is True
 # %%
 # .. _errata-instancenorm-affine:
 #
-# The notes' check passes by accident
-# -----------------------------------
+# Proof: the notes' check passes by accident
+# ------------------------------------------
 # Here is the notes' snippet, verbatim. It switches the affine on, but its reference
 # never applies it, and still the printed norm is tiny.
 import torch  # noqa: I001 (the notes, verbatim)
@@ -142,8 +235,8 @@ assert gap > 1.0, "the notes' reference should miss the affine"
 torch.testing.assert_close(y1, y2_fixed)
 
 # %%
-# ``track_running_stats=True``: what is tracked
-# ---------------------------------------------
+# Proof: what ``track_running_stats=True`` records
+# ------------------------------------------------
 # In train mode the output still uses each instance's own statistics; the module only
 # records running statistics on the side. Each sample gets its own mean and scale here,
 # so that averaging per-instance statistics and pooling over the batch give visibly
@@ -230,76 +323,23 @@ print(f"default module, eval: max|torch - per-instance norm| = {err:.2e}")
 torch.testing.assert_close(plain(x), instance_norm(x))
 
 # %%
-# InstanceNorm is GroupNorm with one channel per group
-# ----------------------------------------------------
-# ``GroupNorm(G, C)`` reduces each group of ``C // G`` channels together with the
-# spatial dims. With ``G = C`` every group is a single channel, which is InstanceNorm's
-# reduction; both have a per-channel affine, so with the same weight and bias the
-# outputs agree.
-x = torch.randn(B, C, H, W, device=device)  # (B, C, H, W)
-group = torch.nn.GroupNorm(C, C).to(device)
-inst = torch.nn.InstanceNorm2d(C, affine=True).to(device)
-with torch.no_grad():
-    group.weight.copy_(torch.randn(C, device=device))
-    group.bias.copy_(torch.randn(C, device=device))
-    inst.weight.copy_(group.weight)
-    inst.bias.copy_(group.bias)
-print(f"max|GroupNorm(C, C) - InstanceNorm2d| = "
-      f"{(group(x) - inst(x)).abs().max().item():.2e}")
-torch.testing.assert_close(group(x), inst(x))
+# Try it: drop eps. How far off is each module at variance 1e-4?
+# --------------------------------------------------------------
+# Call ``instance_norm`` with ``eps=0.0`` on the check's inputs, with the same affine.
+for cls, x in inputs.items():
+    norm = modules[cls]
+    blind = instance_norm(x, norm.weight, norm.bias, eps=0.0)
+    ref = norm(x)
+    print(f"{cls.__name__}: without eps, max|ours - torch| = "
+          f"{(blind - ref).abs().max().item():.1e}")
+    assert (blind - ref).abs().max() > 1e-2  # eps is visible
 
 # %%
-# What each layer erases
-# ----------------------
-# A batch of "images" whose every sample has its own brightness (mean) and contrast
-# (std) per channel, as photos taken under different light would. BatchNorm shares one
-# mean and std per channel across the batch, so the spread between samples survives;
-# InstanceNorm maps every ``(sample, channel)`` to mean 0 and std
-# :math:`\sqrt{v / (v + \epsilon)}` (variance :math:`v`), which is 1 unless the contrast
-# is low. Float64 throughout, so that subtracting a brightness of order 1 from values
-# that vary by 0.01 costs no visible rounding.
-import matplotlib.pyplot as plt
-
-g = torch.Generator(device=device).manual_seed(1)
-B_fig = 16
-f64 = {"device": device, "dtype": torch.float64}
-# Contrasts spread evenly on a log scale from 0.01 to 2, so that some variances are near
-# eps.
-contrast = torch.logspace(-2, 0.3, B_fig * C, **f64).reshape(B_fig, C, 1, 1)
-brightness = torch.randn(B_fig, C, 1, 1, generator=g, **f64)
-photos = torch.randn(B_fig, C, H, W, generator=g, **f64) * contrast + brightness
-outputs = {
-    "input": photos,
-    "after BatchNorm2d": torch.nn.BatchNorm2d(C, affine=False, **f64)(photos),
-    "after InstanceNorm2d": torch.nn.InstanceNorm2d(C, **f64)(photos),
-}
-fig, ax = plt.subplots(layout="constrained")
-markers = {"input": ("o", 18), "after BatchNorm2d": ("o", 18),
-           "after InstanceNorm2d": ("*", 160)}
-for label, y in outputs.items():
-    mu = y.mean(dim=[2, 3]).flatten().cpu()
-    sd = y.std(dim=[2, 3], unbiased=False).flatten().cpu()
-    marker, size = markers[label]
-    ax.scatter(mu, sd, s=size, marker=marker, alpha=0.7, label=label)
-inst_out = outputs["after InstanceNorm2d"]
-inst_sd = inst_out.std(dim=[2, 3], unbiased=False)
-# The output std is exactly sqrt(var / (var + eps)): below 1 for the low-contrast
-# samples.
-var_in = photos.var(dim=[2, 3], unbiased=False)
-expected_sd = torch.sqrt(var_in / (var_in + 1e-5))
-inst_mu = inst_out.mean(dim=[2, 3])
-gap_sd = (inst_sd - expected_sd).abs().max().item()
-print(f"InstanceNorm: max|mean| = {inst_mu.abs().max().item():.1e}, "
-      f"max|std - sqrt(var / (var + eps))| = {gap_sd:.1e}")
-torch.testing.assert_close(inst_mu, torch.zeros(B_fig, C, **f64))  # float64 defaults
-torch.testing.assert_close(inst_sd, expected_sd)
+# Try it: how much of the spread between samples does BatchNorm keep?
+# -------------------------------------------------------------------
+# In the figure of "The idea", measure the spread (std) of the per-sample std after
+# BatchNorm, and compare it with InstanceNorm's.
 bn_spread = outputs["after BatchNorm2d"].std(dim=[2, 3], unbiased=False).std().item()
 print(f"spread of per-sample std: BatchNorm {bn_spread:.2f}, "
       f"InstanceNorm {inst_sd.std().item():.1e}")
 assert bn_spread > 0.2
-ax.set_xlabel(f"mean of one (sample, channel) over H×W ({B_fig}×{C} points per colour)")
-ax.set_ylabel("std of one (sample, channel) over H×W")
-ax.set_title("InstanceNorm sends every sample-channel to mean 0, std ≈ 1;\n"
-             "BatchNorm leaves the spread between samples")
-fig.legend(loc="outside lower center", ncol=3)  # below the axes, off the points
-plt.show()

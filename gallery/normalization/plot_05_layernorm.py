@@ -3,11 +3,19 @@ LayerNorm: the last D dims, for text and images
 ===============================================
 
 LayerNorm normalizes each sample over its last dims (the features of a token, or all of
-``(C, H, W)`` of an image) and applies a per-element affine; it keeps no running
-statistics, so train and eval mode agree. This page proves both uses against
-``nn.LayerNorm``, makes "LayerNorm is a transposed BatchNorm" precise (the reduction
-transposes, the affine does not), and tests the notes' generic ``Norm(dim)`` class:
-right for LayerNorm, wrong for BatchNorm with ``dim=0``.
+``(C, H, W)`` of an image) and applies a per-element affine. It never looks across the
+batch, so it keeps no running statistics and train and eval mode agree.
+
+**You will learn**
+
+- which dims LayerNorm reduces for text ``(B, L, D)`` and for images ``(B, C, H, W)``
+- to write LayerNorm in four lines and match ``nn.LayerNorm``
+- why LayerNorm has no running statistics and no train/eval difference
+- in what sense "LayerNorm is a transposed BatchNorm" (the reduction transposes, the
+  affine does not)
+
+**Prerequisites:** :doc:`/generated/normalization/plot_01_common_recipe` (the recipe),
+:doc:`/generated/normalization/plot_02_batchnorm` (BatchNorm, to compare).
 """
 
 # %%
@@ -16,6 +24,7 @@ right for LayerNorm, wrong for BatchNorm with ``dim=0``.
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import matplotlib.pyplot as plt
 import torch
 
 torch.manual_seed(0)
@@ -24,15 +33,80 @@ print(f"device: {device}, torch {torch.__version__}")
 
 
 # %%
-# Text: one token's features
-# --------------------------
-# For a sequence ``(B, L, D)``, ``nn.LayerNorm(D)`` reduces the last dim only: every
-# token is normalized over its own ``D`` features, with a biased variance and ``eps``
-# inside the square root. The affine is per element of the normalized shape, here one
-# weight and bias per feature. The features are ``0.01 * randn`` (variance ``~1e-4``,
-# ten times ``eps``), so that ``eps`` moves the output by ~5 % and ``D = 8`` values make
-# the unbiased variance 14 % larger: a formula wrong in either would fail. The affine is
-# random.
+# The idea
+# --------
+# Each sample brings its own statistics: the mean :math:`\mu` and variance
+# :math:`\sigma^2` of the values in its last dims (one token's ``D`` features, or one
+# image's ``C x H x W`` values), then an affine with one weight and bias per element of
+# those dims:
+#
+# .. math::
+#
+#    \mathrm{LN}(x) = \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} \odot \gamma + \beta,
+#    \qquad \mu = \frac{1}{D} \sum_{i=1}^{D} x_i, \quad
+#    \sigma^2 = \frac{1}{D} \sum_{i=1}^{D} (x_i - \mu)^2
+#
+# Drawn as a grid of cells, the shaded values share one mean and variance; compare
+# BatchNorm, which pools one channel over the whole batch
+# (:doc:`plot_02_batchnorm`).
+from matplotlib.patches import Polygon
+
+
+def draw_cube(ax, shaded, labels, d=0.45):
+    """Oblique view of a grid of cells, shaded: bool (depth, rows, cols); labels:
+    (cols, rows, depth) axis names."""
+    Z, Y, X = shaded.shape
+
+    def cell(corners, on, side):
+        colour = "C1" if on else ("0.85" if side else "white")
+        ax.add_patch(Polygon(corners, fc=colour, ec="k"))
+
+    for y in range(Y):  # front face (depth 0), row 0 at the top
+        for x in range(X):
+            y0 = Y - 1 - y
+            cell([(x, y0), (x + 1, y0), (x + 1, y0 + 1), (x, y0 + 1)],
+                 shaded[0, y, x], False)
+    for z in range(Z):
+        for x in range(X):  # top face: row 0 at every depth
+            x0, y0 = x + z * d, Y + z * d
+            cell([(x0, y0), (x0 + 1, y0), (x0 + 1 + d, y0 + d), (x0 + d, y0 + d)],
+                 shaded[z, 0, x], False)
+        for y in range(Y):  # right face: the last column at every depth
+            x0, y0 = X + z * d, Y - 1 - y + z * d
+            cell([(x0, y0), (x0 + d, y0 + d), (x0 + d, y0 + 1 + d), (x0, y0 + 1)],
+                 shaded[z, y, X - 1], True)
+    ax.annotate("", (X + Z * d + 0.3, Z * d - 0.3), (X + 0.3, -0.3),
+                arrowprops=dict(arrowstyle="->"))
+    ax.text(X + Z * d + 0.4, Z * d - 0.3, labels[2], ha="left", va="center")
+    ax.text(X / 2, -0.4, labels[0], ha="center", va="top")
+    ax.text(-0.3, Y / 2, labels[1], ha="right", va="center")
+    ax.set_xlim(-2.6, X + Z * d + 2.4)
+    ax.set_ylim(-1.4, Y + Z * d + 0.4)
+    ax.set_aspect("equal")
+    ax.axis("off")
+
+
+# %%
+text = torch.zeros(4, 5, 8, dtype=torch.bool)  # drawn (B, L, D)
+text[0, 1] = True  # one token: its D features
+image = torch.zeros(4, 4, 6, dtype=torch.bool)  # drawn (B, H*W, C)
+image[0] = True  # one image: all of its C x H x W values
+fig, (ax_text, ax_image) = plt.subplots(1, 2, figsize=(10, 3.8))
+draw_cube(ax_text, text, ("features D", "tokens L", "batch B"))
+ax_text.set_title("text (B, L, D): LayerNorm(D)\none statistic per token",
+                  fontsize="medium")
+draw_cube(ax_image, image, ("channels C", "positions\nH, W", "batch B"))
+ax_image.set_title("images (B, C, H, W): LayerNorm([C, H, W])\none statistic per image",
+                   fontsize="medium")
+fig.suptitle("LayerNorm reduces each sample's last dims, never across the batch")
+plt.show()
+
+
+# %%
+# From scratch
+# ------------
+# Reduce the trailing dims that the affine covers, biased variance, ``eps`` inside the
+# square root, then the per-element affine.
 def layer_norm(x, weight, bias, eps=1e-5):
     """Normalize over x's last weight.dim() dims; weight, bias: that trailing shape."""
     dims = list(range(-weight.dim(), 0))
@@ -41,25 +115,43 @@ def layer_norm(x, weight, bias, eps=1e-5):
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
 
 
-B, L, D = 4, 6, 8
-x = 0.01 * torch.randn(B, L, D, device=device)  # (B, L, D), variance ~1e-4
-ln = torch.nn.LayerNorm(D).to(device)
-# A random affine, so that a wrong broadcast cannot hide behind ones and zeros.
-with torch.no_grad():
-    ln.weight.copy_(torch.randn(D, device=device))
-    ln.bias.copy_(torch.randn(D, device=device))
-print(f"weight {tuple(ln.weight.shape)}, bias {tuple(ln.bias.shape)}, eps {ln.eps}")
-assert ln.weight.shape == ln.bias.shape == (D,)
-ours = layer_norm(x, ln.weight, ln.bias, eps=ln.eps)
-blind = layer_norm(x, ln.weight, ln.bias, eps=0.0)
-print(f"max|ours - torch| = {(ours - ln(x)).abs().max().item():.1e}, "
-      f"without eps {(blind - ln(x)).abs().max().item():.1e}")
-torch.testing.assert_close(ours, ln(x))
-assert (blind - ln(x)).abs().max() > 1e-2  # eps is visible here
 
 # %%
-# Images: all of (C, H, W)
-# ------------------------
+# Text: for a sequence ``(B, L, D)``, ``nn.LayerNorm(D)`` reduces the last dim only:
+# every token is normalized over its own ``D`` features, one weight and bias per
+# feature. The features are ``0.01 * randn`` (variance ``~1e-4``, ten times ``eps``), so
+# that ``eps`` moves the output by ~5 % and ``D = 8`` values make the unbiased variance
+# 14 % larger: a formula wrong in either would fail. The affine is random, so that a
+# wrong broadcast cannot hide behind ones and zeros.
+B, L, D = 4, 6, 8
+x_text = 0.01 * torch.randn(B, L, D, device=device)  # (B, L, D), variance ~1e-4
+ln_text = torch.nn.LayerNorm(D).to(device)
+with torch.no_grad():
+    ln_text.weight.copy_(torch.randn(D, device=device))
+    ln_text.bias.copy_(torch.randn(D, device=device))
+print(f"weight {tuple(ln_text.weight.shape)}, bias {tuple(ln_text.bias.shape)}, "
+      f"eps {ln_text.eps}")
+assert ln_text.weight.shape == ln_text.bias.shape == (D,)
+ours = layer_norm(x_text, ln_text.weight, ln_text.bias, eps=ln_text.eps)
+print(f"max|ours - torch| = {(ours - ln_text(x_text)).abs().max().item():.1e}")
+torch.testing.assert_close(ours, ln_text(x_text))
+
+# %%
+# No running statistics
+# ---------------------
+# LayerNorm's statistics come from the sample itself, so there is nothing to accumulate:
+# the module has no buffers, and ``train()`` and ``eval()`` compute the same function
+# bit for bit.
+print(f"buffers: {[n for n, _ in ln_text.named_buffers()]}")
+assert list(ln_text.buffers()) == []
+y_train = ln_text.train()(x_text)
+y_eval = ln_text.eval()(x_text)
+print(f"max|train - eval| = {(y_train - y_eval).abs().max().item():.1e}")
+assert torch.equal(y_train, y_eval)
+
+# %%
+# Proof: the notes' image snippet is LayerNorm over all of (C, H, W)
+# -------------------------------------------------------------------
 # The notes' snippet, verbatim: ``nn.LayerNorm([C, H, W])`` reduces the last three dims
 # and its affine has shape ``(C, H, W)``, one weight per element. It runs and is right
 # (its "custom IN" comment means LayerNorm).
@@ -89,6 +181,7 @@ print((y1 - y2).norm())
 
 # %%
 # Its check holds, and our function with the same affine agrees.
+x_img = x  # (B, C, H, W): the snippet's input, for the exercise below
 ours = layer_norm(x, layernorm.weight, layernorm.bias)
 print(f"weight {tuple(layernorm.weight.shape)}; max|ours - torch| = "
       f"{(ours - y1).abs().max().item():.2e}")
@@ -97,45 +190,10 @@ torch.testing.assert_close(y1, y2)
 torch.testing.assert_close(ours, y1)
 
 # %%
-# But at unit variance the snippet's check cannot see ``eps``: ``eps`` moves these
-# outputs by about :math:`\epsilon / 2 = 5 \cdot 10^{-6}` relative, under float32's
-# tolerance, so the check would pass with ``+ eps`` deleted. The snippet's formula, line
-# for line, on the same ``x`` scaled to variance ``~1e-4`` (where ``eps`` is a 10 %
-# term) still matches the module; without ``eps`` it would not.
-x_small = 0.01 * x  # (B, C, H, W), variance ~1e-4
-mean = x_small.mean(dim=[1,2,3], keepdim=True)
-var = x_small.var(dim=[1,2,3], unbiased=False, keepdim=True)
-y2_small = (x_small - mean) / torch.sqrt(var + eps)
-y2_small = y2_small * layernorm.weight + layernorm.bias
-y2_blind = (x_small - mean) / torch.sqrt(var) * layernorm.weight + layernorm.bias
-y1_small = layernorm(x_small)
-gap, gap_blind = (y1_small - y2_small).abs().max(), (y1_small - y2_blind).abs().max()
-print(f"variance 1e-4: max|torch - snippet| {gap:.1e}, without eps {gap_blind:.1e}")
-torch.testing.assert_close(y1_small, y2_small)
-assert gap_blind > 1e-2  # eps is visible here
-# without eps the snippet is LayerNorm with eps = 0
-no_eps = torch.nn.functional.layer_norm(x_small, [C, H, W], layernorm.weight,
-                                        layernorm.bias, eps=0.0)
-torch.testing.assert_close(y2_blind, no_eps)
-
-# %%
-# No running statistics
-# ---------------------
-# LayerNorm's statistics come from the sample itself, so there is nothing to accumulate:
-# the module has no buffers, and ``train()`` and ``eval()`` compute the same function
-# bit for bit.
-print(f"buffers: {[n for n, _ in layernorm.named_buffers()]}")
-assert list(layernorm.buffers()) == []
-y_train = layernorm.train()(x)
-y_eval = layernorm.eval()(x)
-print(f"max|train - eval| = {(y_train - y_eval).abs().max().item():.1e}")
-assert torch.equal(y_train, y_eval)
-
-# %%
 # .. _errata-ln-transposed-bn:
 #
-# "LayerNorm is a transposed BatchNorm", made precise
-# ---------------------------------------------------
+# Proof: "LayerNorm is a transposed BatchNorm", made precise
+# ----------------------------------------------------------
 # For ``x`` of shape ``(N, D)`` (N tokens of D features), LayerNorm reduces each row
 # over the ``D`` features; ``BatchNorm1d(N)`` applied to ``x.T`` of shape ``(D, N)``
 # treats the N tokens as channels and reduces each over its "batch" of D features: the
@@ -200,8 +258,10 @@ print(f"eval mode: max|transposed BatchNorm - LayerNorm| = {gap:.2e}")
 assert gap > 0.5, "eval mode should use the running statistics"
 
 # %%
-# The notes' generic ``Norm(dim)`` class
-# --------------------------------------
+# .. _errata-norm-comment-shape:
+#
+# Proof: the notes' generic ``Norm(dim)`` class, and its comment's one wrong shape
+# --------------------------------------------------------------------------------
 # The blog (seed 002) offers one class for both layers: "When using for BatchNorm,
 # dim=0, assuming x is of the shape (batch_size, H, W, channel). When using for
 # LayerNorm, dim=-1". Here it is, verbatim.
@@ -224,10 +284,6 @@ class Norm(nn.Module):
 
 
 # %%
-# .. _errata-norm-comment-shape:
-#
-# Its comment gets one shape wrong
-# --------------------------------
 # ``forward``'s comment says "x_norm is the same shape with u". It is not: ``u`` keeps
 # the reduced dim with size 1, ``(B, L, 1)``, and ``x_norm = (x - u) / ...`` broadcasts
 # back to ``x``'s shape ``(B, L, D)``. ``forward``'s first three lines, run on their own
@@ -253,9 +309,9 @@ torch.testing.assert_close(x_norm, F.layer_norm(x, (D,), eps=1e-12))
 assert gap > 0.1  # eps=1e-12 still matters here (printed above)
 
 # %%
-# Right for LayerNorm
-# -------------------
-# With ``dim=-1`` on ``(B, L, D)`` it is ``nn.LayerNorm(D)``, provided ``eps`` matches:
+# Proof: the ``Norm`` class is LayerNorm with ``dim=-1``
+# ------------------------------------------------------
+# With on ``(B, L, D)`` it is ``nn.LayerNorm(D)``, provided ``eps`` matches:
 # the class defaults to ``1e-12`` (BERT's TensorFlow value), ``nn.LayerNorm`` to
 # ``1e-5``. At unit variance the two agree to about :math:`10^{-5} / 2` relative, so a
 # check there could not tell them apart. The features here have standard deviation
@@ -283,21 +339,10 @@ torch.testing.assert_close(ours, ln_matched(tiny))
 assert gap > 0.1  # at variance 1e-6 the default eps dominates
 
 # %%
-# With the affine at identity the two ``eps`` values compare directly: at feature std
-# ``1e-3`` PyTorch's default shrinks the output to std ``~0.3``, ``1e-12`` still
-# normalizes it to ``~1``.
-plain = Norm(D).to(device)  # eps 1e-12, gamma 1, beta 0
-ln_plain = torch.nn.LayerNorm(D).to(device)  # eps 1e-5, weight 1, bias 0
-std_12, std_5 = plain(tiny, -1).std().item(), ln_plain(tiny).std().item()
-print(f"feature std 1e-3: output std with eps 1e-12 {std_12:.3f}, "
-      f"with eps 1e-5 {std_5:.3f}")
-assert std_12 > 2.5 * std_5, "eps should matter at variance below eps"
-
-# %%
 # .. _errata-norm-dim0:
 #
-# Wrong for BatchNorm with ``dim=0``
-# ----------------------------------
+# Proof: the ``Norm`` class is wrong for BatchNorm with ``dim=0``
+# ---------------------------------------------------------------
 # On channels-last images ``(B, H, W, C)``, ``dim=0`` reduces over the batch alone: one
 # mean and variance per ``(h, w, c)``, from only ``B`` values. ``BatchNorm2d`` has one
 # per channel, over ``(B, H, W)``. The reference is ``BatchNorm2d`` on the
@@ -341,8 +386,8 @@ print(f"max|Norm(dim=(0, 1, 2)) - BatchNorm2d.eval()| = {gap:.2e}")
 assert gap > 0.5
 
 # %%
-# The notes' BatchNorm pseudo-code is ``dim=0``, not ``nn.BatchNorm1d``
-# ----------------------------------------------------------------------
+# Proof: the notes' BatchNorm pseudo-code is ``dim=0``, not ``nn.BatchNorm1d``
+# ----------------------------------------------------------------------------
 # The blog's pseudo-code normalizes, for every position ``i`` and feature ``j``, the
 # ``B`` values ``x[:, i, j]``: statistics per (position, feature) across the batch,
 # exactly ``dim=0`` on ``(B, L, D)``. ``nn.BatchNorm1d(D)`` on text (input
@@ -353,6 +398,7 @@ def norm_1d(v, eps=1e-5):
     return (v - v.mean()) / torch.sqrt(v.var(unbiased=False) + eps)
 
 
+# %%
 B, L, D = 4, 3, 5
 x = 0.01 * torch.randn(B, L, D, device=device) + 0.01  # (B, L, D), variance ~1e-4
 bn_pseudo = torch.empty_like(x)
@@ -380,3 +426,58 @@ torch.testing.assert_close(norm(x, dim=(0, 1)), bn1d_ref)
 err = (ln_pseudo - ln_ref).abs().max().item()
 print(f"LayerNorm pseudo-code: max|loop - nn.LayerNorm| = {err:.2e}")
 torch.testing.assert_close(ln_pseudo, ln_ref)
+
+
+# %%
+# Try it: drop eps. How far off is LayerNorm at variance 1e-4?
+# ------------------------------------------------------------
+# Call ``layer_norm`` with ``eps=0.0`` on the text check's input, same affine.
+blind = layer_norm(x_text, ln_text.weight, ln_text.bias, eps=0.0)
+print(f"without eps: max|ours - torch| = "
+      f"{(blind - ln_text(x_text)).abs().max().item():.1e}")
+assert (blind - ln_text(x_text)).abs().max() > 1e-2  # eps is visible here
+
+# %%
+# Try it: can the notes' image check see eps?
+# -------------------------------------------
+# The snippet checks at unit variance. Would it pass with ``+ eps`` deleted? Rerun its
+# formula on the same ``x`` scaled to variance ``~1e-4``, with and without ``eps``.
+
+# %%
+# At unit variance the snippet's check cannot see ``eps``: ``eps`` moves these
+# outputs by about :math:`\epsilon / 2 = 5 \cdot 10^{-6}` relative, under float32's
+# tolerance, so the check would pass with ``+ eps`` deleted. The snippet's formula, line
+# for line, on the same ``x`` scaled to variance ``~1e-4`` (where ``eps`` is a 10 %
+# term) still matches the module; without ``eps`` it would not.
+x_small = 0.01 * x_img  # (B, C, H, W), variance ~1e-4
+mean = x_small.mean(dim=[1,2,3], keepdim=True)
+var = x_small.var(dim=[1,2,3], unbiased=False, keepdim=True)
+y2_small = (x_small - mean) / torch.sqrt(var + eps)
+y2_small = y2_small * layernorm.weight + layernorm.bias
+y2_blind = (x_small - mean) / torch.sqrt(var) * layernorm.weight + layernorm.bias
+y1_small = layernorm(x_small)
+gap, gap_blind = (y1_small - y2_small).abs().max(), (y1_small - y2_blind).abs().max()
+print(f"variance 1e-4: max|torch - snippet| {gap:.1e}, without eps {gap_blind:.1e}")
+torch.testing.assert_close(y1_small, y2_small)
+assert gap_blind > 1e-2  # eps is visible here
+# without eps the snippet is LayerNorm with eps = 0
+no_eps = torch.nn.functional.layer_norm(x_small, x_small.shape[1:], layernorm.weight,
+                                        layernorm.bias, eps=0.0)
+torch.testing.assert_close(y2_blind, no_eps)
+
+# %%
+# Try it: BERT's eps 1e-12 or PyTorch's 1e-5 at feature std 1e-3?
+# ---------------------------------------------------------------
+# With the affine at identity, compare the output std of ``Norm`` (``eps=1e-12``) and
+# ``nn.LayerNorm(D)`` (``eps=1e-5``) on the features of standard deviation ``1e-3``.
+
+# %%
+# With the affine at identity the two ``eps`` values compare directly: at feature std
+# ``1e-3`` PyTorch's default shrinks the output to std ``~0.3``, ``1e-12`` still
+# normalizes it to ``~1``.
+plain = Norm(tiny.shape[-1]).to(device)  # eps 1e-12, gamma 1, beta 0
+ln_plain = torch.nn.LayerNorm(tiny.shape[-1]).to(device)  # eps 1e-5, weight 1, bias 0
+std_12, std_5 = plain(tiny, -1).std().item(), ln_plain(tiny).std().item()
+print(f"feature std 1e-3: output std with eps 1e-12 {std_12:.3f}, "
+      f"with eps 1e-5 {std_5:.3f}")
+assert std_12 > 2.5 * std_5, "eps should matter at variance below eps"
