@@ -2,15 +2,23 @@
 BatchNorm in practice: frozen, folded, synchronized
 ===================================================
 
-Three things happen to BatchNorm once a model leaves the textbook. When a pretrained
-network is fine-tuned its BatchNorm layers are usually *frozen*, and the three ways to
-do that freeze different things. For inference BatchNorm is *folded* into the
-convolution or linear layer before it, so it costs nothing. And when a batch is split
-across devices, each device's statistics are no longer the batch's unless they are
-*synchronized*. This page proves what each freezing freezes, derives the folded weights
-and checks them against ``torch.nn.utils.fusion``, and proves the all-reduce algebra of
-synchronized BatchNorm with the ranks simulated in one process (the two-process run with
-``torch.distributed`` is a test of the book, ``tests/test_sync_batchnorm.py``).
+Three things happen to BatchNorm once a model leaves the textbook. Fine-tuning
+*freezes* it, and the three ways to do that freeze different things. Inference *folds*
+it into the convolution or linear layer before it, so it costs nothing. And a batch
+split across devices needs its statistics *synchronized*, or each device normalizes
+with its own slice's. The two-process run with ``torch.distributed`` is a test of the
+book, ``tests/test_sync_batchnorm.py``; here the ranks are simulated in one process.
+
+**You will learn**
+
+- what ``eval()``, ``requires_grad_(False)`` and both together freeze
+- how eval-mode BatchNorm folds into the layer before it, and why only in eval mode
+- why per-device BatchNorm statistics differ from the batch's, and how one all-reduce
+  of count, sum and sum of squares fixes them
+
+**Prerequisites:** :doc:`/generated/normalization/plot_02_batchnorm` (BatchNorm, train
+and eval), :doc:`/generated/normalization/plot_03_running_stats` (the running
+statistics).
 """
 
 # %%
@@ -19,14 +27,55 @@ synchronized BatchNorm with the ranks simulated in one process (the two-process 
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
-import copy
-
 import torch
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
+
+# %%
+# The idea
+# --------
+# In eval mode BatchNorm is a fixed affine map per channel, built from the running
+# statistics :math:`\hat\mu, \hat\sigma^2`; that is what a frozen BatchNorm computes,
+# and composed with the layer before it (weights :math:`W_c`, bias :math:`b_c` of
+# output channel :math:`c`) it is one layer:
+#
+# .. math::
+#
+#    y = x\, s + t, \quad s = \frac{\gamma}{\sqrt{\hat\sigma^2 + \epsilon}}, \quad
+#    t = \beta - \hat\mu\, s; \qquad
+#    W'_c = s_c W_c, \quad b'_c = (b_c - \hat\mu_c)\, s_c + \beta_c
+#
+# In training mode it normalizes with the batch's statistics, so when a batch is split
+# across devices each device must see the whole batch's mean
+# :math:`\mu = \sum_r S_r / \sum_r n_r` (sums :math:`S_r` and counts :math:`n_r` of each
+# rank :math:`r`). The figure normalizes two half-batches, rank 0 with mean 0 and rank 1
+# with mean 2 (channel 0, no affine), with per-device and with synchronized statistics.
+import matplotlib.pyplot as plt
+
+gen = torch.Generator().manual_seed(4)
+halves = [2.0 * r + torch.randn(3, 3, 5, 5, generator=gen, dtype=torch.float64)
+          for r in range(2)]  # each (B_rank, C, H, W)
+views = {"per-device statistics": torch.cat(  # each rank alone: (6, C, H, W)
+            [torch.nn.functional.batch_norm(h, None, None, training=True)
+             for h in halves]),
+         "synchronized statistics": torch.nn.functional.batch_norm(
+             torch.cat(halves), None, None, training=True)}  # the whole batch
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True, layout="constrained")
+bins = torch.linspace(-3, 3, 31).tolist()
+for ax, (title, y) in zip(axes, views.items()):
+    for r in range(2):
+        ax.hist(y[3 * r:3 * (r + 1), 0].flatten(), bins=bins, alpha=0.6,
+                label=f"rank {r} (input mean {2 * r})")
+    ax.set_title(title)
+    ax.set_xlabel("channel 0, normalized")
+    ax.legend(fontsize="small")
+axes[0].set_ylabel("count")
+fig.suptitle("Per-device BatchNorm erases the difference between the devices' data;\n"
+             "synchronized statistics keep it")
+plt.show()
 
 # %%
 # A "pretrained" BatchNorm
@@ -36,10 +85,12 @@ print(f"device: {device}, torch {torch.__version__}")
 # running variances are around ``1e-3``, a hundred times ``eps``, so ``eps`` moves the
 # outputs by about 0.5 %. The fine-tuning batch comes from another distribution (mean
 # 0.5, std 0.05): its own statistics are not the running ones.
-B, C, H, W = 4, 3, 5, 5
+import copy
+
+import torch
 
 
-def pretrained_bn():
+def pretrained_bn(C, device):
     """A BatchNorm2d(C) with non-trivial running statistics and affine parameters."""
     g = torch.Generator().manual_seed(1)
     bn = torch.nn.BatchNorm2d(C).to(device)
@@ -51,19 +102,13 @@ def pretrained_bn():
     return bn
 
 
-x = 0.5 + 0.05 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W)
-x.requires_grad_(True)  # as the output of the layers before would
-# The same first sample, in a batch with other companions (all but sample 0 shifted).
-x_other = x.detach().clone()
-x_other[1:] += 0.2
-
-
-def freeze_report(bn):
-    """One step on x: buffers moved? weight.grad? sample 0's dependence on the rest."""
+def freeze_report(bn, x, x_other):
+    """One step on x (B, C, H, W): buffers moved? weight.grad? How much sample 0's
+    output changes when its companions are those of x_other (same sample 0)."""
     probe = copy.deepcopy(bn)  # the same module, for sample 0 among other companions
     before = (bn.running_mean.clone(), bn.running_var.clone())
     y = bn(x)  # (B, C, H, W)
-    (y * torch.linspace(-1, 1, y.numel(), device=device).view_as(y)).sum().backward()
+    (y * torch.linspace(-1, 1, y.numel(), device=x.device).view_as(y)).sum().backward()
     moved = (not torch.equal(before[0], bn.running_mean),
              not torch.equal(before[1], bn.running_var))  # (mean, var)
     with torch.no_grad():
@@ -84,17 +129,24 @@ def freeze_report(bn):
 # :math:`t = \beta - \hat\mu s` from the running statistics :math:`\hat\mu,
 # \hat\sigma^2`. For each way: did the running buffers change, did weight get a
 # gradient, and by how much does sample 0's output change when its batch companions do?
+B, C, H, W = 4, 3, 5, 5
+x = 0.5 + 0.05 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W)
+x.requires_grad_(True)  # as the output of the layers before would
+# The same first sample, in a batch with other companions (all but sample 0 shifted).
+x_other = x.detach().clone()
+x_other[1:] += 0.2
+
 results = {}
-bn_eval = pretrained_bn().eval()
-results["eval()"] = freeze_report(bn_eval)
-bn_nograd = pretrained_bn()
+bn_eval = pretrained_bn(C, device).eval()
+results["eval()"] = freeze_report(bn_eval, x, x_other)
+bn_nograd = pretrained_bn(C, device)
 bn_nograd.weight.requires_grad_(False)
 bn_nograd.bias.requires_grad_(False)
-results["requires_grad_(False)"] = freeze_report(bn_nograd)
-bn_both = pretrained_bn().eval()
+results["requires_grad_(False)"] = freeze_report(bn_nograd, x, x_other)
+bn_both = pretrained_bn(C, device).eval()
 bn_both.weight.requires_grad_(False)
 bn_both.bias.requires_grad_(False)
-results["both"] = freeze_report(bn_both)
+results["both"] = freeze_report(bn_both, x, x_other)
 print(f"{'freezing':22s} {'moved: mean, var':>16s} {'weight.grad':>11s} "
       f"{'sample 0 vs batch':>17s}")
 for name, (_, moved, has_grad, depends) in results.items():
@@ -106,32 +158,6 @@ assert results["requires_grad_(False)"][1:3] == ((True, True), False)
 assert results["requires_grad_(False)"][3] > 1  # the batch's statistics
 assert results["both"][1:3] == ((False, False), False)
 assert results["both"][3] == 0  # per sample, as eval()
-
-# %%
-# The "both" module is exactly the fixed affine map, written here from its definition
-# (torchvision is not needed): scale and shift per channel from the running statistics.
-bn = pretrained_bn()
-scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)  # (C,)
-shift = bn.bias - bn.running_mean * scale  # (C,)
-frozen = x * scale.view(1, C, 1, 1) + shift.view(1, C, 1, 1)
-gap = (frozen - results["both"][0]).abs().max()
-print(f"fixed affine x * s + t vs eval() with no grads: max|diff| = {gap:.1e}")
-torch.testing.assert_close(frozen, results["both"][0])
-
-# %%
-# A caveat of freezing with ``eval()``: it is a mode, and a training loop calls
-# ``model.train()`` on the whole model, which puts the layer back in training mode.
-# The buffers then move again and the output depends on the batch again, with weight
-# and bias frozen or not. ``FrozenBatchNorm2d`` has no training mode, which is why
-# fine-tuning code swaps it in (or sets ``eval()`` again after every ``train()``).
-model = torch.nn.Sequential(pretrained_bn()).eval()  # frozen both ways, as "both"
-model[0].weight.requires_grad_(False)
-model[0].bias.requires_grad_(False)
-model.train()  # what the next epoch of a training loop does
-_, moved, _, depends = freeze_report(model[0])
-print(f"after model.train(): buffers moved {moved}, sample 0 vs batch {depends:.1e}")
-assert moved == (True, True) and depends > 1  # as requires_grad_(False)
-
 
 # %%
 # Folding BatchNorm into the layer before it
@@ -154,6 +180,9 @@ assert moved == (True, True) and depends > 1  # as requires_grad_(False)
 # \beta_c`. This is the folding of integer-only inference (Jacob et al. 2018). For a
 # ``Conv2d`` the weight ``(C_out, C_in, kH, kW)`` is scaled along dim 0, for a
 # ``Linear`` the weight ``(D_out, D_in)`` likewise along dim 0.
+import torch
+
+
 def fold(weight, bias, bn):
     """Weight and bias of the layer that equals `layer then bn` in eval mode."""
     if bias is None:  # usual before BatchNorm: its beta does a bias's work
@@ -178,8 +207,9 @@ if device == "cuda":
 C_out, D, D_out = 8, 16, 8
 
 
-def make_pair(kind, dtype, bias=True):
-    """A layer and an eval-mode BatchNorm after it, non-trivial parameters."""
+def make_pair(kind, dtype, device, bias=True, C=3, C_out=8, D=16, D_out=8):
+    """Conv2d(C, C_out, 3) or Linear(D, D_out), and an eval-mode BatchNorm after it,
+    with non-trivial parameters."""
     g = torch.Generator().manual_seed(2)
     if kind == "conv":
         layer = torch.nn.Conv2d(C, C_out, 3, padding=1, bias=bias)
@@ -196,7 +226,8 @@ def make_pair(kind, dtype, bias=True):
     return layer.to(device, dtype).eval(), bn.to(device, dtype).eval()
 
 
-def input_for(kind, dtype):
+def input_for(kind, dtype, device, B=4, C=3, H=5, W=5, D=16):
+    """A seeded input for make_pair's layer: (B, C, H, W) (conv) or (B, D) (linear)."""
     g = torch.Generator().manual_seed(3)
     shape = (B, C, H, W) if kind == "conv" else (B, D)
     return torch.randn(shape, generator=g).to(device, dtype)  # (B, C, H, W) or (B, D)
@@ -205,8 +236,8 @@ def input_for(kind, dtype):
 folded_error = {}  # (kind, dtype) -> max|folded - stack| / max|stack|
 for kind in ("conv", "linear"):
     for dtype in (torch.float64, torch.float32):
-        layer, bn = make_pair(kind, dtype)
-        xin = input_for(kind, dtype)
+        layer, bn = make_pair(kind, dtype, device)
+        xin = input_for(kind, dtype, device)
         with torch.no_grad():
             ref = bn(layer(xin))
             w, b = fold(layer.weight, layer.bias, bn)
@@ -224,65 +255,8 @@ for kind in ("conv", "linear"):
             torch.testing.assert_close(w, fused.weight)
             torch.testing.assert_close(b, fused.bias)
             torch.testing.assert_close(out, ref)  # the dtype's default tolerance
-
-# %%
-# In float32 the folded layer is not bit-equal to the stack: it rounds
-# :math:`W_c s_c` once per weight and then sums :math:`K` products (:math:`K = C \cdot
-# 3 \cdot 3 = 27` for the convolution, :math:`D = 16` for the linear layer), where the
-# stack sums first and scales after. Each rounding is at most half an ulp of its
-# result, and the errors of a sum of :math:`K` random-sign terms grow like
-# :math:`\sqrt{K}`, so the difference should be a few :math:`\sqrt{K}` ulps of the
-# output scale: the estimate asserted is :math:`4 \sqrt{K}\, \varepsilon_{32}` relative
-# to :math:`\max |y|` (:math:`\varepsilon_{32} = 2^{-23}`), i.e. 2.5e-6 and 1.9e-6. It
-# is not a worst-case bound: that grows like :math:`K \varepsilon_{32}`.
-# Measured on CPU (torch 2.13); on CUDA cuDNN picks the convolution algorithm, and
-# whether its float32 result stays within this bound is not yet verified by a GPU build.
-eps32 = torch.finfo(torch.float32).eps
-for kind, K in (("conv", C * 9), ("linear", D)):
-    bound = 4 * K**0.5 * eps32
-    err = folded_error[kind, torch.float32]
-    print(f"{kind:6s} float32: relative error {err:.1e} "
-          f"<= 4 sqrt(K) eps = {bound:.1e} (K = {K})")
-    assert err <= bound  # an estimate, not a worst case
-fold_err_conv = folded_error["conv", torch.float32]  # relative to max |y|
-fold_err_linear = folded_error["linear", torch.float32]
-print(f"in units of eps32: conv {fold_err_conv / eps32:.1f}, "
-      f"linear {fold_err_linear / eps32:.1f}")
 if device == "cuda":
     torch.backends.cudnn.allow_tf32 = tf32
-
-# %%
-# A convolution right before BatchNorm usually has no bias (BatchNorm's mean removal
-# would cancel it, and its :math:`\beta` does a bias's work): ``fold`` then takes
-# :math:`b_c = 0`, and the folded layer gets the bias :math:`\beta_c - \hat\mu_c s_c`.
-# In float64, equal to the stack and to ``fuse_conv_bn_eval``.
-layer, bn = make_pair("conv", torch.float64, bias=False)
-assert layer.bias is None  # the case of this cell: fold's bias=None branch runs
-xin = input_for("conv", torch.float64)
-with torch.no_grad():
-    w, b = fold(layer.weight, layer.bias, bn)
-    out = torch.nn.functional.conv2d(xin, w, b, padding=1)
-    ref = bn(layer(xin))
-    fused = torch.nn.utils.fusion.fuse_conv_bn_eval(layer, bn)
-print(f"conv without bias: max|folded - stack| "
-      f"{(out - ref).abs().max():.1e}")
-torch.testing.assert_close(out, ref)
-torch.testing.assert_close(b, fused.bias)
-
-# %%
-# The folding is only valid in eval mode: in training mode BatchNorm uses the batch's
-# statistics, which change with every batch, so there is nothing fixed to fold. The
-# folded conv applied to a batch differs from the stack in training mode.
-layer, bn = make_pair("conv", torch.float64)
-xin = input_for("conv", torch.float64)
-with torch.no_grad():
-    w, b = fold(layer.weight, layer.bias, bn)
-    out = torch.nn.functional.conv2d(xin, w, b, padding=1)
-    bn.train()
-    train_gap = (out - bn(layer(xin))).abs().max().item()
-print(f"folded conv vs the stack in training mode: max|diff| = {train_gap:.1f}")
-assert train_gap > 1  # the batch's statistics are not the running ones
-
 
 # %%
 # Synchronized BatchNorm: the ranks simulated
@@ -308,8 +282,9 @@ start_mean = torch.randn(C, generator=g, dtype=f64).to(device)  # "pretrained" b
 start_var = (0.5 + torch.rand(C, generator=g, dtype=f64)).to(device)
 
 
-def fresh_bn():
-    bn = torch.nn.BatchNorm2d(C, device=device, dtype=f64)
+def fresh_bn(gamma, beta, start_mean, start_var):
+    """A BatchNorm2d with weight gamma, bias beta and running buffers, all (C,)."""
+    bn = torch.nn.BatchNorm2d(gamma.shape[0], device=gamma.device, dtype=gamma.dtype)
     with torch.no_grad():
         bn.weight.copy_(gamma)
         bn.bias.copy_(beta)
@@ -318,9 +293,9 @@ def fresh_bn():
     return bn
 
 
-whole = fresh_bn()
+whole = fresh_bn(gamma, beta, start_mean, start_var)
 y_whole = whole(x_all)  # the whole batch on one device
-per_device = [fresh_bn() for _ in range(ranks)]
+per_device = [fresh_bn(gamma, beta, start_mean, start_var) for _ in range(ranks)]
 y_local = torch.cat([bn(s) for bn, s in zip(per_device, slices)])
 local_gap = (y_local - y_whole).abs().max().item()
 print(f"per-device BatchNorm vs whole batch: max|diff| = {local_gap:.2f}")
@@ -341,9 +316,11 @@ assert local_gap > 0.5  # per-device statistics are not the batch's
 # mean-and-variance form in low precision; here it is float64.) The all-reduce below is
 # a plain sum over the simulated ranks.
 def local_stats(s):
-    """What one rank contributes: count, sum, sum of squares per channel."""
+    """What one rank contributes for its slice s (B_rank, C, H, W): count, sum, sum of
+    squares per channel, (3, C)."""
     dims = [0, 2, 3]
-    n = torch.full((C,), s.numel() // C, device=device, dtype=f64)
+    C = s.shape[1]
+    n = torch.full((C,), s.numel() // C, device=s.device, dtype=s.dtype)
     return torch.stack([n, s.sum(dim=dims), (s * s).sum(dim=dims)])  # (3, C)
 
 
@@ -372,16 +349,67 @@ torch.testing.assert_close(running_mean, whole.running_mean)
 torch.testing.assert_close(running_var, whole.running_var)
 
 # %%
-# The per-device modules' running statistics are wrong as well: each holds its own
-# slice's, and data-parallel training that keeps one rank's buffers (as
-# ``DistributedDataParallel`` does when it broadcasts rank 0's) keeps rank 0's.
-rank0_gap = (per_device[0].running_mean - whole.running_mean).abs().max().item()
-print(f"rank 0's running_mean vs the whole batch's: max|diff| = {rank0_gap:.2f}")
-assert rank0_gap > 0.05  # rank 0 saw mean 0, the batch has mean 1
+# Proof: the frozen module is the fixed affine map
+# -------------------------------------------------
+# The "both" module is exactly the fixed affine map, written here from its definition
+# (torchvision is not needed): scale and shift per channel from the running statistics.
+bn = pretrained_bn(C, device)
+scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)  # (C,)
+shift = bn.bias - bn.running_mean * scale  # (C,)
+frozen = x * scale.view(1, C, 1, 1) + shift.view(1, C, 1, 1)
+gap = (frozen - results["both"][0]).abs().max()
+print(f"fixed affine x * s + t vs eval() with no grads: max|diff| = {gap:.1e}")
+torch.testing.assert_close(frozen, results["both"][0])
 
 # %%
-# The real thing, with processes
-# ------------------------------
+# Proof: in float32, within a few sqrt(K) ulps of the output scale
+# ----------------------------------------------------------------
+# In float32 the folded layer is not bit-equal to the stack: it rounds
+# :math:`W_c s_c` once per weight and then sums :math:`K` products (:math:`K = C \cdot
+# 3 \cdot 3 = 27` for the convolution, :math:`D = 16` for the linear layer), where the
+# stack sums first and scales after. Each rounding is at most half an ulp of its
+# result, and the errors of a sum of :math:`K` random-sign terms grow like
+# :math:`\sqrt{K}`, so the difference should be a few :math:`\sqrt{K}` ulps of the
+# output scale: the estimate asserted is :math:`4 \sqrt{K}\, \varepsilon_{32}` relative
+# to :math:`\max |y|` (:math:`\varepsilon_{32} = 2^{-23}`), i.e. 2.5e-6 and 1.9e-6. It
+# is not a worst-case bound: that grows like :math:`K \varepsilon_{32}`.
+# Measured on CPU (torch 2.13); on CUDA cuDNN picks the convolution algorithm, and
+# whether its float32 result stays within this bound is not yet verified by a GPU build.
+eps32 = torch.finfo(torch.float32).eps
+for kind, K in (("conv", C * 9), ("linear", D)):
+    bound = 4 * K**0.5 * eps32
+    err = folded_error[kind, torch.float32]
+    print(f"{kind:6s} float32: relative error {err:.1e} "
+          f"<= 4 sqrt(K) eps = {bound:.1e} (K = {K})")
+    assert err <= bound  # an estimate, not a worst case
+fold_err_conv = folded_error["conv", torch.float32]  # relative to max |y|
+fold_err_linear = folded_error["linear", torch.float32]
+print(f"in units of eps32: conv {fold_err_conv / eps32:.1f}, "
+      f"linear {fold_err_linear / eps32:.1f}")
+
+# %%
+# Proof: folding a convolution without a bias
+# --------------------------------------------
+# A convolution right before BatchNorm usually has no bias (BatchNorm's mean removal
+# would cancel it, and its :math:`\beta` does a bias's work): ``fold`` then takes
+# :math:`b_c = 0`, and the folded layer gets the bias :math:`\beta_c - \hat\mu_c s_c`.
+# In float64, equal to the stack and to ``fuse_conv_bn_eval``.
+layer, bn = make_pair("conv", torch.float64, device, bias=False)
+assert layer.bias is None  # the case of this cell: fold's bias=None branch runs
+xin = input_for("conv", torch.float64, device)
+with torch.no_grad():
+    w, b = fold(layer.weight, layer.bias, bn)
+    out = torch.nn.functional.conv2d(xin, w, b, padding=1)
+    ref = bn(layer(xin))
+    fused = torch.nn.utils.fusion.fuse_conv_bn_eval(layer, bn)
+print(f"conv without bias: max|folded - stack| "
+      f"{(out - ref).abs().max():.1e}")
+torch.testing.assert_close(out, ref)
+torch.testing.assert_close(b, fused.bias)
+
+# %%
+# Proof: the real thing, with processes (a test of the book)
+# ----------------------------------------------------------
 # ``tests/test_sync_batchnorm.py`` runs the same algebra in two processes with
 # ``torch.distributed`` (gloo backend, 127.0.0.1), each holding half of a batch, and
 # asserts that the concatenated outputs, the running statistics and the gradients
@@ -392,28 +420,54 @@ assert rank0_gap > 0.05  # rank 0 saw mean 0, the batch has mean 1
 # with ``torch.distributed``. The page does not spawn processes itself: a sphinx-gallery
 # build is no place for them.
 
+# %%
+# Try it: freeze with ``eval()``, then call ``model.train()``. Still frozen?
+# ---------------------------------------------------------------------------
+# A training loop calls ``model.train()`` on the whole model at every epoch.
 
 # %%
-# Figure: what the devices see
-# ----------------------------
-# Channel 0 of each rank's slice, normalized with per-device statistics (left) and with
-# the synchronized ones (right), shown before the affine (``(y - beta) / gamma``) so
-# that the axis is in standard deviations. Per device, each slice is centered on its
-# own mean, so the difference between the two slices disappears from the outputs;
-# synchronized, it survives, as it would on one device.
-import matplotlib.pyplot as plt
+# ``eval()`` is a mode: ``model.train()`` puts the layer back in training mode. The
+# buffers then move again and the output depends on the batch again, with weight
+# and bias frozen or not. ``FrozenBatchNorm2d`` has no training mode, which is why
+# fine-tuning code swaps it in (or sets ``eval()`` again after every ``train()``).
+model = torch.nn.Sequential(pretrained_bn(C, device)).eval()  # frozen as "both"
+model[0].weight.requires_grad_(False)
+model[0].bias.requires_grad_(False)
+model.train()  # what the next epoch of a training loop does
+_, moved, _, depends = freeze_report(model[0], x, x_other)
+print(f"after model.train(): buffers moved {moved}, sample 0 vs batch {depends:.1e}")
+assert moved == (True, True) and depends > 1  # as requires_grad_(False)
 
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True, layout="constrained")
-halves = {"per-device statistics": y_local, "synchronized statistics": y_synced}
-bins = torch.linspace(-3, 3, 31).tolist()
-for ax, (title, y) in zip(axes, halves.items()):
-    z = ((y[:, 0] - beta[0]) / gamma[0]).detach().cpu()  # (ranks * B_rank, H, W)
-    for r in range(ranks):
-        part = z[r * B_rank:(r + 1) * B_rank].flatten()
-        ax.hist(part, bins=bins, alpha=0.6, label=f"rank {r} (input mean {2 * r})")
-    ax.set_title(title)
-    ax.set_xlabel("channel 0, normalized (before the affine)")
-    ax.legend(fontsize="small")
-axes[0].set_ylabel("count")
-fig.suptitle("Per-device BatchNorm erases the difference between the devices' data")
-plt.show()
+
+# %%
+# Try it: apply the folded conv where the stack runs in training mode. Does it match?
+# -----------------------------------------------------------------------------------
+# Put the BatchNorm in ``train()`` and compare with the folded conv on the same batch.
+
+# %%
+# The folding is only valid in eval mode: in training mode BatchNorm uses the batch's
+# statistics, which change with every batch, so there is nothing fixed to fold. The
+# folded conv applied to a batch differs from the stack in training mode.
+layer, bn = make_pair("conv", torch.float64, device)
+xin = input_for("conv", torch.float64, device)
+with torch.no_grad():
+    w, b = fold(layer.weight, layer.bias, bn)
+    out = torch.nn.functional.conv2d(xin, w, b, padding=1)
+    bn.train()
+    train_gap = (out - bn(layer(xin))).abs().max().item()
+print(f"folded conv vs the stack in training mode: max|diff| = {train_gap:.1f}")
+assert train_gap > 1  # the batch's statistics are not the running ones
+
+
+# %%
+# Try it: keep rank 0's running statistics, as DDP does. Are they the batch's?
+# ----------------------------------------------------------------------------
+# Compare rank 0's ``running_mean`` with that of BatchNorm over the whole batch.
+
+# %%
+# The per-device modules' running statistics are wrong as well: each holds its own
+# slice's, and data-parallel training that keeps one rank's buffers (as
+# ``DistributedDataParallel`` does when it broadcasts rank 0's) keeps rank 0's.
+rank0_gap = (per_device[0].running_mean - whole.running_mean).abs().max().item()
+print(f"rank 0's running_mean vs the whole batch's: max|diff| = {rank0_gap:.2f}")
+assert rank0_gap > 0.05  # rank 0 saw mean 0, the batch has mean 1
