@@ -52,7 +52,7 @@ print(f"device: {device}, torch {torch.__version__}")
 # ``(C, H * W)`` with ``C = 6``, ``G = 3``; on the right a sequence ``(L, D)``.
 import matplotlib.pyplot as plt
 
-fig, (ax_gn, ax_rms) = plt.subplots(1, 2, figsize=(9, 3.6))
+fig, (ax_gn, ax_rms) = plt.subplots(1, 2, figsize=(9, 3.6), layout="constrained")
 ax_gn.imshow(torch.arange(6)[:, None].div(2, rounding_mode="floor").expand(6, 20),
              cmap="tab10", vmin=0, vmax=9, aspect="auto")
 ax_gn.set_xlabel("position h * W + w")
@@ -65,7 +65,6 @@ ax_rms.set_ylabel("token l")
 ax_rms.set_title("RMSNorm(D): each token alone")
 fig.suptitle("One colour, one mean and spread: GroupNorm shares them across a group\n"
              "of channels and every position, RMSNorm within one token")
-fig.tight_layout()
 plt.show()
 
 # %%

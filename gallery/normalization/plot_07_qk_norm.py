@@ -170,7 +170,7 @@ assert q.norm(dim=-1).max() <= math.sqrt(Dh)
 # Multiply the projection weights by ``s`` and the input by ``a``, four decades each,
 # and recompute the logits with ``attention_logits``. Only when the variance of ``q``
 # falls to the order of ``eps`` (``s * a = 1e-2`` and below) do the normalized rows, and
-# with them the logits, shrink (the last Try it measures by how much).
+# with them the logits, shrink (the first Try it measures by how much).
 grid = {}
 with torch.no_grad():
     for s in (1e-2, 1.0, 1e2):
