@@ -274,6 +274,12 @@ torch.testing.assert_close(gn1(x), ln(x))
 # float64's epsilon, rounded to the module's dtype, at torch.testing's default
 # tolerances *for that dtype* (bfloat16: ``rtol=1.6e-2``, float16: ``rtol=1e-3``): the
 # module rounds its float32 result once, which is within them.
+def out_rms(y, weight):
+    """RMS of the normalized part of y (weight divided out), averaged over tokens."""
+    return (y.double() / weight.double()).pow(2).mean(dim=-1).sqrt().mean().item()
+
+
+# %%
 u = torch.randn(B, L, D, device=device, dtype=torch.float64)
 u = u / u.pow(2).mean(dim=-1, keepdim=True).sqrt()  # every token has RMS exactly 1
 torch.testing.assert_close(u.norm(dim=-1), torch.full((B, L), D**0.5, device=device,
@@ -282,11 +288,6 @@ w = torch.randn(D, device=device, dtype=torch.float64)
 f32, f64 = torch.float32, torch.float64
 cases = [(f32, 1e-3, f32), (torch.bfloat16, 1e-3, f32), (torch.float16, 1e-3, f32),
          (f64, 1e-8, f64)]  # (dtype, input RMS, the dtype whose eps the module uses)
-
-
-def out_rms(y, weight):
-    """RMS of the normalized part of y (weight divided out), averaged over tokens."""
-    return (y.double() / weight.double()).pow(2).mean(dim=-1).sqrt().mean().item()
 
 
 print(f"{'dtype':15s}{'input RMS':>10s}{'module':>8s} | formula, eps of "
@@ -324,15 +325,16 @@ rms_f16_own_eps = table[torch.float16][1]
 # ``eps=None``, in each dtype; each is compared with its curve in its own dtype, at that
 # dtype's default tolerances.
 
-r = torch.logspace(-10, 1, 23, dtype=torch.float64)
-v = torch.randn(256, dtype=torch.float64)
-v = v / v.pow(2).mean().sqrt()  # exactly unit RMS, so r * v has RMS r
-
-
 def rms_knee(module, dtype, r, v):
     """Output RMS of weightless RMSNorm for inputs r * v, in `dtype`: r (N,), v (D,)."""
     return torch.stack([module((ri * v).to(dtype)).double().pow(2).mean().sqrt()
                         for ri in r])
+
+
+# %%
+r = torch.logspace(-10, 1, 23, dtype=torch.float64)
+v = torch.randn(256, dtype=torch.float64)
+v = v / v.pow(2).mean().sqrt()  # exactly unit RMS, so r * v has RMS r
 
 
 bf16 = torch.bfloat16

@@ -295,6 +295,7 @@ def mean_entropy(z):
     return -(log_p.exp() * log_p).sum(dim=-1).mean().item()
 
 
+# %%
 H_with = torch.tensor([mean_entropy(z) for z in z_with])
 H_without = torch.tensor([mean_entropy(z) for z in z_without])
 floor = math.log(1 + (L - 1) * math.exp(-2 * math.sqrt(Dh)))

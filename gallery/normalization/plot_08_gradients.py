@@ -91,7 +91,7 @@ plt.show()
 # Copied from the pages that teach them. Weights and biases of shape ``(C,)`` act per
 # channel, broadcast over ``(H, W)``; LayerNorm's are per element ``(C, H, W)``.
 # ``rms_norm`` normalizes over the last dim, so RMSNorm over ``(C, H, W)`` flattens
-# them first (below).
+# them first (``rms_norm_chw``).
 import torch
 
 
@@ -158,6 +158,17 @@ def grads(fn, x, params, g):
     return [x_.grad] + [p.grad for p in params]
 
 
+def group_norm_3(x, weight, bias, eps=1e-5):
+    """GroupNorm with 3 groups, in the signature of the other four layers."""
+    return group_norm(x, 3, weight, bias, eps)
+
+
+# RMSNorm's eps=None is float64's machine epsilon for float64 input (the RMSNorm page).
+def rms_norm_chw(x, weight, eps=torch.finfo(torch.float64).eps):
+    """RMSNorm of x (B, C, H, W) over (C, H, W); weight (C, H, W)."""
+    return rms_norm(x.flatten(1), weight.flatten(), eps).view_as(x)
+
+
 # %%
 # Same input, same weights, same upstream gradient
 # ------------------------------------------------
@@ -169,17 +180,7 @@ def grads(fn, x, params, g):
 B, C, H, W = 4, 6, 5, 4  # H != W, so a reshape that swapped them would show
 z = torch.randn(B, C, H, W, device=device, dtype=f64)  # (B, C, H, W), unit variance
 g = torch.randn(B, C, H, W, device=device, dtype=f64)  # upstream gradient dL/dy
-G = 3  # groups for GroupNorm
-
-
-def group_norm_3(x, weight, bias, eps=1e-5):  # G = 3 groups
-    return group_norm(x, 3, weight, bias, eps)
-
-
-# RMSNorm's eps=None is float64's machine epsilon for float64 input (the RMSNorm page).
-def rms_norm_chw(x, weight, eps=torch.finfo(torch.float64).eps):  # weight (C, H, W)
-    return rms_norm(x.flatten(1), weight.flatten(), eps).view_as(x)
-
+G = 3  # groups for GroupNorm (group_norm_3)
 
 layers = {  # name: (module, from-scratch function, input scale)
     "BatchNorm2d": (torch.nn.BatchNorm2d(C), batch_norm_train, 1e-2),

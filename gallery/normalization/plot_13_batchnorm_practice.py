@@ -192,21 +192,6 @@ def fold(weight, bias, bn):
     return weight * s.view(shape), (bias - bn.running_mean) * s + bn.bias
 
 
-# %%
-# A ``Conv2d(C, C_out, 3)`` and a ``Linear(D, D_out)``, each followed by a BatchNorm
-# with non-trivial running statistics (variances near ``1e-3`` again, so ``eps``
-# matters) and affine. In float64 the folded layer equals the two-layer stack at
-# float64's default tolerance, in float32 at float32's (a tighter bound follows); our
-# folded weights and biases equal those of torch's ``fuse_conv_bn_eval`` and
-# ``fuse_linear_bn_eval``, which compute the same formula with ``rsqrt``. On CUDA, cuDNN
-# may run float32 convolutions in TF32 (its default); TF32 is switched off for this
-# comparison so that the float32 numbers below mean float32.
-if device == "cuda":
-    tf32 = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-C_out, D, D_out = 8, 16, 8
-
-
 def make_pair(kind, dtype, device, bias=True, C=3, C_out=8, D=16, D_out=8):
     """Conv2d(C, C_out, 3) or Linear(D, D_out), and an eval-mode BatchNorm after it,
     with non-trivial parameters."""
@@ -231,6 +216,21 @@ def input_for(kind, dtype, device, B=4, C=3, H=5, W=5, D=16):
     g = torch.Generator().manual_seed(3)
     shape = (B, C, H, W) if kind == "conv" else (B, D)
     return torch.randn(shape, generator=g).to(device, dtype)  # (B, C, H, W) or (B, D)
+
+
+# %%
+# A ``Conv2d(C, C_out, 3)`` and a ``Linear(D, D_out)``, each followed by a BatchNorm
+# with non-trivial running statistics (variances near ``1e-3`` again, so ``eps``
+# matters) and affine. In float64 the folded layer equals the two-layer stack at
+# float64's default tolerance, in float32 at float32's (a tighter bound follows); our
+# folded weights and biases equal those of torch's ``fuse_conv_bn_eval`` and
+# ``fuse_linear_bn_eval``, which compute the same formula with ``rsqrt``. On CUDA, cuDNN
+# may run float32 convolutions in TF32 (its default); TF32 is switched off for this
+# comparison so that the float32 numbers below mean float32.
+if device == "cuda":
+    tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+C_out, D, D_out = 8, 16, 8
 
 
 folded_error = {}  # (kind, dtype) -> max|folded - stack| / max|stack|
@@ -267,6 +267,18 @@ if device == "cuda":
 # distributions (here rank 0 gets mean 0, rank 1 gets mean 2) they are simply different
 # (MegDet, Peng et al. 2018, synchronizes them). Two half-batches, float64,
 # ``BatchNorm2d`` with non-trivial affine.
+def fresh_bn(gamma, beta, start_mean, start_var):
+    """A BatchNorm2d with weight gamma, bias beta and running buffers, all (C,)."""
+    bn = torch.nn.BatchNorm2d(gamma.shape[0], device=gamma.device, dtype=gamma.dtype)
+    with torch.no_grad():
+        bn.weight.copy_(gamma)
+        bn.bias.copy_(beta)
+        bn.running_mean.copy_(start_mean)
+        bn.running_var.copy_(start_var)
+    return bn
+
+
+# %%
 f64 = torch.float64
 ranks = 2
 B_rank = 3  # samples per rank, so few that biased and unbiased variance differ
@@ -280,17 +292,6 @@ beta = torch.randn(C, generator=g, dtype=f64).to(device)
 
 start_mean = torch.randn(C, generator=g, dtype=f64).to(device)  # "pretrained" buffers
 start_var = (0.5 + torch.rand(C, generator=g, dtype=f64)).to(device)
-
-
-def fresh_bn(gamma, beta, start_mean, start_var):
-    """A BatchNorm2d with weight gamma, bias beta and running buffers, all (C,)."""
-    bn = torch.nn.BatchNorm2d(gamma.shape[0], device=gamma.device, dtype=gamma.dtype)
-    with torch.no_grad():
-        bn.weight.copy_(gamma)
-        bn.bias.copy_(beta)
-        bn.running_mean.copy_(start_mean)
-        bn.running_var.copy_(start_var)
-    return bn
 
 
 whole = fresh_bn(gamma, beta, start_mean, start_var)
@@ -329,6 +330,7 @@ def all_reduce(tensors):
     return torch.stack(tensors).sum(dim=0)
 
 
+# %%
 n_tot, s_tot, q_tot = all_reduce([local_stats(s) for s in slices])  # each (C,)
 mu = s_tot / n_tot  # (C,)
 var = q_tot / n_tot - mu**2  # (C,), biased
