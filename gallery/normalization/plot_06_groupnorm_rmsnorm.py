@@ -161,9 +161,9 @@ class RMSNorm(nn.Module):
 # ``D``. At unit scale any small ``eps`` looks the same, so the input has RMS ``~1e-3``:
 # its mean square ``~1e-6`` makes ``eps`` a visible term. The module's default
 # ``eps=None`` is, for float32 input, float32's machine epsilon ``1.19e-7`` (a 12 % term
-# here); ``RMSNorm`` takes Llama's ``1e-6`` (a 50 % term), checked against
-# ``torch.nn.functional.rms_norm``, fresh (weight 1) and with a random weight, then in
-# bfloat16, where it returns bfloat16 within one rounding of PyTorch's.
+# here); ``RMSNorm`` takes Llama's ``1e-6`` (a 50 % term), checked fresh (weight 1)
+# against ``torch.nn.functional.rms_norm`` (with a random weight and in bfloat16: the
+# first Proof section).
 B, L, D = 4, 8, 32
 
 rms = torch.nn.RMSNorm(D).to(device)
@@ -187,22 +187,6 @@ print(f"RMSNorm(D), fresh, vs F.rms_norm(eps=1e-6):          max gap = "
       f"{fresh_gap.abs().max().item():.2e}")
 torch.testing.assert_close(llama_rms(quiet),
                            torch.nn.functional.rms_norm(quiet, (D,), eps=1e-6))
-with torch.no_grad():
-    llama_rms.weight.copy_(rms.weight)
-ref6 = torch.nn.functional.rms_norm(quiet, (D,), rms.weight, eps=1e-6)
-print(f"RMSNorm(D), random weight, vs F.rms_norm(eps=1e-6):  max gap = "
-      f"{(llama_rms(quiet) - ref6).abs().max().item():.2e}")
-torch.testing.assert_close(llama_rms(quiet), ref6)
-
-quiet16 = quiet.to(torch.bfloat16)  # (B, L, D)
-torch16 = torch.nn.RMSNorm(D, eps=1e-6, device=device, dtype=torch.bfloat16)
-with torch.no_grad():
-    torch16.weight.copy_(rms.weight)
-out16 = llama_rms.to(torch.bfloat16)(quiet16)
-print(f"bfloat16: RMSNorm returns {out16.dtype}, max gap to nn.RMSNorm = "
-      f"{(out16.float() - torch16(quiet16).float()).abs().max().item():.2e}")
-assert out16.dtype == torch.bfloat16
-torch.testing.assert_close(out16, torch16(quiet16))  # bfloat16's default tolerances
 
 # %%
 # RMSNorm is LayerNorm without the centering
@@ -226,6 +210,29 @@ centred = shifted - shifted.mean(dim=-1, keepdim=True)
 gap = (ln(shifted) - rms_same_eps(centred)).abs().max().item()
 print(f"max|LayerNorm(x) - RMSNorm(x - mean)| = {gap:.2e}")
 torch.testing.assert_close(ln(shifted), rms_same_eps(centred))
+
+# %%
+# Proof: ``RMSNorm`` with a random weight, and in bfloat16
+# --------------------------------------------------------
+# With the random weight of ``rms`` it still equals ``F.rms_norm``; in bfloat16 it
+# returns bfloat16 within one rounding of ``nn.RMSNorm``'s (it rounds the normalized
+# value before the weight multiplies it, as Llama does; PyTorch rounds once).
+with torch.no_grad():
+    llama_rms.weight.copy_(rms.weight)
+ref6 = torch.nn.functional.rms_norm(quiet, (D,), rms.weight, eps=1e-6)
+print(f"RMSNorm(D), random weight, vs F.rms_norm(eps=1e-6):  max gap = "
+      f"{(llama_rms(quiet) - ref6).abs().max().item():.2e}")
+torch.testing.assert_close(llama_rms(quiet), ref6)
+
+quiet16 = quiet.to(torch.bfloat16)  # (B, L, D)
+torch16 = torch.nn.RMSNorm(D, eps=1e-6, device=device, dtype=torch.bfloat16)
+with torch.no_grad():
+    torch16.weight.copy_(rms.weight)
+out16 = llama_rms.to(torch.bfloat16)(quiet16)
+print(f"bfloat16: RMSNorm returns {out16.dtype}, max gap to nn.RMSNorm = "
+      f"{(out16.float() - torch16(quiet16).float()).abs().max().item():.2e}")
+assert out16.dtype == torch.bfloat16
+torch.testing.assert_close(out16, torch16(quiet16))  # bfloat16's default tolerances
 
 # %%
 # Proof: LayerNorm's affine is strictly richer than GroupNorm(1)'s

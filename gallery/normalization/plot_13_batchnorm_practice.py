@@ -37,10 +37,10 @@ print(f"device: {device}, torch {torch.__version__}")
 # %%
 # The idea
 # --------
-# In eval mode BatchNorm is a fixed affine map per channel, built from the running
-# statistics :math:`\hat\mu, \hat\sigma^2`; that is what a frozen BatchNorm computes,
-# and composed with the layer before it (weights :math:`W_c`, bias :math:`b_c` of
-# output channel :math:`c`) it is one layer:
+# In eval mode BatchNorm is a fixed affine map per channel from the running statistics
+# :math:`\hat\mu, \hat\sigma^2` (what a frozen BatchNorm computes); composed with the
+# layer before it (weights :math:`W_c`, bias :math:`b_c` of output channel :math:`c`)
+# it is one layer:
 #
 # .. math::
 #
@@ -48,11 +48,9 @@ print(f"device: {device}, torch {torch.__version__}")
 #    t = \beta - \hat\mu\, s; \qquad
 #    W'_c = s_c W_c, \quad b'_c = (b_c - \hat\mu_c)\, s_c + \beta_c
 #
-# In training mode it normalizes with the batch's statistics, so when a batch is split
-# across devices each device must see the whole batch's mean
-# :math:`\mu = \sum_r S_r / \sum_r n_r` (sums :math:`S_r` and counts :math:`n_r` of each
-# rank :math:`r`). The figure normalizes two half-batches, rank 0 with mean 0 and rank 1
-# with mean 2 (channel 0, no affine), with per-device and with synchronized statistics.
+# In training mode it uses the batch's statistics: a batch split across devices needs
+# the whole batch's mean :math:`\mu = \sum_r S_r / \sum_r n_r` (sums and counts of each
+# rank :math:`r`) on every device. The figure: two half-batches (means 0 and 2).
 import matplotlib.pyplot as plt
 
 gen = torch.Generator().manual_seed(4)
@@ -78,13 +76,11 @@ fig.suptitle("Per-device BatchNorm erases the difference between the devices' da
 plt.show()
 
 # %%
-# A "pretrained" BatchNorm
-# ------------------------
-# A ``BatchNorm2d`` whose running statistics and affine parameters are far from the
-# defaults (mean 0, var 1, weight 1, bias 0), so that every term below matters. The
-# running variances are around ``1e-3``, a hundred times ``eps``, so ``eps`` moves the
-# outputs by about 0.5 %. The fine-tuning batch comes from another distribution (mean
-# 0.5, std 0.05): its own statistics are not the running ones.
+# Three ways to freeze
+# --------------------
+# A "pretrained" ``BatchNorm2d``: running statistics and affine far from the defaults,
+# running variances near ``1e-3`` (``eps`` moves outputs by about 0.5 %). The
+# fine-tuning batch (mean 0.5, std 0.05) has statistics other than the running ones.
 import copy
 
 import torch
@@ -117,18 +113,14 @@ def freeze_report(bn, x, x_other):
 
 
 # %%
-# Three ways to freeze
-# --------------------
 # ``bn.eval()`` normalizes with the running statistics and stops updating them, but the
 # affine parameters still get gradients (an optimizer would still train them).
 # ``requires_grad_(False)`` on weight and bias stops their gradients, but in training
 # mode the layer *still* normalizes with the batch's statistics and *still* updates the
 # running ones: it freezes the affine only. Both together is what torchvision's
-# ``FrozenBatchNorm2d`` hard-codes: a fixed per-channel affine map
-# :math:`y = x \cdot s + t` with :math:`s = \gamma / \sqrt{\hat\sigma^2 + \epsilon}` and
-# :math:`t = \beta - \hat\mu s` from the running statistics :math:`\hat\mu,
-# \hat\sigma^2`. For each way: did the running buffers change, did weight get a
-# gradient, and by how much does sample 0's output change when its batch companions do?
+# ``FrozenBatchNorm2d`` hard-codes: the fixed affine map of The idea. For each way: did
+# the buffers change, did weight get a gradient, and how much does sample 0's output
+# change when its batch companions do?
 B, C, H, W = 4, 3, 5, 5
 x = 0.5 + 0.05 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W)
 x.requires_grad_(True)  # as the output of the layers before would
@@ -162,24 +154,12 @@ assert results["both"][3] == 0  # per sample, as eval()
 # %%
 # Folding BatchNorm into the layer before it
 # ------------------------------------------
-# In eval mode BatchNorm is the affine map above, and a convolution or linear layer is
-# affine too, so their composition is one layer. Output channel :math:`c` of a layer is
-# :math:`z_c = W_c \ast x + b_c` (:math:`W_c` the weights producing channel :math:`c`);
-# BatchNorm then computes
-#
-# .. math::
-#
-#    y_c = \gamma_c \frac{z_c - \hat\mu_c}{\sqrt{\hat\sigma^2_c + \epsilon}} + \beta_c
-#        = \underbrace{\frac{\gamma_c W_c}{\sqrt{\hat\sigma^2_c + \epsilon}}}_{W'_c}
-#          \ast x
-#        + \underbrace{\frac{(b_c - \hat\mu_c)\, \gamma_c}
-#          {\sqrt{\hat\sigma^2_c + \epsilon}} + \beta_c}_{b'_c},
-#
-# so each output channel's weights are scaled by :math:`s_c = \gamma_c /
-# \sqrt{\hat\sigma^2_c + \epsilon}` and the bias becomes :math:`(b_c - \hat\mu_c) s_c +
-# \beta_c`. This is the folding of integer-only inference (Jacob et al. 2018). For a
-# ``Conv2d`` the weight ``(C_out, C_in, kH, kW)`` is scaled along dim 0, for a
-# ``Linear`` the weight ``(D_out, D_in)`` likewise along dim 0.
+# In eval mode BatchNorm is the affine map of The idea, and a convolution or linear
+# layer is affine too, so their composition is one layer: output channel :math:`c`'s
+# weights are scaled by :math:`s_c` and its bias becomes :math:`(b_c - \hat\mu_c) s_c +
+# \beta_c` (the folding of integer-only inference, Jacob et al. 2018). A ``Conv2d``
+# weight ``(C_out, C_in, kH, kW)`` and a ``Linear`` weight ``(D_out, D_in)`` are both
+# scaled along dim 0.
 import torch
 
 
@@ -192,6 +172,99 @@ def fold(weight, bias, bn):
     return weight * s.view(shape), (bias - bn.running_mean) * s + bn.bias
 
 
+# %%
+# A ``Conv2d(C, C, 3)`` followed by the "pretrained" BatchNorm above, folded into one
+# convolution, in float64: equal to the stack, and its weights to PyTorch's
+# ``fuse_conv_bn_eval`` (``Linear``, float32 and a conv without bias: Proof sections).
+conv = torch.nn.Conv2d(C, C, 3, padding=1, device=device, dtype=torch.float64).eval()
+bn_fold = pretrained_bn(C, device).double().eval()
+x64 = x.double()  # (B, C, H, W), used under no_grad only
+with torch.no_grad():
+    w, b = fold(conv.weight, conv.bias, bn_fold)
+    folded = torch.nn.functional.conv2d(x64, w, b, padding=1)  # (B, C, H, W)
+    stack = bn_fold(conv(x64))  # (B, C, H, W)
+    fused = torch.nn.utils.fusion.fuse_conv_bn_eval(conv, bn_fold)
+print(f"folded conv vs conv then BatchNorm: max|diff| "
+      f"{(folded - stack).abs().max():.1e}; weights vs fuse_conv_bn_eval "
+      f"{(w - fused.weight).abs().max():.1e}")
+torch.testing.assert_close(folded, stack)
+torch.testing.assert_close(w, fused.weight)
+
+# %%
+# Synchronized BatchNorm: the ranks simulated
+# -------------------------------------------
+# Each device (rank) normalizes its slice of the batch with that slice's statistics:
+# with few samples they are noisy, and with slices from different distributions (rank 0
+# mean 0, rank 1 mean 2, as in The idea) simply different (MegDet, Peng et al. 2018,
+# synchronizes them). Two half-batches, float64, a non-trivial affine.
+def fresh_bn(gamma, beta, start_mean, start_var):
+    """A BatchNorm2d with weight gamma, bias beta and running buffers, all (C,)."""
+    bn = torch.nn.BatchNorm2d(gamma.shape[0], device=gamma.device, dtype=gamma.dtype)
+    with torch.no_grad():
+        bn.weight.copy_(gamma)
+        bn.bias.copy_(beta)
+        bn.running_mean.copy_(start_mean)
+        bn.running_var.copy_(start_var)
+    return bn
+
+
+# %%
+f64 = torch.float64
+ranks = 2
+B_rank = 3  # samples per rank, so few that biased and unbiased variance differ
+g = torch.Generator().manual_seed(4)
+slices = [(2.0 * r + torch.randn(B_rank, C, H, W, generator=g, dtype=f64)).to(device)
+          for r in range(ranks)]  # each (B_rank, C, H, W)
+x_all = torch.cat(slices)  # (ranks * B_rank, C, H, W): the whole batch
+gamma = torch.randn(C, generator=g, dtype=f64).to(device)
+beta = torch.randn(C, generator=g, dtype=f64).to(device)
+
+
+start_mean = torch.randn(C, generator=g, dtype=f64).to(device)  # "pretrained" buffers
+start_var = (0.5 + torch.rand(C, generator=g, dtype=f64)).to(device)
+
+
+whole = fresh_bn(gamma, beta, start_mean, start_var)
+y_whole = whole(x_all)  # the whole batch on one device
+
+# %%
+# The fix is one all-reduce of a ``(3, C)`` tensor: each rank's count :math:`n_r`, sum
+# :math:`S_r` and sum of squares :math:`Q_r` per channel, summed over the ranks. Every
+# rank then normalizes with :math:`\mu = \sum_r S_r / N` and
+# :math:`\sigma^2 = \sum_r Q_r / N - \mu^2` (:math:`N = \sum_r n_r`; its running
+# statistics: Proof). The all-reduce here is a plain sum over the simulated ranks.
+def local_stats(s):
+    """What one rank contributes for its slice s (B_rank, C, H, W): count, sum, sum of
+    squares per channel, (3, C)."""
+    dims = [0, 2, 3]
+    C = s.shape[1]
+    n = torch.full((C,), s.numel() // C, device=s.device, dtype=s.dtype)
+    return torch.stack([n, s.sum(dim=dims), (s * s).sum(dim=dims)])  # (3, C)
+
+
+def all_reduce(tensors):
+    """A sum over the ranks, as dist.all_reduce(op=SUM) computes it."""
+    return torch.stack(tensors).sum(dim=0)
+
+
+# %%
+n_tot, s_tot, q_tot = all_reduce([local_stats(s) for s in slices])  # each (C,)
+mu = s_tot / n_tot  # (C,)
+var = q_tot / n_tot - mu**2  # (C,), biased
+synced = []
+for s in slices:  # each rank normalizes its own slice with the global statistics
+    z = (s - mu.view(1, C, 1, 1)) / torch.sqrt(var.view(1, C, 1, 1) + 1e-5)
+    synced.append(z * gamma.view(1, C, 1, 1) + beta.view(1, C, 1, 1))
+y_synced = torch.cat(synced)
+print(f"synchronized vs whole batch: max|diff| {(y_synced - y_whole).abs().max():.1e}")
+torch.testing.assert_close(y_synced, y_whole)  # float64 defaults
+
+# %%
+# Proof: Conv2d and Linear, float64 and float32, equal the stack and torch's fusion
+# ---------------------------------------------------------------------------------
+# ``make_pair`` builds a layer and an eval-mode BatchNorm after it with running
+# variances near ``1e-3`` (so ``eps`` matters) and a non-trivial affine; ``input_for``
+# a seeded input for it.
 def make_pair(kind, dtype, device, bias=True, C=3, C_out=8, D=16, D_out=8):
     """Conv2d(C, C_out, 3) or Linear(D, D_out), and an eval-mode BatchNorm after it,
     with non-trivial parameters."""
@@ -259,113 +332,6 @@ if device == "cuda":
     torch.backends.cudnn.allow_tf32 = tf32
 
 # %%
-# Synchronized BatchNorm: the ranks simulated
-# -------------------------------------------
-# With data parallelism each device (rank) gets a slice of the batch. Plain BatchNorm
-# then normalizes each slice with that slice's statistics, which are not the batch's:
-# with few samples per device they are noisy, and if the slices come from different
-# distributions (here rank 0 gets mean 0, rank 1 gets mean 2) they are simply different
-# (MegDet, Peng et al. 2018, synchronizes them). Two half-batches, float64,
-# ``BatchNorm2d`` with non-trivial affine.
-def fresh_bn(gamma, beta, start_mean, start_var):
-    """A BatchNorm2d with weight gamma, bias beta and running buffers, all (C,)."""
-    bn = torch.nn.BatchNorm2d(gamma.shape[0], device=gamma.device, dtype=gamma.dtype)
-    with torch.no_grad():
-        bn.weight.copy_(gamma)
-        bn.bias.copy_(beta)
-        bn.running_mean.copy_(start_mean)
-        bn.running_var.copy_(start_var)
-    return bn
-
-
-# %%
-f64 = torch.float64
-ranks = 2
-B_rank = 3  # samples per rank, so few that biased and unbiased variance differ
-g = torch.Generator().manual_seed(4)
-slices = [(2.0 * r + torch.randn(B_rank, C, H, W, generator=g, dtype=f64)).to(device)
-          for r in range(ranks)]  # each (B_rank, C, H, W)
-x_all = torch.cat(slices)  # (ranks * B_rank, C, H, W): the whole batch
-gamma = torch.randn(C, generator=g, dtype=f64).to(device)
-beta = torch.randn(C, generator=g, dtype=f64).to(device)
-
-
-start_mean = torch.randn(C, generator=g, dtype=f64).to(device)  # "pretrained" buffers
-start_var = (0.5 + torch.rand(C, generator=g, dtype=f64)).to(device)
-
-
-whole = fresh_bn(gamma, beta, start_mean, start_var)
-y_whole = whole(x_all)  # the whole batch on one device
-per_device = [fresh_bn(gamma, beta, start_mean, start_var) for _ in range(ranks)]
-y_local = torch.cat([bn(s) for bn, s in zip(per_device, slices)])
-local_gap = (y_local - y_whole).abs().max().item()
-print(f"per-device BatchNorm vs whole batch: max|diff| = {local_gap:.2f}")
-assert local_gap > 0.5  # per-device statistics are not the batch's
-
-# %%
-# The fix is one all-reduce per layer, of a ``(3, C)`` tensor. Each rank :math:`r`
-# computes its count :math:`n_r`, sum :math:`S_r = \sum x` and sum of squares
-# :math:`Q_r = \sum x^2` over its slice (per channel); an all-reduce sums them over the
-# ranks, so every rank then
-# knows :math:`N = \sum_r n_r`, the global mean :math:`\mu = \sum_r S_r / N` and the
-# global biased variance :math:`\sigma^2 = \sum_r Q_r / N - \mu^2`, normalizes with
-# them, and updates the running variance with the *unbiased* :math:`\sigma^2 N / (N -
-# 1)`, :math:`N` the global count. (``nn.SyncBatchNorm`` all-gathers each rank's mean,
-# inverse standard deviation and count instead and combines them; the result is the
-# same. The sum-of-squares form
-# cancels digits when :math:`|\mu| \gg \sigma`, which is one reason to prefer the
-# mean-and-variance form in low precision; here it is float64.) The all-reduce below is
-# a plain sum over the simulated ranks.
-def local_stats(s):
-    """What one rank contributes for its slice s (B_rank, C, H, W): count, sum, sum of
-    squares per channel, (3, C)."""
-    dims = [0, 2, 3]
-    C = s.shape[1]
-    n = torch.full((C,), s.numel() // C, device=s.device, dtype=s.dtype)
-    return torch.stack([n, s.sum(dim=dims), (s * s).sum(dim=dims)])  # (3, C)
-
-
-def all_reduce(tensors):
-    """A sum over the ranks, as dist.all_reduce(op=SUM) computes it."""
-    return torch.stack(tensors).sum(dim=0)
-
-
-# %%
-n_tot, s_tot, q_tot = all_reduce([local_stats(s) for s in slices])  # each (C,)
-mu = s_tot / n_tot  # (C,)
-var = q_tot / n_tot - mu**2  # (C,), biased
-running_mean, running_var = start_mean.clone(), start_var.clone()
-m = 0.1  # BatchNorm's default momentum
-running_mean = (1 - m) * running_mean + m * mu
-running_var = (1 - m) * running_var + m * var * n_tot / (n_tot - 1)
-synced = []
-for s in slices:  # each rank normalizes its own slice with the global statistics
-    z = (s - mu.view(1, C, 1, 1)) / torch.sqrt(var.view(1, C, 1, 1) + 1e-5)
-    synced.append(z * gamma.view(1, C, 1, 1) + beta.view(1, C, 1, 1))
-y_synced = torch.cat(synced)
-print(f"synchronized vs whole batch: max|diff| {(y_synced - y_whole).abs().max():.1e}")
-print(f"  running_mean {(running_mean - whole.running_mean).abs().max():.1e}, "
-      f"running_var {(running_var - whole.running_var).abs().max():.1e}")
-torch.testing.assert_close(y_synced, y_whole)  # float64 defaults
-torch.testing.assert_close(running_mean, whole.running_mean)
-torch.testing.assert_close(running_var, whole.running_var)
-
-# %%
-# Proof: the frozen module is the fixed affine map
-# -------------------------------------------------
-# The "both" module is exactly the fixed affine map, written here from its definition
-# (torchvision is not needed): scale and shift per channel from the running statistics.
-bn = pretrained_bn(C, device)
-scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)  # (C,)
-shift = bn.bias - bn.running_mean * scale  # (C,)
-frozen = x * scale.view(1, C, 1, 1) + shift.view(1, C, 1, 1)
-gap = (frozen - results["both"][0]).abs().max()
-print(f"fixed affine x * s + t vs eval() with no grads: max|diff| = {gap:.1e}")
-torch.testing.assert_close(frozen, results["both"][0])
-
-# %%
-# Proof: in float32, within a few sqrt(K) ulps of the output scale
-# ----------------------------------------------------------------
 # In float32 the folded layer is not bit-equal to the stack: it rounds
 # :math:`W_c s_c` once per weight and then sums :math:`K` products (:math:`K = C \cdot
 # 3 \cdot 3 = 27` for the convolution, :math:`D = 16` for the linear layer), where the
@@ -390,6 +356,19 @@ print(f"in units of eps32: conv {fold_err_conv / eps32:.1f}, "
       f"linear {fold_err_linear / eps32:.1f}")
 
 # %%
+# Proof: the frozen module is the fixed affine map
+# -------------------------------------------------
+# The "both" module is exactly the fixed affine map, written here from its definition
+# (torchvision is not needed): scale and shift per channel from the running statistics.
+bn = pretrained_bn(C, device)
+scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)  # (C,)
+shift = bn.bias - bn.running_mean * scale  # (C,)
+frozen = x * scale.view(1, C, 1, 1) + shift.view(1, C, 1, 1)
+gap = (frozen - results["both"][0]).abs().max()
+print(f"fixed affine x * s + t vs eval() with no grads: max|diff| = {gap:.1e}")
+torch.testing.assert_close(frozen, results["both"][0])
+
+# %%
 # Proof: folding a convolution without a bias
 # --------------------------------------------
 # A convolution right before BatchNorm usually has no bias (BatchNorm's mean removal
@@ -410,6 +389,21 @@ torch.testing.assert_close(out, ref)
 torch.testing.assert_close(b, fused.bias)
 
 # %%
+# Proof: the running statistics, from the all-reduced sums
+# --------------------------------------------------------
+# Each rank updates its buffers with the global mean and the *unbiased* global
+# variance :math:`\sigma^2 N / (N - 1)`, :math:`N` the global count: equal to the
+# buffers of BatchNorm over the whole batch.
+running_mean, running_var = start_mean.clone(), start_var.clone()
+m = 0.1  # BatchNorm's default momentum
+running_mean = (1 - m) * running_mean + m * mu
+running_var = (1 - m) * running_var + m * var * n_tot / (n_tot - 1)
+print(f"running_mean {(running_mean - whole.running_mean).abs().max():.1e}, "
+      f"running_var {(running_var - whole.running_var).abs().max():.1e}")
+torch.testing.assert_close(running_mean, whole.running_mean)
+torch.testing.assert_close(running_var, whole.running_var)
+
+# %%
 # Proof: the real thing, with processes (a test of the book)
 # ----------------------------------------------------------
 # ``tests/test_sync_batchnorm.py`` runs the same algebra in two processes with
@@ -420,7 +414,11 @@ torch.testing.assert_close(b, fused.bias)
 # input tensor to be on GPU or XPU ...") when the input is on the CPU and a process
 # group is initialized, so the test asserts that refusal and writes the all-reduce out
 # with ``torch.distributed``. The page does not spawn processes itself: a sphinx-gallery
-# build is no place for them.
+# build is no place for them. (``nn.SyncBatchNorm`` all-gathers each rank's mean,
+# inverse standard deviation and count instead of sums and combines them; the result
+# is the same. The sum-of-squares form above cancels digits when
+# :math:`|\mu| \gg \sigma`, one reason to prefer the mean-and-variance form in low
+# precision; here it is float64.)
 
 # %%
 # Try it: freeze with ``eval()``, then call ``model.train()``. Still frozen?
@@ -460,6 +458,19 @@ with torch.no_grad():
 print(f"folded conv vs the stack in training mode: max|diff| = {train_gap:.1f}")
 assert train_gap > 1  # the batch's statistics are not the running ones
 
+
+# %%
+# Try it: normalize each rank with its own statistics. How far from the whole batch?
+# ----------------------------------------------------------------------------------
+# Give each rank its own ``BatchNorm2d`` (same parameters and buffers) and compare the
+# concatenated outputs with BatchNorm over the whole batch.
+
+# %%
+per_device = [fresh_bn(gamma, beta, start_mean, start_var) for _ in range(ranks)]
+y_local = torch.cat([bn(s) for bn, s in zip(per_device, slices)])
+local_gap = (y_local - y_whole).abs().max().item()
+print(f"per-device BatchNorm vs whole batch: max|diff| = {local_gap:.2f}")
+assert local_gap > 0.5  # per-device statistics are not the batch's
 
 # %%
 # Try it: keep rank 0's running statistics, as DDP does. Are they the batch's?
