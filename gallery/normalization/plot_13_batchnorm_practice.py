@@ -55,20 +55,18 @@ import matplotlib.pyplot as plt
 
 gen = torch.Generator().manual_seed(4)
 halves = [2.0 * r + torch.randn(3, 3, 5, 5, generator=gen, dtype=torch.float64)
-          for r in range(2)]  # each (B_rank, C, H, W)
-views = {"per-device statistics": torch.cat(  # each rank alone: (6, C, H, W)
-            [torch.nn.functional.batch_norm(h, None, None, training=True)
-             for h in halves]),
-         "synchronized statistics": torch.nn.functional.batch_norm(
-             torch.cat(halves), None, None, training=True)}  # the whole batch
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True, layout="constrained")
-bins = torch.linspace(-3, 3, 31).tolist()
-for ax, (title, y) in zip(axes, views.items()):
-    for r in range(2):
-        ax.hist(y[3 * r:3 * (r + 1), 0].flatten(), bins=bins, alpha=0.6,
-                label=f"rank {r} (input mean {2 * r})")
-    ax.set_title(title)
-    ax.set_xlabel("channel 0, normalized")
+          for r in range(2)]  # each (B_rank, C, H, W); rank r has mean 2r
+batch_norm = torch.nn.functional.batch_norm  # training=True: the batch's statistics
+views = {"per-device statistics": [batch_norm(h, None, None, training=True)
+                                   for h in halves],
+         "synchronized statistics": batch_norm(torch.cat(halves), None, None,
+                                               training=True).split(3)}
+fig, axes = plt.subplots(1, 2, figsize=(9, 2.9), sharey=True, layout="constrained")
+for ax, (panel_title, panel) in zip(axes, views.items()):
+    for rank, normed in enumerate(panel):  # normed (B_rank, C, H, W)
+        ax.hist(normed[:, 0].flatten(), bins=30, range=(-3, 3), alpha=0.6,
+                label=f"rank {rank} (input mean {2 * rank})")
+    ax.set(title=panel_title, xlabel="channel 0, normalized")
     ax.legend(fontsize="small")
 axes[0].set_ylabel("count")
 fig.suptitle("Per-device BatchNorm erases the difference between the devices' data;\n"
@@ -78,12 +76,9 @@ plt.show()
 # %%
 # Three ways to freeze
 # --------------------
-# A "pretrained" ``BatchNorm2d``: running statistics and affine far from the defaults,
-# running variances near ``1e-3`` (``eps`` moves outputs by about 0.5 %). The
-# fine-tuning batch (mean 0.5, std 0.05) has statistics other than the running ones.
+# A "pretrained" ``BatchNorm2d`` (running variances near ``1e-3``, so ``eps`` matters),
+# and a fine-tuning batch whose statistics are not the running ones.
 import copy
-
-import torch
 
 
 def pretrained_bn(C, device):
@@ -113,32 +108,24 @@ def freeze_report(bn, x, x_other):
 
 
 # %%
-# ``bn.eval()`` normalizes with the running statistics and stops updating them, but the
-# affine parameters still get gradients (an optimizer would still train them).
-# ``requires_grad_(False)`` on weight and bias stops their gradients, but in training
-# mode the layer *still* normalizes with the batch's statistics and *still* updates the
-# running ones: it freezes the affine only. Both together is what torchvision's
-# ``FrozenBatchNorm2d`` hard-codes: the fixed affine map of The idea. For each way: did
-# the buffers change, did weight get a gradient, and how much does sample 0's output
-# change when its batch companions do?
+# ``bn.eval()`` freezes the statistics, not the affine (it still gets gradients);
+# ``requires_grad_(False)`` freezes the affine only (in training mode the layer still
+# uses and updates batch statistics); both together are torchvision's
+# ``FrozenBatchNorm2d``, The idea's fixed affine map. Did the buffers move, did weight
+# get a gradient, how much does sample 0's output follow its batch companions?
 B, C, H, W = 4, 3, 5, 5
 x = 0.5 + 0.05 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W)
 x.requires_grad_(True)  # as the output of the layers before would
-# The same first sample, in a batch with other companions (all but sample 0 shifted).
-x_other = x.detach().clone()
+x_other = x.detach().clone()  # the same sample 0 among other companions:
 x_other[1:] += 0.2
 
 results = {}
-bn_eval = pretrained_bn(C, device).eval()
-results["eval()"] = freeze_report(bn_eval, x, x_other)
-bn_nograd = pretrained_bn(C, device)
-bn_nograd.weight.requires_grad_(False)
-bn_nograd.bias.requires_grad_(False)
-results["requires_grad_(False)"] = freeze_report(bn_nograd, x, x_other)
-bn_both = pretrained_bn(C, device).eval()
-bn_both.weight.requires_grad_(False)
-bn_both.bias.requires_grad_(False)
-results["both"] = freeze_report(bn_both, x, x_other)
+for way, eval_mode, affine_grads in [("eval()", True, True),
+                                     ("requires_grad_(False)", False, False),
+                                     ("both", True, False)]:
+    bn = pretrained_bn(C, device).train(not eval_mode)
+    bn.requires_grad_(affine_grads)  # weight and bias; the buffers have no gradient
+    results[way] = freeze_report(bn, x, x_other)
 print(f"{'freezing':22s} {'moved: mean, var':>16s} {'weight.grad':>11s} "
       f"{'sample 0 vs batch':>17s}")
 for name, (_, moved, has_grad, depends) in results.items():
@@ -154,15 +141,10 @@ assert results["both"][3] == 0  # per sample, as eval()
 # %%
 # Folding BatchNorm into the layer before it
 # ------------------------------------------
-# In eval mode BatchNorm is the affine map of The idea, and a convolution or linear
-# layer is affine too, so their composition is one layer: output channel :math:`c`'s
-# weights are scaled by :math:`s_c` and its bias becomes :math:`(b_c - \hat\mu_c) s_c +
-# \beta_c` (the folding of integer-only inference, Jacob et al. 2018). A ``Conv2d``
-# weight ``(C_out, C_in, kH, kW)`` and a ``Linear`` weight ``(D_out, D_in)`` are both
-# scaled along dim 0.
-import torch
-
-
+# A convolution or linear layer is affine, and so is BatchNorm in eval mode: the two are
+# one layer, with The idea's :math:`W'_c, b'_c` (integer-only inference, Jacob et al.
+# 2018). ``Conv2d`` ``(C_out, C_in, kH, kW)`` and ``Linear`` ``(D_out, D_in)`` weights
+# are both scaled along dim 0.
 def fold(weight, bias, bn):
     """Weight and bias of the layer that equals `layer then bn` in eval mode."""
     if bias is None:  # usual before BatchNorm: its beta does a bias's work
@@ -173,9 +155,8 @@ def fold(weight, bias, bn):
 
 
 # %%
-# A ``Conv2d(C, C, 3)`` followed by the "pretrained" BatchNorm above, folded into one
-# convolution, in float64: equal to the stack, and its weights to PyTorch's
-# ``fuse_conv_bn_eval`` (``Linear``, float32 and a conv without bias: Proof sections).
+# ``Conv2d(C, C, 3)`` then the "pretrained" BatchNorm, folded (float64): equal to the
+# stack, its weights to ``fuse_conv_bn_eval``'s (``Linear``, float32: Proof sections).
 conv = torch.nn.Conv2d(C, C, 3, padding=1, device=device, dtype=torch.float64).eval()
 bn_fold = pretrained_bn(C, device).double().eval()
 x64 = x.double()  # (B, C, H, W), used under no_grad only
@@ -184,19 +165,16 @@ with torch.no_grad():
     folded = torch.nn.functional.conv2d(x64, w, b, padding=1)  # (B, C, H, W)
     stack = bn_fold(conv(x64))  # (B, C, H, W)
     fused = torch.nn.utils.fusion.fuse_conv_bn_eval(conv, bn_fold)
-print(f"folded conv vs conv then BatchNorm: max|diff| "
-      f"{(folded - stack).abs().max():.1e}; weights vs fuse_conv_bn_eval "
-      f"{(w - fused.weight).abs().max():.1e}")
+print(f"folded vs stack: max|diff| {(folded - stack).abs().max():.1e}; "
+      f"weights vs fuse_conv_bn_eval {(w - fused.weight).abs().max():.1e}")
 torch.testing.assert_close(folded, stack)
 torch.testing.assert_close(w, fused.weight)
 
 # %%
 # Synchronized BatchNorm: the ranks simulated
 # -------------------------------------------
-# Each device (rank) normalizes its slice of the batch with that slice's statistics:
-# with few samples they are noisy, and with slices from different distributions (rank 0
-# mean 0, rank 1 mean 2, as in The idea) simply different (MegDet, Peng et al. 2018,
-# synchronizes them). Two half-batches, float64, a non-trivial affine.
+# Each rank normalizes its slice with the slice's own statistics (MegDet, Peng et al.
+# 2018, synchronizes them). Two half-batches (means 0 and 2), float64.
 def fresh_bn(gamma, beta, start_mean, start_var):
     """A BatchNorm2d with weight gamma, bias beta and running buffers, all (C,)."""
     bn = torch.nn.BatchNorm2d(gamma.shape[0], device=gamma.device, dtype=gamma.dtype)
@@ -218,21 +196,15 @@ slices = [(2.0 * r + torch.randn(B_rank, C, H, W, generator=g, dtype=f64)).to(de
 x_all = torch.cat(slices)  # (ranks * B_rank, C, H, W): the whole batch
 gamma = torch.randn(C, generator=g, dtype=f64).to(device)
 beta = torch.randn(C, generator=g, dtype=f64).to(device)
-
-
 start_mean = torch.randn(C, generator=g, dtype=f64).to(device)  # "pretrained" buffers
 start_var = (0.5 + torch.rand(C, generator=g, dtype=f64)).to(device)
-
-
 whole = fresh_bn(gamma, beta, start_mean, start_var)
 y_whole = whole(x_all)  # the whole batch on one device
 
 # %%
-# The fix is one all-reduce of a ``(3, C)`` tensor: each rank's count :math:`n_r`, sum
-# :math:`S_r` and sum of squares :math:`Q_r` per channel, summed over the ranks. Every
-# rank then normalizes with :math:`\mu = \sum_r S_r / N` and
-# :math:`\sigma^2 = \sum_r Q_r / N - \mu^2` (:math:`N = \sum_r n_r`; its running
-# statistics: Proof). The all-reduce here is a plain sum over the simulated ranks.
+# The fix: all-reduce (here a plain sum) each rank's count :math:`n_r`, sum :math:`S_r`
+# and sum of squares :math:`Q_r`; normalize with :math:`\mu = \sum_r S_r / N` and
+# :math:`\sigma^2 = \sum_r Q_r / N - \mu^2`, :math:`N = \sum_r n_r`.
 def local_stats(s):
     """What one rank contributes for its slice s (B_rank, C, H, W): count, sum, sum of
     squares per channel, (3, C)."""
@@ -260,8 +232,8 @@ print(f"synchronized vs whole batch: max|diff| {(y_synced - y_whole).abs().max()
 torch.testing.assert_close(y_synced, y_whole)  # float64 defaults
 
 # %%
-# Proof: Conv2d and Linear, float64 and float32, equal the stack and torch's fusion
-# ---------------------------------------------------------------------------------
+# Proof: Linear layers and float32 fold too
+# -----------------------------------------
 # ``make_pair`` builds a layer and an eval-mode BatchNorm after it with running
 # variances near ``1e-3`` (so ``eps`` matters) and a non-trivial affine; ``input_for``
 # a seeded input for it.
@@ -356,8 +328,8 @@ print(f"in units of eps32: conv {fold_err_conv / eps32:.1f}, "
       f"linear {fold_err_linear / eps32:.1f}")
 
 # %%
-# Proof: the frozen module is the fixed affine map
-# -------------------------------------------------
+# Proof: frozen is the fixed affine map
+# -------------------------------------
 # The "both" module is exactly the fixed affine map, written here from its definition
 # (torchvision is not needed): scale and shift per channel from the running statistics.
 bn = pretrained_bn(C, device)
@@ -389,8 +361,8 @@ torch.testing.assert_close(out, ref)
 torch.testing.assert_close(b, fused.bias)
 
 # %%
-# Proof: the running statistics, from the all-reduced sums
-# --------------------------------------------------------
+# Proof: the running statistics agree too
+# ---------------------------------------
 # Each rank updates its buffers with the global mean and the *unbiased* global
 # variance :math:`\sigma^2 N / (N - 1)`, :math:`N` the global count: equal to the
 # buffers of BatchNorm over the whole batch.
@@ -404,8 +376,8 @@ torch.testing.assert_close(running_mean, whole.running_mean)
 torch.testing.assert_close(running_var, whole.running_var)
 
 # %%
-# Proof: the real thing, with processes (a test of the book)
-# ----------------------------------------------------------
+# Proof: two processes (a test of the book)
+# -----------------------------------------
 # ``tests/test_sync_batchnorm.py`` runs the same algebra in two processes with
 # ``torch.distributed`` (gloo backend, 127.0.0.1), each holding half of a batch, and
 # asserts that the concatenated outputs, the running statistics and the gradients
@@ -421,8 +393,8 @@ torch.testing.assert_close(running_var, whole.running_var)
 # precision; here it is float64.)
 
 # %%
-# Try it: freeze with ``eval()``, then call ``model.train()``. Still frozen?
-# ---------------------------------------------------------------------------
+# Try it: ``eval()``, then ``model.train()``. Still frozen?
+# ---------------------------------------------------------
 # A training loop calls ``model.train()`` on the whole model at every epoch.
 
 # %%
@@ -440,8 +412,8 @@ assert moved == (True, True) and depends > 1  # as requires_grad_(False)
 
 
 # %%
-# Try it: apply the folded conv where the stack runs in training mode. Does it match?
-# -----------------------------------------------------------------------------------
+# Try it: fold in training mode. Does it match?
+# ---------------------------------------------
 # Put the BatchNorm in ``train()`` and compare with the folded conv on the same batch.
 
 # %%
@@ -460,8 +432,8 @@ assert train_gap > 1  # the batch's statistics are not the running ones
 
 
 # %%
-# Try it: normalize each rank with its own statistics. How far from the whole batch?
-# ----------------------------------------------------------------------------------
+# Try it: per-device statistics. How far off?
+# -------------------------------------------
 # Give each rank its own ``BatchNorm2d`` (same parameters and buffers) and compare the
 # concatenated outputs with BatchNorm over the whole batch.
 
@@ -473,8 +445,8 @@ print(f"per-device BatchNorm vs whole batch: max|diff| = {local_gap:.2f}")
 assert local_gap > 0.5  # per-device statistics are not the batch's
 
 # %%
-# Try it: keep rank 0's running statistics, as DDP does. Are they the batch's?
-# ----------------------------------------------------------------------------
+# Try it: keep rank 0's buffers, as DDP does. Right?
+# --------------------------------------------------
 # Compare rank 0's ``running_mean`` with that of BatchNorm over the whole batch.
 
 # %%
