@@ -48,9 +48,8 @@ print(f"device: {device}, torch {torch.__version__}")
 #    t = \beta - \hat\mu\, s; \qquad
 #    W'_c = s_c W_c, \quad b'_c = (b_c - \hat\mu_c)\, s_c + \beta_c
 #
-# In training mode it uses the batch's statistics: a batch split across devices needs
-# the whole batch's mean :math:`\mu = \sum_r S_r / \sum_r n_r` (sums and counts of each
-# rank :math:`r`) on every device. The figure: two half-batches (means 0 and 2).
+# In training mode a batch split across devices needs the whole batch's statistics on
+# every device, e.g. :math:`\mu = \sum_r S_r / \sum_r n_r` over the ranks :math:`r`:
 import matplotlib.pyplot as plt
 
 gen = torch.Generator().manual_seed(4)
@@ -76,8 +75,7 @@ plt.show()
 # %%
 # Three ways to freeze
 # --------------------
-# A "pretrained" ``BatchNorm2d`` (running variances near ``1e-3``, so ``eps`` matters),
-# and a fine-tuning batch whose statistics are not the running ones.
+# A "pretrained" BatchNorm (variances near ``1e-3``) and a batch not of its statistics.
 import copy
 
 
