@@ -2,12 +2,21 @@
 GroupNorm and RMSNorm
 =====================
 
-GroupNorm reduces over groups of channels and applies its affine per channel; with one
-group it normalizes exactly like LayerNorm and differs from it only in the shape of the
-affine. RMSNorm drops the centering and the bias: this page proves it is LayerNorm
-applied to centred input, and what its default ``eps=None`` is in each dtype the module
-accepts: float32's machine epsilon for float32, bfloat16 and float16 input, float64's
-for float64. That is what torch 2.13 does; it is not ``torch.finfo(x.dtype).eps``.
+GroupNorm normalizes each sample over groups of channels and applies its affine per
+channel; RMSNorm divides each token by its root mean square, with no centering and no
+bias. This page builds both from scratch, checks them against PyTorch, and proves that
+RMSNorm is LayerNorm applied to centred input.
+
+**You will learn**
+
+- how GroupNorm splits ``C`` channels into ``G`` groups and keeps a per-channel affine
+- why ``GroupNorm(1, C)`` is LayerNorm up to the shape of the affine
+- how RMSNorm drops the mean and the bias, computed in float32 as Llama does
+- what ``nn.RMSNorm``'s default ``eps=None`` is in each dtype (torch 2.13)
+
+**Prerequisites:** :doc:`/generated/normalization/plot_01_common_recipe` (the recipe),
+:doc:`/generated/normalization/plot_04_instancenorm`,
+:doc:`/generated/normalization/plot_05_layernorm`.
 """
 
 # %%
@@ -22,6 +31,41 @@ torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
+# %%
+# The idea
+# --------
+# Both layers follow the common recipe and differ in *which* entries share one set of
+# statistics. GroupNorm takes the mean :math:`\mu` and biased variance :math:`\sigma^2`
+# of sample ``b`` over the ``C / G`` channels of group :math:`g(c)` and all positions,
+# then applies a per-channel affine; RMSNorm takes the mean square of one token's ``D``
+# features, subtracts nothing and adds no bias:
+#
+# .. math::
+#
+#    \mathrm{GN}(x)_{bchw} = \frac{x_{bchw} - \mu_{b,g(c)}}
+#    {\sqrt{\sigma^2_{b,g(c)} + \epsilon}}\,\gamma_c + \beta_c,
+#    \qquad
+#    \mathrm{RMSNorm}(x)_{ld} = \frac{x_{ld}}
+#    {\sqrt{\frac{1}{D}\sum_{d'} x_{ld'}^2 + \epsilon}}\,\gamma_d
+#
+# The figure colours the entries that share statistics: on the left one sample
+# ``(C, H * W)`` with ``C = 6``, ``G = 3``; on the right a sequence ``(L, D)``.
+import matplotlib.pyplot as plt
+
+fig, (ax_gn, ax_rms) = plt.subplots(1, 2, figsize=(9, 3.6), layout="constrained")
+ax_gn.imshow(torch.arange(6)[:, None].div(2, rounding_mode="floor").expand(6, 20),
+             cmap="tab10", vmin=0, vmax=9, aspect="auto")
+ax_gn.set_xlabel("position h * W + w")
+ax_gn.set_ylabel("channel c")
+ax_gn.set_title("GroupNorm(3, 6): 3 groups of 2 channels")
+ax_rms.imshow(torch.arange(8)[:, None].expand(8, 32), cmap="tab10", vmin=0, vmax=9,
+              aspect="auto")
+ax_rms.set_xlabel("feature d")
+ax_rms.set_ylabel("token l")
+ax_rms.set_title("RMSNorm(D): each token alone")
+fig.suptitle("One colour, one mean and spread: GroupNorm shares them across a group\n"
+             "of channels and every position, RMSNorm within one token")
+plt.show()
 
 # %%
 # GroupNorm from scratch
@@ -29,8 +73,10 @@ print(f"device: {device}, torch {torch.__version__}")
 # Split the ``C`` channels into ``G`` groups of ``C // G``; mean and biased variance are
 # taken per sample and per group, over ``(C // G, H, W)``, with ``eps`` inside the
 # square root. The affine parameters are *per channel*, shape ``(C,)``, not per group.
-# The input is ``0.01 * randn`` (variance ``~1e-4``, ten times ``eps``), so that ``eps``
-# moves the output by ~5 %: the last number is the gap with ``eps`` dropped.
+import torch
+
+
+# Copied from normalization/plot_01_common_recipe.py: normalize
 def normalize(x, dims, eps=1e-5):
     """(x - mean) / sqrt(var + eps), statistics over `dims`; same shape as x."""
     mean = x.mean(dim=dims, keepdim=True)
@@ -46,12 +92,16 @@ def group_norm(x, G, weight, bias, eps=1e-5):
     return y * weight[:, None, None] + bias[:, None, None]
 
 
+# %%
+# Against ``torch.nn.GroupNorm`` with a random affine, so that a per-group or
+# per-element mistake would show. The input is ``0.01 * randn`` (variance ``~1e-4``,
+# ten times ``eps``), so that ``eps`` moves the output by ~5 %.
 B, C, H, W = 4, 6, 5, 4  # H != W, so a reshape that swapped them would show
 G = 3
 x = 0.01 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W), variance ~1e-4
 
 gn = torch.nn.GroupNorm(G, C).to(device)
-with torch.no_grad():  # random affine, so a per-group or per-element mistake would show
+with torch.no_grad():
     gn.weight.copy_(torch.randn(C))
     gn.bias.copy_(torch.randn(C))
 print(f"GroupNorm weight {tuple(gn.weight.shape)}, bias {tuple(gn.bias.shape)}, "
@@ -59,18 +109,18 @@ print(f"GroupNorm weight {tuple(gn.weight.shape)}, bias {tuple(gn.bias.shape)}, 
 assert gn.weight.shape == gn.bias.shape == (C,)
 
 ours = group_norm(x, G, gn.weight, gn.bias, gn.eps)
-blind = group_norm(x, G, gn.weight, gn.bias, 0.0)
 ref = gn(x)
-print(f"GroupNorm({G}, {C}): max|ours - torch| = {(ours - ref).abs().max().item():.1e},"
-      f" without eps {(blind - ref).abs().max().item():.1e}")
+print(f"GroupNorm({G}, {C}): max|ours - torch| = {(ours - ref).abs().max().item():.1e}")
 torch.testing.assert_close(ours, ref)
-assert (blind - ref).abs().max() > 1e-2  # eps is visible here
 
 # %%
 # GroupNorm(1, C) is LayerNorm([C, H, W]) up to the affine
 # --------------------------------------------------------
 # With one group the statistics are taken over ``(C, H, W)``, exactly LayerNorm's. With
-# the affine switched off the two modules compute the same function.
+# the affine switched off the two modules compute the same function; with it, they
+# differ only in its shape (proven below, in the first Proof section). At the other
+# end, ``GroupNorm(C, C)`` (one channel per group) is InstanceNorm, proven on the
+# InstanceNorm page.
 gn1 = torch.nn.GroupNorm(1, C, affine=False).to(device)
 ln = torch.nn.LayerNorm([C, H, W], elementwise_affine=False).to(device)
 print(f"GroupNorm(1) vs LayerNorm, no affine: max gap = "
@@ -78,13 +128,120 @@ print(f"GroupNorm(1) vs LayerNorm, no affine: max gap = "
 torch.testing.assert_close(gn1(x), ln(x))
 
 # %%
-# The only difference is the affine: one weight per channel ``(C,)`` for GroupNorm, one
-# per element ``(C, H, W)`` for LayerNorm. Broadcasting GroupNorm's weight and bias over
-# ``(H, W)`` and copying them into a LayerNorm gives the same layer, affine included.
-# The converse fails: a LayerNorm weight that varies over ``(H, W)`` inside a channel
-# has no per-channel counterpart, so LayerNorm's affine is strictly richer than
-# GroupNorm(1)'s. At the other end, ``GroupNorm(C, C)`` (one channel per group) is
-# InstanceNorm, proven on the InstanceNorm page.
+# RMSNorm from scratch
+# --------------------
+# ``rms_norm`` is the formula; ``RMSNorm`` is the module the book's Llama pages use
+# (Hugging Face's ``LlamaRMSNorm``): it squares and averages in float32 whatever the
+# input dtype, rounds the normalized value back to it, then multiplies by ``weight``.
+import torch
+from torch import nn
+
+
+def rms_norm(x, weight, eps):
+    """x / sqrt(mean(x**2) over the last dim + eps) * weight; x (..., D), weight (D,)"""
+    return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x**2) + eps) * weight over the last dim, in float32 (as Llama)."""
+
+    def __init__(self, D, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(D))  # (D,)
+        self.eps = eps
+
+    def forward(self, x):  # (..., D) -> (..., D), in x's dtype
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+# %%
+# Against ``torch.nn.RMSNorm`` on token-style input ``(B, L, D)``, normalized over
+# ``D``. At unit scale any small ``eps`` looks the same, so the input has RMS ``~1e-3``:
+# its mean square ``~1e-6`` makes ``eps`` a visible term. The module's default
+# ``eps=None`` is, for float32 input, float32's machine epsilon ``1.19e-7`` (a 12 % term
+# here); ``RMSNorm`` takes Llama's ``1e-6`` (a 50 % term), checked fresh (weight 1)
+# against ``torch.nn.functional.rms_norm`` (with a random weight and in bfloat16: the
+# first Proof section).
+B, L, D = 4, 8, 32
+
+rms = torch.nn.RMSNorm(D).to(device)
+with torch.no_grad():
+    rms.weight.copy_(torch.randn(D))
+params = {n: tuple(p.shape) for n, p in rms.named_parameters()}
+print(f"RMSNorm parameters: {params}, eps: {rms.eps}")
+assert params == {"weight": (D,)}, "RMSNorm grew a bias?"
+assert rms.eps is None
+
+eps32 = torch.finfo(torch.float32).eps
+quiet = 1e-3 * torch.randn(B, L, D, device=device)  # (B, L, D), RMS ~1e-3
+y_rms = rms(quiet)
+gap = (rms_norm(quiet, rms.weight, eps32) - y_rms).abs().max().item()
+print(f"rms_norm(eps = finfo(float32).eps) vs nn.RMSNorm():   max gap = {gap:.2e}")
+torch.testing.assert_close(rms_norm(quiet, rms.weight, eps32), y_rms)
+
+llama_rms = RMSNorm(D).to(device)
+fresh_gap = (llama_rms(quiet) - torch.nn.functional.rms_norm(quiet, (D,), eps=1e-6))
+print(f"RMSNorm(D), fresh, vs F.rms_norm(eps=1e-6):          max gap = "
+      f"{fresh_gap.abs().max().item():.2e}")
+torch.testing.assert_close(llama_rms(quiet),
+                           torch.nn.functional.rms_norm(quiet, (D,), eps=1e-6))
+
+# %%
+# RMSNorm is LayerNorm without the centering
+# ------------------------------------------
+# LayerNorm's variance is the mean square of the *centred* input, so LayerNorm of ``x``
+# is RMSNorm of :math:`x - \mathrm{mean}(x)` with the same ``eps``:
+#
+# .. math::
+#
+#    \mathrm{LN}(x) = \mathrm{RMSNorm}\big(x - \bar{x}\big),
+#    \qquad \bar{x} = \tfrac{1}{D}\textstyle\sum_d x_d
+#
+# (both without affine). The input has variance ``~1e-4`` so that a different ``eps``
+# would show, and a mean three times its standard deviation, so that the centering
+# matters.
+tokens = torch.randn(B, L, D, device=device)  # (B, L, D)
+shifted = 0.01 * (tokens + 3.0)  # (B, L, D), std ~0.01, mean ~0.03
+ln = torch.nn.LayerNorm(D, elementwise_affine=False).to(device)
+rms_same_eps = torch.nn.RMSNorm(D, eps=ln.eps, elementwise_affine=False).to(device)
+centred = shifted - shifted.mean(dim=-1, keepdim=True)
+gap = (ln(shifted) - rms_same_eps(centred)).abs().max().item()
+print(f"max|LayerNorm(x) - RMSNorm(x - mean)| = {gap:.2e}")
+torch.testing.assert_close(ln(shifted), rms_same_eps(centred))
+
+# %%
+# Proof: ``RMSNorm`` with a random weight, and in bfloat16
+# --------------------------------------------------------
+# With the random weight of ``rms`` it still equals ``F.rms_norm``; in bfloat16 it
+# returns bfloat16 within one rounding of ``nn.RMSNorm``'s (it rounds the normalized
+# value before the weight multiplies it, as Llama does; PyTorch rounds once).
+with torch.no_grad():
+    llama_rms.weight.copy_(rms.weight)
+ref6 = torch.nn.functional.rms_norm(quiet, (D,), rms.weight, eps=1e-6)
+print(f"RMSNorm(D), random weight, vs F.rms_norm(eps=1e-6):  max gap = "
+      f"{(llama_rms(quiet) - ref6).abs().max().item():.2e}")
+torch.testing.assert_close(llama_rms(quiet), ref6)
+
+quiet16 = quiet.to(torch.bfloat16)  # (B, L, D)
+torch16 = torch.nn.RMSNorm(D, eps=1e-6, device=device, dtype=torch.bfloat16)
+with torch.no_grad():
+    torch16.weight.copy_(rms.weight)
+out16 = llama_rms.to(torch.bfloat16)(quiet16)
+print(f"bfloat16: RMSNorm returns {out16.dtype}, max gap to nn.RMSNorm = "
+      f"{(out16.float() - torch16(quiet16).float()).abs().max().item():.2e}")
+assert out16.dtype == torch.bfloat16
+torch.testing.assert_close(out16, torch16(quiet16))  # bfloat16's default tolerances
+
+# %%
+# Proof: LayerNorm's affine is strictly richer than GroupNorm(1)'s
+# ----------------------------------------------------------------
+# One weight per channel ``(C,)`` for GroupNorm, one per element ``(C, H, W)`` for
+# LayerNorm. Broadcasting GroupNorm's weight and bias over ``(H, W)`` and copying them
+# into a LayerNorm gives the same layer, affine included. The converse fails: a
+# LayerNorm weight that varies over ``(H, W)`` inside a channel has no per-channel
+# counterpart.
 gn1 = torch.nn.GroupNorm(1, C).to(device)
 ln = torch.nn.LayerNorm([C, H, W]).to(device)
 print(f"affine shapes: GroupNorm {tuple(gn1.weight.shape)}, "
@@ -102,44 +259,8 @@ print(f"GroupNorm(1) vs LayerNorm, broadcast affine: max gap = "
 torch.testing.assert_close(gn1(x), ln(x))
 
 # %%
-# RMSNorm from scratch
-# --------------------
-# :math:`y = x / \sqrt{\mathrm{mean}(x^2) + \epsilon} \cdot \gamma` (``weight``
-# :math:`\gamma`) over the normalized dims: no mean is subtracted and there is *no
-# bias*. Token-style input ``(B, L, D)``, normalized over ``D``. For a float32 input the
-# default ``eps=None`` is float32's machine epsilon, ``1.19e-7``. At unit scale any
-# small ``eps`` looks the same, so the input has RMS ``~1e-3``: its mean square
-# ``~1e-6`` makes ``1.19e-7`` a 12 % term, and LayerNorm's usual ``1e-5`` dominates.
-# Only float32's epsilon reproduces the module.
-B, L, D = 4, 8, 32
-
-
-def rms_norm(x, weight, eps):
-    """x / sqrt(mean(x**2) over the last dim + eps) * weight; x (..., D), weight (D,)"""
-    return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight
-
-
-rms = torch.nn.RMSNorm(D).to(device)
-with torch.no_grad():
-    rms.weight.copy_(torch.randn(D))
-params = {n: tuple(p.shape) for n, p in rms.named_parameters()}
-print(f"RMSNorm parameters: {params}, eps: {rms.eps}")
-assert params == {"weight": (D,)}, "RMSNorm grew a bias?"
-assert rms.eps is None
-
-eps32 = torch.finfo(torch.float32).eps
-quiet = 1e-3 * torch.randn(B, L, D, device=device)  # (B, L, D), RMS ~1e-3
-y = rms(quiet)
-for name, eps in [("finfo(float32).eps", eps32), ("1e-5", 1e-5), ("0", 0.0)]:
-    gap = (rms_norm(quiet, rms.weight, eps) - y).abs().max().item()
-    print(f"float32, formula with eps = {name:18s}: max gap = {gap:.2e}")
-torch.testing.assert_close(rms_norm(quiet, rms.weight, eps32), y)
-assert (rms_norm(quiet, rms.weight, 1e-5) - y).abs().max() > 0.1, "eps default is 1e-5?"
-assert (rms_norm(quiet, rms.weight, 0.0) - y).abs().max() > 0.01, "eps default is 0?"
-
-# %%
-# What ``eps=None`` is in each dtype
-# ----------------------------------
+# Proof: what ``eps=None`` is in each dtype
+# ---------------------------------------------
 # It is tempting to read ``eps=None`` as ``torch.finfo(x.dtype).eps``, and earlier
 # versions of PyTorch's documentation said so (as did this book). For 16-bit input it is
 # not: torch 2.13 computes RMSNorm in float32 for bfloat16 and float16 input and takes
@@ -160,6 +281,12 @@ assert (rms_norm(quiet, rms.weight, 0.0) - y).abs().max() > 0.01, "eps default i
 # float64's epsilon, rounded to the module's dtype, at torch.testing's default
 # tolerances *for that dtype* (bfloat16: ``rtol=1.6e-2``, float16: ``rtol=1e-3``): the
 # module rounds its float32 result once, which is within them.
+def out_rms(y, weight):
+    """RMS of the normalized part of y (weight divided out), averaged over tokens."""
+    return (y.double() / weight.double()).pow(2).mean(dim=-1).sqrt().mean().item()
+
+
+# %%
 u = torch.randn(B, L, D, device=device, dtype=torch.float64)
 u = u / u.pow(2).mean(dim=-1, keepdim=True).sqrt()  # every token has RMS exactly 1
 torch.testing.assert_close(u.norm(dim=-1), torch.full((B, L), D**0.5, device=device,
@@ -168,11 +295,6 @@ w = torch.randn(D, device=device, dtype=torch.float64)
 f32, f64 = torch.float32, torch.float64
 cases = [(f32, 1e-3, f32), (torch.bfloat16, 1e-3, f32), (torch.float16, 1e-3, f32),
          (f64, 1e-8, f64)]  # (dtype, input RMS, the dtype whose eps the module uses)
-
-
-def out_rms(y, weight):
-    """RMS of the normalized part of y (weight divided out), averaged over tokens."""
-    return (y.double() / weight.double()).pow(2).mean(dim=-1).sqrt().mean().item()
 
 
 print(f"{'dtype':15s}{'input RMS':>10s}{'module':>8s} | formula, eps of "
@@ -199,31 +321,8 @@ rms_bf16_module, rms_bf16_own_eps = table[torch.bfloat16]
 rms_f16_own_eps = table[torch.float16][1]
 
 # %%
-# RMSNorm is LayerNorm without the centering
-# ------------------------------------------
-# LayerNorm's variance is the mean square of the *centred* input, so LayerNorm of ``x``
-# is RMSNorm of :math:`x - \mathrm{mean}(x)` with the same ``eps``. The input has
-# variance ``~1e-4`` so that a different ``eps`` would show, and a mean three times its
-# standard deviation, so that the centering matters.
-tokens = torch.randn(B, L, D, device=device)  # (B, L, D)
-shifted = 0.01 * (tokens + 3.0)  # (B, L, D), std ~0.01, mean ~0.03
-ln = torch.nn.LayerNorm(D, elementwise_affine=False).to(device)
-rms_same_eps = torch.nn.RMSNorm(D, eps=ln.eps, elementwise_affine=False).to(device)
-rms_default = torch.nn.RMSNorm(D, elementwise_affine=False).to(device)
-centred = shifted - shifted.mean(dim=-1, keepdim=True)
-gap = (ln(shifted) - rms_same_eps(centred)).abs().max().item()
-gap_eps = (ln(shifted) - rms_default(centred)).abs().max().item()
-gap_uncentred = (ln(shifted) - rms_same_eps(shifted)).abs().max().item()
-print(f"max|LayerNorm(x) - RMSNorm(x - mean)|             = {gap:.2e}")
-print(f"max|LayerNorm(x) - RMSNorm(x - mean), eps=None|   = {gap_eps:.2e}")
-print(f"max|LayerNorm(x) - RMSNorm(x)|                    = {gap_uncentred:.2e}")
-torch.testing.assert_close(ln(shifted), rms_same_eps(centred))
-assert gap_eps > 1e-2, "eps no longer matters at this variance?"
-assert gap_uncentred > 0.5, "centering no longer matters?"
-
-# %%
-# Where eps=None bends the output
-# -------------------------------
+# Proof: where eps=None bends the output
+# --------------------------------------
 # For an input of RMS :math:`r` the output RMS is :math:`r / \sqrt{r^2 + \epsilon}`:
 # close to 1 above :math:`r \approx \sqrt{\epsilon}`, proportional to :math:`r` below.
 # With ``eps=None`` that knee sits at float32's
@@ -232,21 +331,21 @@ assert gap_uncentred > 0.5, "centering no longer matters?"
 # own epsilon would put it at ``8.8e-2``. The measured points are ``nn.RMSNorm`` with
 # ``eps=None``, in each dtype; each is compared with its curve in its own dtype, at that
 # dtype's default tolerances.
-import matplotlib.pyplot as plt
 
+def rms_knee(module, dtype, r, v):
+    """Output RMS of weightless RMSNorm for inputs r * v, in `dtype`: r (N,), v (D,)."""
+    return torch.stack([module((ri * v).to(dtype)).double().pow(2).mean().sqrt()
+                        for ri in r])
+
+
+# %%
 r = torch.logspace(-10, 1, 23, dtype=torch.float64)
 v = torch.randn(256, dtype=torch.float64)
 v = v / v.pow(2).mean().sqrt()  # exactly unit RMS, so r * v has RMS r
 
 
-def sweep(module, dtype):
-    """Output RMS of a weightless RMSNorm for inputs r * v, computed in `dtype`."""
-    return torch.stack([module((ri * v).to(dtype)).double().pow(2).mean().sqrt()
-                        for ri in r])
-
-
 bf16 = torch.bfloat16
-measured = {dt: sweep(torch.nn.RMSNorm(256, elementwise_affine=False), dt)
+measured = {dt: rms_knee(torch.nn.RMSNorm(256, elementwise_affine=False), dt, r, v)
             for dt in (f32, f64, bf16)}
 uses = {f32: f32, f64: f64, bf16: f32}  # whose eps each dtype gets, as proven above
 theory = {dt: r / torch.sqrt(r**2 + torch.finfo(uses[dt]).eps) for dt in measured}
@@ -273,3 +372,41 @@ ax.set_title("eps=None: the knee is float32's √eps = 3.5e-4 for float32 and bf
              "input, float64's 1.5e-8 for float64 (torch 2.13)")
 ax.legend(fontsize="small")
 plt.show()
+
+# %%
+# Try it: drop ``eps`` from GroupNorm. How far does the output move at variance 1e-4?
+# -----------------------------------------------------------------------------------
+# Call ``group_norm`` with ``eps=0.0`` on the same input and compare with the module.
+blind = group_norm(x, G, gn.weight, gn.bias, 0.0)
+print(f"GroupNorm({G}, {C}) without eps: max|ours - torch| = "
+      f"{(blind - ref).abs().max().item():.1e}")
+assert (blind - ref).abs().max() > 1e-2  # eps is visible here
+
+# %%
+# Try it: is ``nn.RMSNorm``'s default eps LayerNorm's 1e-5, or no eps at all?
+# ---------------------------------------------------------------------------
+# Evaluate ``rms_norm`` with ``eps = 1e-5`` and ``eps = 0`` on the quiet input and
+# compare each with ``nn.RMSNorm()``.
+for name, eps in [("finfo(float32).eps", eps32), ("1e-5", 1e-5), ("0", 0.0)]:
+    gap = (rms_norm(quiet, rms.weight, eps) - y_rms).abs().max().item()
+    print(f"float32, formula with eps = {name:18s}: max gap = {gap:.2e}")
+assert (rms_norm(quiet, rms.weight, 1e-5) - y_rms).abs().max() > 0.1, "eps is 1e-5?"
+assert (rms_norm(quiet, rms.weight, 0.0) - y_rms).abs().max() > 0.01, "eps is 0?"
+
+# %%
+# Try it: feed RMSNorm the uncentred input. Is it still LayerNorm?
+# ----------------------------------------------------------------
+# Compare ``LayerNorm(x)`` with ``RMSNorm(x)``, same ``eps``, no centering.
+ln = torch.nn.LayerNorm(D, elementwise_affine=False).to(device)
+gap_uncentred = (ln(shifted) - rms_same_eps(shifted)).abs().max().item()
+print(f"max|LayerNorm(x) - RMSNorm(x)| = {gap_uncentred:.2e}")
+assert gap_uncentred > 0.5, "centering no longer matters?"
+
+# %%
+# Try it: centre, but keep ``nn.RMSNorm``'s default ``eps=None``. Does eps matter?
+# --------------------------------------------------------------------------------
+# Compare ``LayerNorm(x)`` (``eps=1e-5``) with ``RMSNorm(x - mean)`` at ``eps=None``.
+rms_default = torch.nn.RMSNorm(D, elementwise_affine=False).to(device)
+gap_eps = (ln(shifted) - rms_default(centred)).abs().max().item()
+print(f"max|LayerNorm(x) - RMSNorm(x - mean), eps=None| = {gap_eps:.2e}")
+assert gap_eps > 1e-2, "eps no longer matters at this variance?"

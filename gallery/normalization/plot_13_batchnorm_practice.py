@@ -2,15 +2,23 @@
 BatchNorm in practice: frozen, folded, synchronized
 ===================================================
 
-Three things happen to BatchNorm once a model leaves the textbook. When a pretrained
-network is fine-tuned its BatchNorm layers are usually *frozen*, and the three ways to
-do that freeze different things. For inference BatchNorm is *folded* into the
-convolution or linear layer before it, so it costs nothing. And when a batch is split
-across devices, each device's statistics are no longer the batch's unless they are
-*synchronized*. This page proves what each freezing freezes, derives the folded weights
-and checks them against ``torch.nn.utils.fusion``, and proves the all-reduce algebra of
-synchronized BatchNorm with the ranks simulated in one process (the two-process run with
-``torch.distributed`` is a test of the book, ``tests/test_sync_batchnorm.py``).
+Three things happen to BatchNorm once a model leaves the textbook. Fine-tuning
+*freezes* it, and the three ways to do that freeze different things. Inference *folds*
+it into the convolution or linear layer before it, so it costs nothing. And a batch
+split across devices needs its statistics *synchronized*, or each device normalizes
+with its own slice's. The two-process run with ``torch.distributed`` is a test of the
+book, ``tests/test_sync_batchnorm.py``; here the ranks are simulated in one process.
+
+**You will learn**
+
+- what ``eval()``, ``requires_grad_(False)`` and both together freeze
+- how eval-mode BatchNorm folds into the layer before it, and why only in eval mode
+- why per-device BatchNorm statistics differ from the batch's, and how one all-reduce
+  of count, sum and sum of squares fixes them
+
+**Prerequisites:** :doc:`/generated/normalization/plot_02_batchnorm` (BatchNorm, train
+and eval), :doc:`/generated/normalization/plot_03_running_stats` (the running
+statistics).
 """
 
 # %%
@@ -19,8 +27,6 @@ synchronized BatchNorm with the ranks simulated in one process (the two-process 
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
-import copy
-
 import torch
 
 torch.manual_seed(0)
@@ -29,17 +35,51 @@ print(f"device: {device}, torch {torch.__version__}")
 
 
 # %%
-# A "pretrained" BatchNorm
-# ------------------------
-# A ``BatchNorm2d`` whose running statistics and affine parameters are far from the
-# defaults (mean 0, var 1, weight 1, bias 0), so that every term below matters. The
-# running variances are around ``1e-3``, a hundred times ``eps``, so ``eps`` moves the
-# outputs by about 0.5 %. The fine-tuning batch comes from another distribution (mean
-# 0.5, std 0.05): its own statistics are not the running ones.
-B, C, H, W = 4, 3, 5, 5
+# The idea
+# --------
+# In eval mode BatchNorm is a fixed affine map per channel from the running statistics
+# :math:`\hat\mu, \hat\sigma^2` (what a frozen BatchNorm computes); composed with the
+# layer before it (weights :math:`W_c`, bias :math:`b_c` of output channel :math:`c`)
+# it is one layer:
+#
+# .. math::
+#
+#    y = x\, s + t, \quad s = \frac{\gamma}{\sqrt{\hat\sigma^2 + \epsilon}}, \quad
+#    t = \beta - \hat\mu\, s; \qquad
+#    W'_c = s_c W_c, \quad b'_c = (b_c - \hat\mu_c)\, s_c + \beta_c
+#
+# In training mode a batch split across devices needs the whole batch's statistics on
+# every device, e.g. :math:`\mu = \sum_r S_r / \sum_r n_r` over the ranks :math:`r`:
+import matplotlib.pyplot as plt
+
+gen = torch.Generator().manual_seed(4)
+halves = [2.0 * r + torch.randn(3, 3, 5, 5, generator=gen, dtype=torch.float64)
+          for r in range(2)]  # each (B_rank, C, H, W); rank r has mean 2r
+batch_norm = torch.nn.functional.batch_norm  # training=True: the batch's statistics
+views = {"per-device statistics": [batch_norm(h, None, None, training=True)
+                                   for h in halves],
+         "synchronized statistics": batch_norm(torch.cat(halves), None, None,
+                                               training=True).split(3)}
+fig, axes = plt.subplots(1, 2, figsize=(9, 2.9), sharey=True, layout="constrained")
+for ax, (panel_title, panel) in zip(axes, views.items()):
+    for rank, normed in enumerate(panel):  # normed (B_rank, C, H, W)
+        ax.hist(normed[:, 0].flatten(), bins=30, range=(-3, 3), alpha=0.6,
+                label=f"rank {rank} (input mean {2 * rank})")
+    ax.set(title=panel_title, xlabel="channel 0, normalized")
+    ax.legend(fontsize="small")
+axes[0].set_ylabel("count")
+fig.suptitle("Per-device BatchNorm erases the difference between the devices' data;\n"
+             "synchronized statistics keep it")
+plt.show()
+
+# %%
+# Three ways to freeze
+# --------------------
+# A "pretrained" BatchNorm (variances near ``1e-3``) and a batch not of its statistics.
+import copy
 
 
-def pretrained_bn():
+def pretrained_bn(C, device):
     """A BatchNorm2d(C) with non-trivial running statistics and affine parameters."""
     g = torch.Generator().manual_seed(1)
     bn = torch.nn.BatchNorm2d(C).to(device)
@@ -51,19 +91,13 @@ def pretrained_bn():
     return bn
 
 
-x = 0.5 + 0.05 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W)
-x.requires_grad_(True)  # as the output of the layers before would
-# The same first sample, in a batch with other companions (all but sample 0 shifted).
-x_other = x.detach().clone()
-x_other[1:] += 0.2
-
-
-def freeze_report(bn):
-    """One step on x: buffers moved? weight.grad? sample 0's dependence on the rest."""
+def freeze_report(bn, x, x_other):
+    """One step on x (B, C, H, W): buffers moved? weight.grad? How much sample 0's
+    output changes when its companions are those of x_other (same sample 0)."""
     probe = copy.deepcopy(bn)  # the same module, for sample 0 among other companions
     before = (bn.running_mean.clone(), bn.running_var.clone())
     y = bn(x)  # (B, C, H, W)
-    (y * torch.linspace(-1, 1, y.numel(), device=device).view_as(y)).sum().backward()
+    (y * torch.linspace(-1, 1, y.numel(), device=x.device).view_as(y)).sum().backward()
     moved = (not torch.equal(before[0], bn.running_mean),
              not torch.equal(before[1], bn.running_var))  # (mean, var)
     with torch.no_grad():
@@ -72,29 +106,24 @@ def freeze_report(bn):
 
 
 # %%
-# Three ways to freeze
-# --------------------
-# ``bn.eval()`` normalizes with the running statistics and stops updating them, but the
-# affine parameters still get gradients (an optimizer would still train them).
-# ``requires_grad_(False)`` on weight and bias stops their gradients, but in training
-# mode the layer *still* normalizes with the batch's statistics and *still* updates the
-# running ones: it freezes the affine only. Both together is what torchvision's
-# ``FrozenBatchNorm2d`` hard-codes: a fixed per-channel affine map
-# :math:`y = x \cdot s + t` with :math:`s = \gamma / \sqrt{\hat\sigma^2 + \epsilon}` and
-# :math:`t = \beta - \hat\mu s` from the running statistics :math:`\hat\mu,
-# \hat\sigma^2`. For each way: did the running buffers change, did weight get a
-# gradient, and by how much does sample 0's output change when its batch companions do?
+# ``bn.eval()`` freezes the statistics, not the affine (it still gets gradients);
+# ``requires_grad_(False)`` freezes the affine only (in training mode the layer still
+# uses and updates batch statistics); both together are torchvision's
+# ``FrozenBatchNorm2d``, The idea's fixed affine map. Did the buffers move, did weight
+# get a gradient, how much does sample 0's output follow its batch companions?
+B, C, H, W = 4, 3, 5, 5
+x = 0.5 + 0.05 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W)
+x.requires_grad_(True)  # as the output of the layers before would
+x_other = x.detach().clone()  # the same sample 0 among other companions:
+x_other[1:] += 0.2
+
 results = {}
-bn_eval = pretrained_bn().eval()
-results["eval()"] = freeze_report(bn_eval)
-bn_nograd = pretrained_bn()
-bn_nograd.weight.requires_grad_(False)
-bn_nograd.bias.requires_grad_(False)
-results["requires_grad_(False)"] = freeze_report(bn_nograd)
-bn_both = pretrained_bn().eval()
-bn_both.weight.requires_grad_(False)
-bn_both.bias.requires_grad_(False)
-results["both"] = freeze_report(bn_both)
+for way, eval_mode, affine_grads in [("eval()", True, True),
+                                     ("requires_grad_(False)", False, False),
+                                     ("both", True, False)]:
+    bn = pretrained_bn(C, device).train(not eval_mode)
+    bn.requires_grad_(affine_grads)  # weight and bias; the buffers have no gradient
+    results[way] = freeze_report(bn, x, x_other)
 print(f"{'freezing':22s} {'moved: mean, var':>16s} {'weight.grad':>11s} "
       f"{'sample 0 vs batch':>17s}")
 for name, (_, moved, has_grad, depends) in results.items():
@@ -108,52 +137,12 @@ assert results["both"][1:3] == ((False, False), False)
 assert results["both"][3] == 0  # per sample, as eval()
 
 # %%
-# The "both" module is exactly the fixed affine map, written here from its definition
-# (torchvision is not needed): scale and shift per channel from the running statistics.
-bn = pretrained_bn()
-scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)  # (C,)
-shift = bn.bias - bn.running_mean * scale  # (C,)
-frozen = x * scale.view(1, C, 1, 1) + shift.view(1, C, 1, 1)
-gap = (frozen - results["both"][0]).abs().max()
-print(f"fixed affine x * s + t vs eval() with no grads: max|diff| = {gap:.1e}")
-torch.testing.assert_close(frozen, results["both"][0])
-
-# %%
-# A caveat of freezing with ``eval()``: it is a mode, and a training loop calls
-# ``model.train()`` on the whole model, which puts the layer back in training mode.
-# The buffers then move again and the output depends on the batch again, with weight
-# and bias frozen or not. ``FrozenBatchNorm2d`` has no training mode, which is why
-# fine-tuning code swaps it in (or sets ``eval()`` again after every ``train()``).
-model = torch.nn.Sequential(pretrained_bn()).eval()  # frozen both ways, as "both"
-model[0].weight.requires_grad_(False)
-model[0].bias.requires_grad_(False)
-model.train()  # what the next epoch of a training loop does
-_, moved, _, depends = freeze_report(model[0])
-print(f"after model.train(): buffers moved {moved}, sample 0 vs batch {depends:.1e}")
-assert moved == (True, True) and depends > 1  # as requires_grad_(False)
-
-
-# %%
 # Folding BatchNorm into the layer before it
 # ------------------------------------------
-# In eval mode BatchNorm is the affine map above, and a convolution or linear layer is
-# affine too, so their composition is one layer. Output channel :math:`c` of a layer is
-# :math:`z_c = W_c \ast x + b_c` (:math:`W_c` the weights producing channel :math:`c`);
-# BatchNorm then computes
-#
-# .. math::
-#
-#    y_c = \gamma_c \frac{z_c - \hat\mu_c}{\sqrt{\hat\sigma^2_c + \epsilon}} + \beta_c
-#        = \underbrace{\frac{\gamma_c W_c}{\sqrt{\hat\sigma^2_c + \epsilon}}}_{W'_c}
-#          \ast x
-#        + \underbrace{\frac{(b_c - \hat\mu_c)\, \gamma_c}
-#          {\sqrt{\hat\sigma^2_c + \epsilon}} + \beta_c}_{b'_c},
-#
-# so each output channel's weights are scaled by :math:`s_c = \gamma_c /
-# \sqrt{\hat\sigma^2_c + \epsilon}` and the bias becomes :math:`(b_c - \hat\mu_c) s_c +
-# \beta_c`. This is the folding of integer-only inference (Jacob et al. 2018). For a
-# ``Conv2d`` the weight ``(C_out, C_in, kH, kW)`` is scaled along dim 0, for a
-# ``Linear`` the weight ``(D_out, D_in)`` likewise along dim 0.
+# A convolution or linear layer is affine, and so is BatchNorm in eval mode: the two are
+# one layer, with The idea's :math:`W'_c, b'_c` (integer-only inference, Jacob et al.
+# 2018). ``Conv2d`` ``(C_out, C_in, kH, kW)`` and ``Linear`` ``(D_out, D_in)`` weights
+# are both scaled along dim 0.
 def fold(weight, bias, bn):
     """Weight and bias of the layer that equals `layer then bn` in eval mode."""
     if bias is None:  # usual before BatchNorm: its beta does a bias's work
@@ -161,6 +150,115 @@ def fold(weight, bias, bn):
     s = bn.weight / torch.sqrt(bn.running_var + bn.eps)  # (C_out,)
     shape = [-1] + [1] * (weight.dim() - 1)  # scale along the output channels
     return weight * s.view(shape), (bias - bn.running_mean) * s + bn.bias
+
+
+# %%
+# ``Conv2d(C, C, 3)`` then the "pretrained" BatchNorm, folded (float64): equal to the
+# stack, its weights to ``fuse_conv_bn_eval``'s (``Linear``, float32: Proof sections).
+conv = torch.nn.Conv2d(C, C, 3, padding=1, device=device, dtype=torch.float64).eval()
+bn_fold = pretrained_bn(C, device).double().eval()
+x64 = x.double()  # (B, C, H, W), used under no_grad only
+with torch.no_grad():
+    w, b = fold(conv.weight, conv.bias, bn_fold)
+    folded = torch.nn.functional.conv2d(x64, w, b, padding=1)  # (B, C, H, W)
+    stack = bn_fold(conv(x64))  # (B, C, H, W)
+    fused = torch.nn.utils.fusion.fuse_conv_bn_eval(conv, bn_fold)
+print(f"folded vs stack: max|diff| {(folded - stack).abs().max():.1e}; "
+      f"weights vs fuse_conv_bn_eval {(w - fused.weight).abs().max():.1e}")
+torch.testing.assert_close(folded, stack)
+torch.testing.assert_close(w, fused.weight)
+
+# %%
+# Synchronized BatchNorm: the ranks simulated
+# -------------------------------------------
+# Each rank normalizes its slice with the slice's own statistics (MegDet, Peng et al.
+# 2018, synchronizes them). Two half-batches (means 0 and 2), float64.
+def fresh_bn(gamma, beta, start_mean, start_var):
+    """A BatchNorm2d with weight gamma, bias beta and running buffers, all (C,)."""
+    bn = torch.nn.BatchNorm2d(gamma.shape[0], device=gamma.device, dtype=gamma.dtype)
+    with torch.no_grad():
+        bn.weight.copy_(gamma)
+        bn.bias.copy_(beta)
+        bn.running_mean.copy_(start_mean)
+        bn.running_var.copy_(start_var)
+    return bn
+
+
+# %%
+f64 = torch.float64
+ranks = 2
+B_rank = 3  # samples per rank, so few that biased and unbiased variance differ
+g = torch.Generator().manual_seed(4)
+slices = [(2.0 * r + torch.randn(B_rank, C, H, W, generator=g, dtype=f64)).to(device)
+          for r in range(ranks)]  # each (B_rank, C, H, W)
+x_all = torch.cat(slices)  # (ranks * B_rank, C, H, W): the whole batch
+gamma = torch.randn(C, generator=g, dtype=f64).to(device)
+beta = torch.randn(C, generator=g, dtype=f64).to(device)
+start_mean = torch.randn(C, generator=g, dtype=f64).to(device)  # "pretrained" buffers
+start_var = (0.5 + torch.rand(C, generator=g, dtype=f64)).to(device)
+whole = fresh_bn(gamma, beta, start_mean, start_var)
+y_whole = whole(x_all)  # the whole batch on one device
+
+# %%
+# The fix: all-reduce (here a plain sum) each rank's count :math:`n_r`, sum :math:`S_r`
+# and sum of squares :math:`Q_r`; normalize with :math:`\mu = \sum_r S_r / N` and
+# :math:`\sigma^2 = \sum_r Q_r / N - \mu^2`, :math:`N = \sum_r n_r`.
+def local_stats(s):
+    """What one rank contributes for its slice s (B_rank, C, H, W): count, sum, sum of
+    squares per channel, (3, C)."""
+    dims = [0, 2, 3]
+    C = s.shape[1]
+    n = torch.full((C,), s.numel() // C, device=s.device, dtype=s.dtype)
+    return torch.stack([n, s.sum(dim=dims), (s * s).sum(dim=dims)])  # (3, C)
+
+
+def all_reduce(tensors):
+    """A sum over the ranks, as dist.all_reduce(op=SUM) computes it."""
+    return torch.stack(tensors).sum(dim=0)
+
+
+# %%
+n_tot, s_tot, q_tot = all_reduce([local_stats(s) for s in slices])  # each (C,)
+mu = s_tot / n_tot  # (C,)
+var = q_tot / n_tot - mu**2  # (C,), biased
+synced = []
+for s in slices:  # each rank normalizes its own slice with the global statistics
+    z = (s - mu.view(1, C, 1, 1)) / torch.sqrt(var.view(1, C, 1, 1) + 1e-5)
+    synced.append(z * gamma.view(1, C, 1, 1) + beta.view(1, C, 1, 1))
+y_synced = torch.cat(synced)
+print(f"synchronized vs whole batch: max|diff| {(y_synced - y_whole).abs().max():.1e}")
+torch.testing.assert_close(y_synced, y_whole)  # float64 defaults
+
+# %%
+# Proof: Linear layers and float32 fold too
+# -----------------------------------------
+# ``make_pair`` builds a layer and an eval-mode BatchNorm after it with running
+# variances near ``1e-3`` (so ``eps`` matters) and a non-trivial affine; ``input_for``
+# a seeded input for it.
+def make_pair(kind, dtype, device, bias=True, C=3, C_out=8, D=16, D_out=8):
+    """Conv2d(C, C_out, 3) or Linear(D, D_out), and an eval-mode BatchNorm after it,
+    with non-trivial parameters."""
+    g = torch.Generator().manual_seed(2)
+    if kind == "conv":
+        layer = torch.nn.Conv2d(C, C_out, 3, padding=1, bias=bias)
+        bn = torch.nn.BatchNorm2d(C_out)
+    else:
+        layer = torch.nn.Linear(D, D_out)
+        bn = torch.nn.BatchNorm1d(D_out)
+    n = bn.num_features
+    with torch.no_grad():
+        bn.running_mean.copy_(torch.randn(n, generator=g) * 0.3)
+        bn.running_var.copy_(1e-3 * (0.5 + torch.rand(n, generator=g)))
+        bn.weight.copy_(1 + torch.randn(n, generator=g))
+        bn.bias.copy_(torch.randn(n, generator=g))
+    return layer.to(device, dtype).eval(), bn.to(device, dtype).eval()
+
+
+def input_for(kind, dtype, device, B=4, C=3, H=5, W=5, D=16):
+    """A seeded input for make_pair's layer: (B, C, H, W) (conv) or (B, D) (linear)."""
+    g = torch.Generator().manual_seed(3)
+    shape = (B, C, H, W) if kind == "conv" else (B, D)
+    return torch.randn(shape, generator=g).to(device, dtype)  # (B, C, H, W) or (B, D)
 
 
 # %%
@@ -178,35 +276,11 @@ if device == "cuda":
 C_out, D, D_out = 8, 16, 8
 
 
-def make_pair(kind, dtype, bias=True):
-    """A layer and an eval-mode BatchNorm after it, non-trivial parameters."""
-    g = torch.Generator().manual_seed(2)
-    if kind == "conv":
-        layer = torch.nn.Conv2d(C, C_out, 3, padding=1, bias=bias)
-        bn = torch.nn.BatchNorm2d(C_out)
-    else:
-        layer = torch.nn.Linear(D, D_out)
-        bn = torch.nn.BatchNorm1d(D_out)
-    n = bn.num_features
-    with torch.no_grad():
-        bn.running_mean.copy_(torch.randn(n, generator=g) * 0.3)
-        bn.running_var.copy_(1e-3 * (0.5 + torch.rand(n, generator=g)))
-        bn.weight.copy_(1 + torch.randn(n, generator=g))
-        bn.bias.copy_(torch.randn(n, generator=g))
-    return layer.to(device, dtype).eval(), bn.to(device, dtype).eval()
-
-
-def input_for(kind, dtype):
-    g = torch.Generator().manual_seed(3)
-    shape = (B, C, H, W) if kind == "conv" else (B, D)
-    return torch.randn(shape, generator=g).to(device, dtype)  # (B, C, H, W) or (B, D)
-
-
 folded_error = {}  # (kind, dtype) -> max|folded - stack| / max|stack|
 for kind in ("conv", "linear"):
     for dtype in (torch.float64, torch.float32):
-        layer, bn = make_pair(kind, dtype)
-        xin = input_for(kind, dtype)
+        layer, bn = make_pair(kind, dtype, device)
+        xin = input_for(kind, dtype, device)
         with torch.no_grad():
             ref = bn(layer(xin))
             w, b = fold(layer.weight, layer.bias, bn)
@@ -224,6 +298,8 @@ for kind in ("conv", "linear"):
             torch.testing.assert_close(w, fused.weight)
             torch.testing.assert_close(b, fused.bias)
             torch.testing.assert_close(out, ref)  # the dtype's default tolerance
+if device == "cuda":
+    torch.backends.cudnn.allow_tf32 = tf32
 
 # %%
 # In float32 the folded layer is not bit-equal to the stack: it rounds
@@ -248,17 +324,30 @@ fold_err_conv = folded_error["conv", torch.float32]  # relative to max |y|
 fold_err_linear = folded_error["linear", torch.float32]
 print(f"in units of eps32: conv {fold_err_conv / eps32:.1f}, "
       f"linear {fold_err_linear / eps32:.1f}")
-if device == "cuda":
-    torch.backends.cudnn.allow_tf32 = tf32
 
 # %%
+# Proof: frozen is the fixed affine map
+# -------------------------------------
+# The "both" module is exactly the fixed affine map, written here from its definition
+# (torchvision is not needed): scale and shift per channel from the running statistics.
+bn = pretrained_bn(C, device)
+scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)  # (C,)
+shift = bn.bias - bn.running_mean * scale  # (C,)
+frozen = x * scale.view(1, C, 1, 1) + shift.view(1, C, 1, 1)
+gap = (frozen - results["both"][0]).abs().max()
+print(f"fixed affine x * s + t vs eval() with no grads: max|diff| = {gap:.1e}")
+torch.testing.assert_close(frozen, results["both"][0])
+
+# %%
+# Proof: folding a convolution without a bias
+# --------------------------------------------
 # A convolution right before BatchNorm usually has no bias (BatchNorm's mean removal
 # would cancel it, and its :math:`\beta` does a bias's work): ``fold`` then takes
 # :math:`b_c = 0`, and the folded layer gets the bias :math:`\beta_c - \hat\mu_c s_c`.
 # In float64, equal to the stack and to ``fuse_conv_bn_eval``.
-layer, bn = make_pair("conv", torch.float64, bias=False)
+layer, bn = make_pair("conv", torch.float64, device, bias=False)
 assert layer.bias is None  # the case of this cell: fold's bias=None branch runs
-xin = input_for("conv", torch.float64)
+xin = input_for("conv", torch.float64, device)
 with torch.no_grad():
     w, b = fold(layer.weight, layer.bias, bn)
     out = torch.nn.functional.conv2d(xin, w, b, padding=1)
@@ -270,11 +359,67 @@ torch.testing.assert_close(out, ref)
 torch.testing.assert_close(b, fused.bias)
 
 # %%
+# Proof: the running statistics agree too
+# ---------------------------------------
+# Each rank updates its buffers with the global mean and the *unbiased* global
+# variance :math:`\sigma^2 N / (N - 1)`, :math:`N` the global count: equal to the
+# buffers of BatchNorm over the whole batch.
+running_mean, running_var = start_mean.clone(), start_var.clone()
+m = 0.1  # BatchNorm's default momentum
+running_mean = (1 - m) * running_mean + m * mu
+running_var = (1 - m) * running_var + m * var * n_tot / (n_tot - 1)
+print(f"running_mean {(running_mean - whole.running_mean).abs().max():.1e}, "
+      f"running_var {(running_var - whole.running_var).abs().max():.1e}")
+torch.testing.assert_close(running_mean, whole.running_mean)
+torch.testing.assert_close(running_var, whole.running_var)
+
+# %%
+# Proof: two processes (a test of the book)
+# -----------------------------------------
+# ``tests/test_sync_batchnorm.py`` runs the same algebra in two processes with
+# ``torch.distributed`` (gloo backend, 127.0.0.1), each holding half of a batch, and
+# asserts that the concatenated outputs, the running statistics and the gradients
+# equal BatchNorm over the whole batch in one process. On CPU it cannot use
+# ``nn.SyncBatchNorm``: in torch 2.13 its forward raises ``ValueError`` ("expected
+# input tensor to be on GPU or XPU ...") when the input is on the CPU and a process
+# group is initialized, so the test asserts that refusal and writes the all-reduce out
+# with ``torch.distributed``. The page does not spawn processes itself: a sphinx-gallery
+# build is no place for them. (``nn.SyncBatchNorm`` all-gathers each rank's mean,
+# inverse standard deviation and count instead of sums and combines them; the result
+# is the same. The sum-of-squares form above cancels digits when
+# :math:`|\mu| \gg \sigma`, one reason to prefer the mean-and-variance form in low
+# precision; here it is float64.)
+
+# %%
+# Try it: ``eval()``, then ``model.train()``. Still frozen?
+# ---------------------------------------------------------
+# A training loop calls ``model.train()`` on the whole model at every epoch.
+
+# %%
+# ``eval()`` is a mode: ``model.train()`` puts the layer back in training mode. The
+# buffers then move again and the output depends on the batch again, with weight
+# and bias frozen or not. ``FrozenBatchNorm2d`` has no training mode, which is why
+# fine-tuning code swaps it in (or sets ``eval()`` again after every ``train()``).
+model = torch.nn.Sequential(pretrained_bn(C, device)).eval()  # frozen as "both"
+model[0].weight.requires_grad_(False)
+model[0].bias.requires_grad_(False)
+model.train()  # what the next epoch of a training loop does
+_, moved, _, depends = freeze_report(model[0], x, x_other)
+print(f"after model.train(): buffers moved {moved}, sample 0 vs batch {depends:.1e}")
+assert moved == (True, True) and depends > 1  # as requires_grad_(False)
+
+
+# %%
+# Try it: fold in training mode. Does it match?
+# ---------------------------------------------
+# Put the BatchNorm in ``train()`` and compare with the folded conv on the same batch.
+
+# %%
 # The folding is only valid in eval mode: in training mode BatchNorm uses the batch's
 # statistics, which change with every batch, so there is nothing fixed to fold. The
 # folded conv applied to a batch differs from the stack in training mode.
-layer, bn = make_pair("conv", torch.float64)
-xin = input_for("conv", torch.float64)
+layer, bn = make_pair("conv", torch.float64, device)
+xin = input_for("conv", torch.float64, device)
 with torch.no_grad():
     w, b = fold(layer.weight, layer.bias, bn)
     out = torch.nn.functional.conv2d(xin, w, b, padding=1)
@@ -285,91 +430,22 @@ assert train_gap > 1  # the batch's statistics are not the running ones
 
 
 # %%
-# Synchronized BatchNorm: the ranks simulated
+# Try it: per-device statistics. How far off?
 # -------------------------------------------
-# With data parallelism each device (rank) gets a slice of the batch. Plain BatchNorm
-# then normalizes each slice with that slice's statistics, which are not the batch's:
-# with few samples per device they are noisy, and if the slices come from different
-# distributions (here rank 0 gets mean 0, rank 1 gets mean 2) they are simply different
-# (MegDet, Peng et al. 2018, synchronizes them). Two half-batches, float64,
-# ``BatchNorm2d`` with non-trivial affine.
-f64 = torch.float64
-ranks = 2
-B_rank = 3  # samples per rank, so few that biased and unbiased variance differ
-g = torch.Generator().manual_seed(4)
-slices = [(2.0 * r + torch.randn(B_rank, C, H, W, generator=g, dtype=f64)).to(device)
-          for r in range(ranks)]  # each (B_rank, C, H, W)
-x_all = torch.cat(slices)  # (ranks * B_rank, C, H, W): the whole batch
-gamma = torch.randn(C, generator=g, dtype=f64).to(device)
-beta = torch.randn(C, generator=g, dtype=f64).to(device)
+# Give each rank its own ``BatchNorm2d`` (same parameters and buffers) and compare the
+# concatenated outputs with BatchNorm over the whole batch.
 
-
-start_mean = torch.randn(C, generator=g, dtype=f64).to(device)  # "pretrained" buffers
-start_var = (0.5 + torch.rand(C, generator=g, dtype=f64)).to(device)
-
-
-def fresh_bn():
-    bn = torch.nn.BatchNorm2d(C, device=device, dtype=f64)
-    with torch.no_grad():
-        bn.weight.copy_(gamma)
-        bn.bias.copy_(beta)
-        bn.running_mean.copy_(start_mean)
-        bn.running_var.copy_(start_var)
-    return bn
-
-
-whole = fresh_bn()
-y_whole = whole(x_all)  # the whole batch on one device
-per_device = [fresh_bn() for _ in range(ranks)]
+# %%
+per_device = [fresh_bn(gamma, beta, start_mean, start_var) for _ in range(ranks)]
 y_local = torch.cat([bn(s) for bn, s in zip(per_device, slices)])
 local_gap = (y_local - y_whole).abs().max().item()
 print(f"per-device BatchNorm vs whole batch: max|diff| = {local_gap:.2f}")
 assert local_gap > 0.5  # per-device statistics are not the batch's
 
 # %%
-# The fix is one all-reduce per layer, of a ``(3, C)`` tensor. Each rank :math:`r`
-# computes its count :math:`n_r`, sum :math:`S_r = \sum x` and sum of squares
-# :math:`Q_r = \sum x^2` over its slice (per channel); an all-reduce sums them over the
-# ranks, so every rank then
-# knows :math:`N = \sum_r n_r`, the global mean :math:`\mu = \sum_r S_r / N` and the
-# global biased variance :math:`\sigma^2 = \sum_r Q_r / N - \mu^2`, normalizes with
-# them, and updates the running variance with the *unbiased* :math:`\sigma^2 N / (N -
-# 1)`, :math:`N` the global count. (``nn.SyncBatchNorm`` all-gathers each rank's mean,
-# inverse standard deviation and count instead and combines them; the result is the
-# same. The sum-of-squares form
-# cancels digits when :math:`|\mu| \gg \sigma`, which is one reason to prefer the
-# mean-and-variance form in low precision; here it is float64.) The all-reduce below is
-# a plain sum over the simulated ranks.
-def local_stats(s):
-    """What one rank contributes: count, sum, sum of squares per channel."""
-    dims = [0, 2, 3]
-    n = torch.full((C,), s.numel() // C, device=device, dtype=f64)
-    return torch.stack([n, s.sum(dim=dims), (s * s).sum(dim=dims)])  # (3, C)
-
-
-def all_reduce(tensors):
-    """A sum over the ranks, as dist.all_reduce(op=SUM) computes it."""
-    return torch.stack(tensors).sum(dim=0)
-
-
-n_tot, s_tot, q_tot = all_reduce([local_stats(s) for s in slices])  # each (C,)
-mu = s_tot / n_tot  # (C,)
-var = q_tot / n_tot - mu**2  # (C,), biased
-running_mean, running_var = start_mean.clone(), start_var.clone()
-m = 0.1  # BatchNorm's default momentum
-running_mean = (1 - m) * running_mean + m * mu
-running_var = (1 - m) * running_var + m * var * n_tot / (n_tot - 1)
-synced = []
-for s in slices:  # each rank normalizes its own slice with the global statistics
-    z = (s - mu.view(1, C, 1, 1)) / torch.sqrt(var.view(1, C, 1, 1) + 1e-5)
-    synced.append(z * gamma.view(1, C, 1, 1) + beta.view(1, C, 1, 1))
-y_synced = torch.cat(synced)
-print(f"synchronized vs whole batch: max|diff| {(y_synced - y_whole).abs().max():.1e}")
-print(f"  running_mean {(running_mean - whole.running_mean).abs().max():.1e}, "
-      f"running_var {(running_var - whole.running_var).abs().max():.1e}")
-torch.testing.assert_close(y_synced, y_whole)  # float64 defaults
-torch.testing.assert_close(running_mean, whole.running_mean)
-torch.testing.assert_close(running_var, whole.running_var)
+# Try it: keep rank 0's buffers, as DDP does. Right?
+# --------------------------------------------------
+# Compare rank 0's ``running_mean`` with that of BatchNorm over the whole batch.
 
 # %%
 # The per-device modules' running statistics are wrong as well: each holds its own
@@ -378,42 +454,3 @@ torch.testing.assert_close(running_var, whole.running_var)
 rank0_gap = (per_device[0].running_mean - whole.running_mean).abs().max().item()
 print(f"rank 0's running_mean vs the whole batch's: max|diff| = {rank0_gap:.2f}")
 assert rank0_gap > 0.05  # rank 0 saw mean 0, the batch has mean 1
-
-# %%
-# The real thing, with processes
-# ------------------------------
-# ``tests/test_sync_batchnorm.py`` runs the same algebra in two processes with
-# ``torch.distributed`` (gloo backend, 127.0.0.1), each holding half of a batch, and
-# asserts that the concatenated outputs, the running statistics and the gradients
-# equal BatchNorm over the whole batch in one process. On CPU it cannot use
-# ``nn.SyncBatchNorm``: in torch 2.13 its forward raises ``ValueError`` ("expected
-# input tensor to be on GPU or XPU ...") when the input is on the CPU and a process
-# group is initialized, so the test asserts that refusal and writes the all-reduce out
-# with ``torch.distributed``. The page does not spawn processes itself: a sphinx-gallery
-# build is no place for them.
-
-
-# %%
-# Figure: what the devices see
-# ----------------------------
-# Channel 0 of each rank's slice, normalized with per-device statistics (left) and with
-# the synchronized ones (right), shown before the affine (``(y - beta) / gamma``) so
-# that the axis is in standard deviations. Per device, each slice is centered on its
-# own mean, so the difference between the two slices disappears from the outputs;
-# synchronized, it survives, as it would on one device.
-import matplotlib.pyplot as plt
-
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True, layout="constrained")
-halves = {"per-device statistics": y_local, "synchronized statistics": y_synced}
-bins = torch.linspace(-3, 3, 31).tolist()
-for ax, (title, y) in zip(axes, halves.items()):
-    z = ((y[:, 0] - beta[0]) / gamma[0]).detach().cpu()  # (ranks * B_rank, H, W)
-    for r in range(ranks):
-        part = z[r * B_rank:(r + 1) * B_rank].flatten()
-        ax.hist(part, bins=bins, alpha=0.6, label=f"rank {r} (input mean {2 * r})")
-    ax.set_title(title)
-    ax.set_xlabel("channel 0, normalized (before the affine)")
-    ax.legend(fontsize="small")
-axes[0].set_ylabel("count")
-fig.suptitle("Per-device BatchNorm erases the difference between the devices' data")
-plt.show()
