@@ -58,21 +58,19 @@ print(f"device: {device}, torch {torch.__version__}")
 # BERT adds learned positions before the first layer), except keys that are padding.
 # The attention and the MLP have biases, and the MLP is ``down(GELU(up(x)))`` with the
 # exact GELU, :math:`z\,\Phi(z)` (``Phi`` the standard normal CDF).
-fig, ax = plt.subplots(figsize=(9, 2.2), layout="constrained")
-steps = [("x", None), ("attention\n(padding keys masked)", "C0"), ("+", "white"),
-         ("LayerNorm", "C1"), ("MLP\nup, exact GELU, down", "C0"), ("+", "white"),
-         ("LayerNorm", "C1"), ("out", None)]
-for i, (s, color) in enumerate(steps):
-    box = None if color is None else dict(boxstyle="circle" if s == "+" else "round",
-                                          fc=color, alpha=0.6)
-    ax.text(1.3 * i, 0, s, ha="center", va="center", fontsize=9, bbox=box)
-    if i:
-        ax.annotate("", (1.3 * i - 0.45, 0), (1.3 * i - 0.85, 0),
-                    arrowprops=dict(arrowstyle="->"))
-for start, end in ((0, 2), (3, 5)):  # the residual around each sublayer
-    ax.annotate("", (1.3 * end, 0.25), (1.3 * start + 0.2, 0.25), arrowprops=dict(
-        arrowstyle="->", connectionstyle="bar,fraction=0.15", color="gray"))
-ax.set(xlim=(-0.6, 9.7), ylim=(-0.6, 1.2),
+fig, ax = plt.subplots(figsize=(8, 2.2), layout="constrained")
+ax.annotate("", (8.6, 0), (-0.4, 0), arrowprops=dict(arrowstyle="->", color="gray"))
+for a, f in ((0, "attention\n(padding keys masked)"), (4, "MLP\n(exact GELU)")):
+    ax.plot([a, a, a + 2, a + 2], [0, 1, 1, 0], color="gray")  # the branch through f
+    ax.text(a + 1, 1, f, ha="center", va="center", fontsize=9,
+            bbox=dict(boxstyle="round", fc="#9ecae1"))
+    ax.text(a + 2, 0, "+", ha="center", va="center", bbox=dict(boxstyle="circle",
+                                                               fc="w"))
+    ax.text(a + 3, 0, "LayerNorm", ha="center", va="center", fontsize=9,
+            bbox=dict(boxstyle="round", fc="#fdae6b"))
+ax.text(-0.5, 0, "x", ha="right", va="center", style="italic")
+ax.text(8.7, 0, "out", va="center")
+ax.set(xlim=(-1, 9.4), ylim=(-0.5, 1.5),
        title="post-LN: each sum goes through a LayerNorm, so the stream is its output")
 ax.axis("off")
 plt.show()
