@@ -249,8 +249,8 @@ torch.testing.assert_close(head_ms, head_ms[..., :1].expand_as(head_ms))
 torch.testing.assert_close(out_eq_head, out_eq_width)
 
 # %%
-# How QK-norm meets RoPE
-# ----------------------
+# Proof: RoPE keeps each head's RMS; the weight does not commute
+# --------------------------------------------------------------
 # Both models normalize and then rotate. RoPE turns each pair
 # :math:`(q_i, q_{i + D_h/2})` by an angle, which keeps the pair's norm, so each head's
 # RMS, and with it the norm's divisor, is the same before and after the rotation
@@ -391,12 +391,17 @@ torch.testing.assert_close(rms_tok_width / rms_tok_width[..., :1],
 joint = ms.mean(dim=-1)  # (B, L): mean square of q over the whole width
 torch.testing.assert_close(rms_tok_width.pow(2).mean(dim=-1), joint / (joint + EPS))
 
+# %%
+# The figure's bars, on these queries: each head's RMS, averaged over the tokens.
+
 
 def head_rms(t):
     """Mean over tokens of each head's RMS: (B, L, Nh, Dh) -> (Nh,)."""
     return t.pow(2).mean(dim=-1).sqrt().mean(dim=(0, 1))
 
 
+# %%
+# Averaged over the tokens, head by head:
 rms_before, rms_head, rms_width = map(head_rms, (before, after_head, after_width))
 for label, r in (("before", rms_before), ("per head", rms_head),
                  ("over width", rms_width)):

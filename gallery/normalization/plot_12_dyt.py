@@ -195,8 +195,8 @@ for s in (0.1, 4.0):
         assert lin_dyt < 1e-3  # near 0 DyT is the line 0.5 x
 
 # %%
-# Real activations: the input of a LayerNorm deep in a random pre-LN stack
-# ------------------------------------------------------------------------
+# Proof: the S on a random pre-LN stack, and the fitted tanh
+# ----------------------------------------------------------
 # The paper's motivating figure plots, for trained models, each LayerNorm's input
 # against its output (before the affine) and finds tanh-like S-curves. Here the
 # activations come from 8 random pre-LN ``nn.TransformerEncoderLayer`` blocks (D = 64,
@@ -342,6 +342,8 @@ def dyt_reference(x, alpha, weight, bias, channels_last):
     return t * weight[:, None, None] + bias[:, None, None]
 
 
+# %%
+# Channels last, on tokens ``(B, L, D)``:
 x = 2 * torch.randn(B, L, D, device=device)  # (B, L, D)
 ref = dyt_reference(x, dyt.alpha, dyt.weight, dyt.bias, channels_last=True)
 err = (dyt(x) - ref).abs().max().item()

@@ -244,6 +244,8 @@ with torch.no_grad():
         prm.add_(0.1 * torch.randn_like(prm))
 print(f"BloomModel: D = {D}, Nh = {Nh}, Dh = {D // Nh}, layers = {cfg.n_layer}")
 
+# %%
+# A hook records each attention's input and output.
 
 
 def recorder(records):
@@ -253,6 +255,8 @@ def recorder(records):
     return record
 
 
+# %%
+# Both layers recorded on the padded batch above (pads get BLOOM's pad token).
 records = []
 hooks = [blk.self_attention.register_forward_hook(recorder(records), with_kwargs=True)
          for blk in model.h]
@@ -282,6 +286,8 @@ def bloom_alibi_attention(x, residual, attn, mask, slopes):
     return ctx @ attn.dense.weight.T + attn.dense.bias + residual
 
 
+# %%
+# Recomputed from each layer's recorded input, compared on the real tokens.
 with torch.no_grad():
     for i, (residual, x, out) in enumerate(records):
         mine = bloom_alibi_attention(x, residual, model.h[i].self_attention, mask,
