@@ -8,8 +8,7 @@ peri-LN), the stream stays bounded whatever the weights; pre-LN's grows with the
 
 **You will learn**
 
-- the four placements: pre-LN (GPT-2, Llama), post-LN (the original Transformer,
-  BERT), the sublayer's output (OLMo 2), both (peri-LN, Gemma 2 and 3)
+- the four placements: pre-LN (Llama), post-LN (BERT), OLMo 2's, peri-LN (Gemma 2)
 - why a norm after the sublayer bounds what each layer adds to the stream
 - how pre-LN's stream and the gradients through 24 layers follow the weights' scale
 - how to write all four as one block, equal to ``LlamaDecoderLayer``,
@@ -111,9 +110,7 @@ ax.set(xlabel="step", ylabel="RMS of the residual stream", yscale="log",
        title="post-LN and peri-LN bound the stream; pre-LN's follows the weights")
 ax.legend(fontsize=7, ncol=3)
 plt.show()
-
-# %%
-# Asserted: post-LN's stream is a norm's output; peri-LN's step adds RMS at most 1.
+# asserted: post-LN's stream is a norm's output; peri-LN's step adds RMS at most 1
 toy_pre_ratio = toy["pre", 3][-1] / toy["pre", 1][-1]
 toy_peri_ratio = toy["peri", 3][-1] / toy["peri", 1][-1]
 print(f"after 24 steps, gain 3 / gain 1: pre-LN {toy_pre_ratio:.2f}, peri-LN "
@@ -127,14 +124,14 @@ assert abs(toy_peri_ratio - 1) < 0.1  # the weights hardly matter (f is homogene
 # %%
 # From scratch: one block, four placements
 # ----------------------------------------
-# Everything but the placement is shared and written once: RMSNorm (copied from its
-# page; Gemma's weighs by ``1 + w`` with ``w`` initialized at 0), grouped-query
-# attention with rotate-half RoPE
-# (:doc:`/generated/transformer/plot_11_llama_decoder_layer`), an optional RMSNorm of
-# ``q`` and ``k`` over the whole width before the head split
+# Everything but the placement is shared and written once: RMSNorm, the rope family
+# and the causal mask (copied from :doc:`/generated/positional/plot_04_rope` and
+# :doc:`/generated/transformer/plot_03_causal_attention`), grouped-query attention with
+# rotate-half RoPE (:doc:`/generated/transformer/plot_11_llama_decoder_layer`), an
+# optional RMSNorm of ``q`` and ``k`` over the whole width before the head split
 # (OLMo 2, see :doc:`plot_07_qk_norm`), a logit scale and an optional tanh soft-cap
-# (Gemma 2); a gated MLP with SiLU (Llama, OLMo 2) or tanh-GELU (Gemma 2). The
-# projections carry Hugging Face's names; only the norms' names say the placement.
+# (Gemma 2); a gated MLP with SiLU (Llama, OLMo 2) or tanh-GELU (Gemma 2, defined with
+# its ``1 + w`` norm in the proof). The projections carry Hugging Face's names.
 
 
 # Copied from normalization/plot_06_groupnorm_rmsnorm.py: RMSNorm
@@ -150,25 +147,6 @@ class RMSNorm(nn.Module):
         x32 = x.float()
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)
         return self.weight * x32.to(x.dtype)
-
-
-class GemmaRMSNorm(nn.Module):
-    """Gemma's RMSNorm: weight 1 + w, w initialized at 0; in float32."""
-
-    def __init__(self, D, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.zeros(D))  # (D,)
-        self.eps = eps
-
-    def forward(self, x):  # (..., D) -> (..., D), in x's dtype
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)
-        return ((1 + self.weight) * x32).to(x.dtype)
-
-
-# %%
-# The rope family, copied from :doc:`/generated/positional/plot_04_rope`, and the
-# causal mask from :doc:`/generated/transformer/plot_03_causal_attention`.
 
 
 # Copied from positional/plot_04_rope.py: rope_inv_freq
@@ -263,24 +241,14 @@ class GatedMLP(nn.Module):
         return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
 
 
-def silu(z):
-    """SiLU, z * sigmoid(z): Llama's and OLMo 2's gate."""
-    return z * torch.sigmoid(z)
-
-
-# Copied from transformer/plot_08_gpt2_vs_hugging_face.py: gelu_tanh
-def gelu_tanh(x):
-    """GPT-2's GELU: the tanh approximation, as its code writes it."""
-    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
-
-
 class PlacementBlock(nn.Module):
     """One decoder layer; ``placement`` is "pre", "post", "olmo2" or "peri"."""
 
-    def __init__(self, placement, D, Nh, Nkv, Dh, Dff, eps, act=silu, norm=None,
+    def __init__(self, placement, D, Nh, Nkv, Dh, Dff, eps, act=None, norm=None,
                  **attn_options):  # norm: a class (D, eps) -> module, RMSNorm if None
         super().__init__()
         norm = RMSNorm if norm is None else norm
+        act = nn.functional.silu if act is None else act  # Llama's and OLMo 2's gate
         self.placement = placement
         self.self_attn = DecoderAttention(D, Nh, Nkv, Dh, eps, **attn_options)
         self.mlp = GatedMLP(D, Dff, act)
@@ -478,6 +446,35 @@ from transformers.models.olmo2.modeling_olmo2 import (
 )
 
 print(f"transformers {transformers.__version__}")
+
+# %%
+# Gemma's two pieces: its RMSNorm, which stores ``w`` and weighs by ``1 + w``, and the
+# tanh GELU of its MLP (copied from
+# :doc:`/generated/transformer/plot_08_gpt2_vs_hugging_face`).
+
+
+class GemmaRMSNorm(nn.Module):
+    """Gemma's RMSNorm: weight 1 + w, w initialized at 0; in float32."""
+
+    def __init__(self, D, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(D))  # (D,)
+        self.eps = eps
+
+    def forward(self, x):  # (..., D) -> (..., D), in x's dtype
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return ((1 + self.weight) * x32).to(x.dtype)
+
+
+# Copied from transformer/plot_08_gpt2_vs_hugging_face.py: gelu_tanh
+def gelu_tanh(x):
+    """GPT-2's GELU: the tanh approximation, as its code writes it."""
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+
+# %%
+# The three configs and layers.
 SCALAR, SOFTCAP = 36, 0.5
 common = dict(vocab_size=100, hidden_size=D, num_attention_heads=Nh,
               num_key_value_heads=Nkv, head_dim=Dh, intermediate_size=Dff,
