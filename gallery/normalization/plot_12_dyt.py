@@ -50,12 +50,12 @@ print(f"device: {device}, torch {torch.__version__}")
 # tokens get flat lines and only they reach large ``|x|``, so the cloud bends into an
 # S. The least-squares ``A tanh(alpha x)`` follows it (fitted on a grid of ``alpha``,
 # as below for a random transformer stack).
-tokens = torch.randn(128, 64)  # (tokens, D)
-tokens[:, [3, 17]] = torch.tensor([1.0, -1.0]) * 30 * torch.rand(128, 2) ** 2
+tokens = torch.randn(64, 64)  # (tokens, D)
+tokens[:, [3, 17]] = torch.tensor([1.0, -1.0]) * 30 * torch.rand(64, 2) ** 2
 out = nn.functional.layer_norm(tokens, (64,))  # (tokens, D)
 xf, yf = tokens.flatten().double(), out.flatten().double()
-grid_a = torch.logspace(-3, 1, 401, dtype=torch.float64)  # alpha's grid
-T = torch.tanh(grid_a[:, None] * xf)  # (401, N)
+grid_a = torch.logspace(-3, 1, 201, dtype=torch.float64)  # alpha's grid
+T = torch.tanh(grid_a[:, None] * xf)  # (201, N)
 A = (T @ yf) / (T * T).sum(1)  # the best A for each alpha, closed form
 k = ((A[:, None] * T - yf) ** 2).sum(1).argmin()
 fig, ax = plt.subplots(figsize=(6, 3.4), layout="constrained")
