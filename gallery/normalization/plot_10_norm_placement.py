@@ -106,9 +106,9 @@ fig, ax = plt.subplots(figsize=(6, 3), layout="constrained")
 for (p, g), rms in toy.items():
     ax.plot(range(1, 25), rms, color={"pre": "C0", "post": "C1", "peri": "C2"}[p],
             ls="-" if g == 1 else "--", label=f"{p}-LN, gain {g}")
-ax.set(xlabel="step", ylabel="RMS of the residual stream", yscale="log",
+ax.set(xlabel="step", ylabel="RMS of the stream", yscale="log", ylim=(0.7, 300),
        title="post-LN and peri-LN bound the stream; pre-LN's follows the weights")
-ax.legend(fontsize=7, ncol=3)
+ax.legend(fontsize=7, ncol=3, loc="upper left")
 plt.show()
 # asserted: post-LN's stream is a norm's output; peri-LN's step adds RMS at most 1
 toy_pre_ratio = toy["pre", 3][-1] / toy["pre", 1][-1]
