@@ -3,17 +3,21 @@ Where the norm sits
 ===================
 
 A transformer block adds two sublayers (attention, MLP) to a residual stream; models
-differ in where they normalize. Pre-LN (GPT-2, Llama) normalizes the sublayer's input,
-post-LN (the original Transformer, BERT) the sum, OLMo 2 the sublayer's output before
-it is added, and Gemma 2 and 3 both the input and the output ("peri-LN", or sandwich).
-This page writes one block with the four placements from scratch and proves each equal
-to a Hugging Face layer: pre-LN to ``LlamaDecoderLayer``, OLMo 2's to
-``Olmo2DecoderLayer``, peri-LN to ``Gemma2DecoderLayer``, and post-LN, as BERT's encoder
-layer with LayerNorm and a padding mask, to ``BertLayer`` (post-LN is also proven equal
-to ``nn.TransformerEncoderLayer`` on
-:doc:`/generated/transformer/plot_05_transformer_block`). Then it stacks 24 random
-layers of each kind and measures the residual stream and the gradients through depth:
-the two placements that normalize the sublayer's output bound what each layer can add.
+differ in where they normalize. Where the norm follows the sublayer (post-LN, OLMo 2,
+peri-LN), the stream stays bounded whatever the weights; pre-LN's grows with them.
+
+**You will learn**
+
+- the four placements: pre-LN (Llama), post-LN (BERT), OLMo 2's, peri-LN (Gemma 2)
+- why a norm after the sublayer bounds what each layer adds to the stream
+- how pre-LN's stream and the gradients through 24 layers follow the weights' scale
+- how to write all four as one block, equal to ``LlamaDecoderLayer``,
+  ``Olmo2DecoderLayer`` and ``Gemma2DecoderLayer``
+
+**Prerequisites:** :doc:`/generated/normalization/plot_06_groupnorm_rmsnorm`,
+:doc:`/generated/positional/plot_04_rope`,
+:doc:`/generated/transformer/plot_11_llama_decoder_layer`, :doc:`plot_07_qk_norm`.
+BERT's post-LN layer has its own page: :doc:`plot_14_bert_post_ln`.
 """
 
 # %%
@@ -27,99 +31,189 @@ the two placements that normalize the sublayer's output bound what each layer ca
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import math
 import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
+import matplotlib.pyplot as plt
 import torch
-import transformers
-from transformers import BertConfig, Gemma2Config, LlamaConfig, Olmo2Config
-from transformers.masking_utils import create_bidirectional_mask
-from transformers.models.bert.modeling_bert import BertLayer
-from transformers.models.gemma2.modeling_gemma2 import (
-    Gemma2DecoderLayer,
-    Gemma2RotaryEmbedding,
-)
-from transformers.models.llama.modeling_llama import (
-    LlamaDecoderLayer,
-    LlamaRotaryEmbedding,
-)
-from transformers.models.olmo2.modeling_olmo2 import (
-    Olmo2DecoderLayer,
-    Olmo2RotaryEmbedding,
-)
+from torch import nn
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
-print(f"device: {device}, torch {torch.__version__}, transformers "
-      f"{transformers.__version__}")
+print(f"device: {device}, torch {torch.__version__}")
 
 # %%
-# One block, four placements
-# --------------------------
+# The idea
+# --------
 # With ``f`` a sublayer (attention, then the MLP) and ``N`` a norm with its own weight
 # at each place, one step of the residual stream ``x`` is
 #
 # .. math::
 #
-#    \text{pre-LN: } x + f(N(x)), \quad \text{post-LN: } N(x + f(x)), \quad
-#    \text{OLMo 2: } x + N(f(x)), \quad \text{peri-LN: } x + N_2(f(N_1(x))).
+#    \begin{aligned}
+#    \text{pre-LN: }& x + f(N(x)), & \text{post-LN: }& N(x + f(x)),\\
+#    \text{OLMo 2: }& x + N(f(x)), & \text{peri-LN: }& x + N_2(f(N_1(x))).
+#    \end{aligned}
 #
-# Everything else is shared and written once: RMSNorm, whose weight is ``w`` (Llama,
-# OLMo 2) or ``1 + w`` (Gemma, initialized at ``w = 0``); grouped-query attention
-# with rotate-half RoPE (:doc:`/generated/transformer/plot_11_llama_decoder_layer`),
+# An RMSNorm's output has RMS at most ``max|w|`` per token, whatever its input. So where
+# ``N`` comes last on the branch (OLMo 2, peri-LN) each step adds at most that much, and
+# post-LN's stream *is* a norm's output; pre-LN adds ``f``'s raw output.
+DIAGRAM = {"pre-LN": "Nf+", "post-LN": "f+N", "OLMo 2": "fN+", "peri-LN": "NfN+"}
+fig, axes = plt.subplots(1, 4, figsize=(9, 2), layout="constrained")
+for ax, (title, steps) in zip(axes, DIAGRAM.items()):
+    branch, after = steps.split("+")  # the sublayer's branch, then after the sum
+    top = len(branch) + 1  # the height of the sum
+    ax.annotate("", (0, top + len(after) + 0.9), (0, 0),  # the stream, from x
+                arrowprops=dict(arrowstyle="->"))
+    ax.plot([0, 1, 1, 0], [0.3, 0.6, top - 0.4, top], color="gray")  # the branch
+    boxes = [(1, i + 1, s) for i, s in enumerate(branch)]
+    for bx, by, s in boxes + ([(0, top + 1, after)] if after else []):
+        ax.text(bx, by, s, ha="center", va="center", bbox=dict(
+            boxstyle="circle", fc="C1" if s == "N" else "C0", alpha=0.6))
+    ax.text(0, top, "+", ha="center", va="center", bbox=dict(boxstyle="circle", fc="w"))
+    ax.set(title=title, xlim=(-1, 2), ylim=(0, 5))
+    ax.axis("off")
+fig.suptitle("norm N, sublayer f: only pre-LN adds f's output unnormalized")
+plt.show()
+
+# %%
+# The finding, on 24 steps small enough to write here: each sublayer a random ReLU MLP
+# with weights scaled by a gain of 1 or 3, ``N`` an RMSNorm of weight one, the input of
+# RMS 1. The full decoder block, asserted alike, follows below.
+
+
+def toy_stream_rms(placement, gain, depth=24, D=64, seed=0):
+    """RMS of the stream after each of `depth` ReLU-MLP steps: a list of floats."""
+    g = torch.Generator().manual_seed(seed)  # the same weights in every placement
+    x = torch.randn(16, D, generator=g, dtype=torch.float64)  # (16 tokens, D)
+    x = x / x.pow(2).mean(-1, keepdim=True).sqrt()  # every token RMS 1
+    rms = []
+    for _ in range(depth):
+        w1, w2 = gain * torch.randn(2, D, D, generator=g, dtype=torch.float64) / D**0.5
+        f = lambda h: torch.relu(h @ w1) @ w2  # noqa: E731  (16, D) -> (16, D)
+        N = lambda h: nn.functional.rms_norm(h, (D,), eps=1e-6)  # noqa: E731
+        if placement == "pre":
+            x = x + f(N(x))
+        else:
+            x = N(x + f(x)) if placement == "post" else x + N(f(N(x)))  # peri
+        rms.append(x.pow(2).mean().sqrt().item())
+    return rms
+
+
+toy = {(p, g): toy_stream_rms(p, g) for p in ("pre", "post", "peri") for g in (1, 3)}
+fig, ax = plt.subplots(figsize=(6, 3), layout="constrained")
+for (p, g), rms in toy.items():
+    ax.plot(range(1, 25), rms, color={"pre": "C0", "post": "C1", "peri": "C2"}[p],
+            ls="-" if g == 1 else "--", label=f"{p}-LN, gain {g}")
+ax.set(xlabel="step", ylabel="RMS of the stream", yscale="log", ylim=(0.7, 300),
+       title="post-LN and peri-LN bound the stream; pre-LN's follows the weights")
+ax.legend(fontsize=7, ncol=3, loc="upper left")
+plt.show()
+# asserted: post-LN's stream is a norm's output; peri-LN's step adds RMS at most 1
+toy_pre_ratio = toy["pre", 3][-1] / toy["pre", 1][-1]
+toy_peri_ratio = toy["peri", 3][-1] / toy["peri", 1][-1]
+print(f"after 24 steps, gain 3 / gain 1: pre-LN {toy_pre_ratio:.2f}, peri-LN "
+      f"{toy_peri_ratio:.2f}; post-LN's RMS at most {max(toy['post', 3]):.4f}")
+assert all(r <= 1.0 for g in (1, 3) for r in toy["post", g])  # a norm's output
+# so after l steps peri-LN's RMS is at most 1 + l
+assert all(r <= 2 + i for g in (1, 3) for i, r in enumerate(toy["peri", g]))
+assert toy_pre_ratio > 5  # measured for this seed: grows with the weights
+assert abs(toy_peri_ratio - 1) < 0.1  # the weights hardly matter (f is homogeneous)
+
+# %%
+# From scratch: one block, four placements
+# ----------------------------------------
+# Everything but the placement is shared and written once: RMSNorm, the rope family
+# and the causal mask (copied from :doc:`/generated/positional/plot_04_rope` and
+# :doc:`/generated/transformer/plot_03_causal_attention`), grouped-query attention with
+# rotate-half RoPE (:doc:`/generated/transformer/plot_11_llama_decoder_layer`), an
 # optional RMSNorm of ``q`` and ``k`` over the whole width before the head split
 # (OLMo 2, see :doc:`plot_07_qk_norm`), a logit scale and an optional tanh soft-cap
-# (Gemma 2); a gated MLP with SiLU (Llama, OLMo 2) or tanh-GELU (Gemma 2).
-import math
-
-from torch import nn
+# (Gemma 2); a gated MLP with SiLU (Llama, OLMo 2) or tanh-GELU (Gemma 2, defined with
+# its ``1 + w`` norm in the proof). The projections carry Hugging Face's names.
 
 
+# Copied from normalization/plot_06_groupnorm_rmsnorm.py: RMSNorm
 class RMSNorm(nn.Module):
-    def __init__(self, D, eps, one_plus=False):
+    """x / sqrt(mean(x**2) + eps) * weight over the last dim, in float32 (as Llama)."""
+
+    def __init__(self, D, eps=1e-6):
         super().__init__()
-        self.weight = nn.Parameter(torch.zeros(D) if one_plus else torch.ones(D))
-        self.eps, self.one_plus = eps, one_plus
+        self.weight = nn.Parameter(torch.ones(D))  # (D,)
+        self.eps = eps
 
-    def forward(self, x):  # (..., D) -> (..., D), computed in float32 or float64
-        x = x.to(torch.promote_types(x.dtype, torch.float32))
-        n = x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
-        return n * (1 + self.weight if self.one_plus else self.weight)
-
-
-def rope(x, cos, sin):
-    """Rotate-half RoPE. x (B, N, L, Dh), cos and sin (B, L, Dh) -> (B, N, L, Dh)."""
-    x1, x2 = x.chunk(2, dim=-1)  # channel i pairs with channel i + Dh/2
-    return x * cos[:, None] + torch.cat([-x2, x1], dim=-1) * sin[:, None]
+    def forward(self, x):  # (..., D) -> (..., D), in x's dtype
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
 
 
-def rope_cos_sin(pos, Dh, theta):
-    """pos (B, L) -> cos, sin (B, L, Dh): angle p * theta**(-2i/Dh) at i, i + Dh/2."""
-    two_i = torch.arange(0, Dh, 2, device=pos.device)
-    angles = pos[..., None].double() * theta ** (-two_i / Dh)  # (B, L, Dh/2)
-    angles = torch.cat([angles, angles], dim=-1)  # (B, L, Dh)
+# Copied from positional/plot_04_rope.py: rope_inv_freq
+def rope_inv_freq(Dh, base, dtype=torch.float32):
+    """Per-pair frequencies base ** (-2i / Dh), i = 0 .. Dh/2 - 1: (Dh/2,), in `dtype`."""  # noqa: E501
+    return 1.0 / base ** (torch.arange(0, Dh, 2, dtype=dtype) / Dh)
+
+
+# Copied from positional/plot_04_rope.py: rope_cos_sin
+def rope_cos_sin(pos, Dh, base, dtype=torch.float32):
+    """pos (..., L) -> cos, sin (..., L, Dh), rotate-half layout, angles in `dtype`.
+
+    Channel i and channel i + Dh/2 form pair i and share its angle pos * inv_freq[i]."""
+    inv_freq = rope_inv_freq(Dh, base, dtype).to(pos.device)  # (Dh/2,)
+    angles = pos[..., None].to(dtype) * inv_freq  # (..., L, Dh/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (..., L, Dh)
     return angles.cos(), angles.sin()
 
 
-class Attention(nn.Module):
+# Copied from positional/plot_04_rope.py: rotate_half
+def rotate_half(x):
+    """(x1, x2) -> (-x2, x1) on the two halves of the last dim: x (..., Dh)."""
+    x1, x2 = x.chunk(2, dim=-1)  # (..., Dh/2) each
+    return torch.cat([-x2, x1], dim=-1)
+
+
+# Copied from positional/plot_04_rope.py: rope
+def rope(x, cos, sin):
+    """Rotate-half RoPE: x (..., L, Dh); cos, sin broadcast to it, e.g. (L, Dh) or
+    (B, 1, L, Dh) for x (B, Nh, L, Dh)."""
+    return x * cos + rotate_half(x) * sin
+
+
+# Copied from transformer/plot_03_causal_attention.py: causal_mask
+def causal_mask(L, device=None):
+    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
+    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
+
+
+# %%
+# Attention, MLP and the block. ``placement`` is ``"pre"``, ``"post"``, ``"olmo2"`` or
+# ``"peri"``; ``sublayer`` is the one line that differs.
+
+
+class DecoderAttention(nn.Module):
+    """Causal grouped-query attention with RoPE; OLMo 2's q/k norm and Gemma 2's
+    scale and soft-cap as options."""
+
     def __init__(self, D, Nh, Nkv, Dh, eps, qk_norm=False, scale=None, softcap=None):
         super().__init__()
         self.Nh, self.Nkv, self.Dh = Nh, Nkv, Dh
         self.scale = Dh ** -0.5 if scale is None else scale
         self.softcap = softcap
-        self.q = nn.Linear(D, Nh * Dh, bias=False)
-        self.k = nn.Linear(D, Nkv * Dh, bias=False)
-        self.v = nn.Linear(D, Nkv * Dh, bias=False)
-        self.o = nn.Linear(Nh * Dh, D, bias=False)
+        self.q_proj = nn.Linear(D, Nh * Dh, bias=False)
+        self.k_proj = nn.Linear(D, Nkv * Dh, bias=False)
+        self.v_proj = nn.Linear(D, Nkv * Dh, bias=False)
+        self.o_proj = nn.Linear(Nh * Dh, D, bias=False)
         if qk_norm:  # over all heads at once, before the split (OLMo 2)
             self.q_norm, self.k_norm = RMSNorm(Nh * Dh, eps), RMSNorm(Nkv * Dh, eps)
 
-    def forward(self, x, cos, sin):  # (B, L, D) -> (B, L, D)
+    def forward(self, x, cos, sin):  # x (B, L, D), cos, sin (B, L, Dh) -> (B, L, D)
         B, L, _ = x.shape
         Nh, Nkv, Dh, G = self.Nh, self.Nkv, self.Dh, self.Nh // self.Nkv
-        q, k, v = self.q(x), self.k(x), self.v(x)  # (B, L, Nh*Dh), (B, L, Nkv*Dh) x2
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # (B, L, N*Dh)
         if hasattr(self, "q_norm"):
             q, k = self.q_norm(q), self.k_norm(k)
+        cos, sin = cos[:, None], sin[:, None]  # (B, 1, L, Dh)
         q = rope(q.view(B, L, Nh, Dh).transpose(1, 2), cos, sin)  # (B, Nh, L, Dh)
         k = rope(k.view(B, L, Nkv, Dh).transpose(1, 2), cos, sin)  # (B, Nkv, L, Dh)
         v = v.view(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
@@ -127,45 +221,41 @@ class Attention(nn.Module):
         logits = (qg @ k.mT).view(B, Nkv, G, L, L) * self.scale
         if self.softcap is not None:
             logits = self.softcap * torch.tanh(logits / self.softcap)
-        future = torch.ones(L, L, dtype=torch.bool, device=x.device).triu(1)
-        weights = logits.masked_fill(future, float("-inf")).softmax(dim=-1)
+        seen = causal_mask(L, x.device)  # (L, L)
+        weights = logits.masked_fill(~seen, float("-inf")).softmax(dim=-1)
         y = (weights.view(B, Nkv, G * L, L) @ v).view(B, Nh, L, Dh)
-        return self.o(y.transpose(1, 2).reshape(B, L, Nh * Dh))
+        return self.o_proj(y.transpose(1, 2).reshape(B, L, Nh * Dh))
 
 
 class GatedMLP(nn.Module):
+    """down(act(gate(x)) * up(x)): (B, L, D) -> (B, L, Dff) -> (B, L, D)."""
+
     def __init__(self, D, Dff, act):
         super().__init__()
-        self.gate = nn.Linear(D, Dff, bias=False)
-        self.up = nn.Linear(D, Dff, bias=False)
-        self.down = nn.Linear(Dff, D, bias=False)
+        self.gate_proj = nn.Linear(D, Dff, bias=False)
+        self.up_proj = nn.Linear(D, Dff, bias=False)
+        self.down_proj = nn.Linear(Dff, D, bias=False)
         self.act = act
 
-    def forward(self, x):  # (B, L, D) -> (B, L, Dff) -> (B, L, D)
-        return self.down(self.act(self.gate(x)) * self.up(x))
+    def forward(self, x):  # (B, L, D) -> (B, L, D)
+        return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
 
 
-def silu(z):
-    return z * torch.sigmoid(z)
-
-
-def gelu_tanh(z):
-    return 0.5 * z * (1 + torch.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z**3)))
-
-
-class Block(nn.Module):
+class PlacementBlock(nn.Module):
     """One decoder layer; ``placement`` is "pre", "post", "olmo2" or "peri"."""
 
-    def __init__(self, placement, D, Nh, Nkv, Dh, Dff, eps, act=silu, one_plus=False,
-                 **attn_options):
+    def __init__(self, placement, D, Nh, Nkv, Dh, Dff, eps, act=None, norm=None,
+                 **attn_options):  # norm: a class (D, eps) -> module, RMSNorm if None
         super().__init__()
+        norm = RMSNorm if norm is None else norm
+        act = nn.functional.silu if act is None else act  # Llama's and OLMo 2's gate
         self.placement = placement
-        self.attn = Attention(D, Nh, Nkv, Dh, eps, **attn_options)
+        self.self_attn = DecoderAttention(D, Nh, Nkv, Dh, eps, **attn_options)
         self.mlp = GatedMLP(D, Dff, act)
         names = {"pre": ["attn_in", "mlp_in"], "post": ["attn_sum", "mlp_sum"],
                  "olmo2": ["attn_out", "mlp_out"],
                  "peri": ["attn_in", "attn_out", "mlp_in", "mlp_out"]}[placement]
-        self.norms = nn.ModuleDict({n: RMSNorm(D, eps, one_plus) for n in names})
+        self.norms = nn.ModuleDict({n: norm(D, eps) for n in names})
 
     def sublayer(self, x, f, name):  # one residual step around sublayer f
         N = self.norms
@@ -177,401 +267,37 @@ class Block(nn.Module):
             return x + N[name + "_out"](f(x))
         return x + N[name + "_out"](f(N[name + "_in"](x)))  # peri
 
-    def forward(self, x, cos, sin):  # (B, L, D) -> (B, L, D)
-        x = self.sublayer(x, lambda h: self.attn(h, cos, sin), "attn")
+    def forward(self, x, cos, sin):  # (B, L, D), cos, sin (B, L, Dh) -> (B, L, D)
+        x = self.sublayer(x, lambda h: self.self_attn(h, cos, sin), "attn")
         return self.sublayer(x, self.mlp, "mlp")
 
 
 # %%
-# Three Hugging Face layers from random configs
-# ---------------------------------------------
-# ``D = 64``, ``Nh = 4`` query heads of ``Dh = 24`` sharing ``Nkv = 2`` key/value heads
-# (``Nh * Dh = 96`` is not ``D``, nor is it in Gemma: the projections' shapes matter),
-# ``Dff = 128``, ``rms_norm_eps = 1e-3`` (visible at this input's mean square of
-# 2.5e-3), eager attention. Gemma 2's own settings are chosen so that each shows:
-# ``query_pre_attn_scalar = 36``, so the logits are scaled by ``1/6`` and not by
-# ``1/sqrt(Dh) = 0.204``; ``attn_logit_softcapping = 0.5``, small enough to bend these
-# logits; the layer's type is ``"full_attention"``, which switches its sliding window
-# off (at ``L = 12`` a window of 4096 would change nothing anyway). Each layer is
-# built alone in float32 (its RMSNorms compute in float32 whatever the input's dtype),
-# with every parameter moved off its initialization, and gets the additive causal
-# mask and the ``(cos, sin)`` of its model's rotary embedding, which ours must match.
-D, Nh, Nkv, Dh, Dff, EPS, THETA = 64, 4, 2, 24, 128, 1e-3, 1000.0
-SCALAR, SOFTCAP = 36, 0.5
-common = dict(vocab_size=100, hidden_size=D, num_attention_heads=Nh,
-              num_key_value_heads=Nkv, head_dim=Dh, intermediate_size=Dff,
-              num_hidden_layers=1, rms_norm_eps=EPS, attn_implementation="eager",
-              rope_parameters={"rope_type": "default", "rope_theta": THETA},
-              pad_token_id=0, bos_token_id=1, eos_token_id=2)
-configs = {
-    "llama": LlamaConfig(**common),
-    "olmo2": Olmo2Config(**common),
-    "gemma2": Gemma2Config(**common, query_pre_attn_scalar=SCALAR,
-                           attn_logit_softcapping=SOFTCAP,
-                           layer_types=["full_attention"]),
-}
-hf_classes = {"llama": LlamaDecoderLayer, "olmo2": Olmo2DecoderLayer,
-              "gemma2": Gemma2DecoderLayer}
-hf_rotary = {"llama": LlamaRotaryEmbedding, "olmo2": Olmo2RotaryEmbedding,
-             "gemma2": Gemma2RotaryEmbedding}
-hf = {}
-for name, cfg in configs.items():
-    assert cfg._attn_implementation == "eager"
-    hf[name] = hf_classes[name](cfg, layer_idx=0).to(device).eval()
-    with torch.no_grad():
-        for p in hf[name].parameters():
-            p.add_(0.1 * torch.randn_like(p))
-print("Gemma 2 attention: scaling", hf["gemma2"].self_attn.scaling, "softcap",
-      hf["gemma2"].self_attn.attn_logit_softcapping, "sliding window",
-      hf["gemma2"].self_attn.sliding_window)
-
-B, L = 2, 12
-pos = torch.stack([torch.arange(L), 3 * torch.arange(L) + 2]).to(device)  # (B, L)
-cos, sin = (t.float() for t in rope_cos_sin(pos, Dh, THETA))  # (B, L, Dh) each
-x = 0.05 * torch.randn(B, L, D, device=device)  # (B, L, D)
-future = torch.ones(L, L, dtype=torch.bool, device=device).triu(1)
-causal = torch.zeros(L, L, device=device)
-causal = causal.masked_fill(future, float("-inf"))[None, None]  # (1, 1, L, L)
-hf_cos_sin = {name: hf_rotary[name](cfg).to(device)(x, pos)
-              for name, cfg in configs.items()}
-for name, (cos_hf, sin_hf) in hf_cos_sin.items():
-    torch.testing.assert_close((cos, sin), (cos_hf, sin_hf))
-print(f"our cos, sin {tuple(cos.shape)} = each model's rotary embedding's")
-
-# %%
-# The maps of names, and the three comparisons
-# --------------------------------------------
-# Each map sends every parameter of our block to the Hugging Face layer's, strictly: a
-# name missing on either side fails. Reading the right-hand sides shows the placement:
-# Llama has ``input_layernorm`` and ``post_attention_layernorm`` (which, despite its
-# name, normalizes the MLP's *input*); OLMo 2 has no input norm at all and normalizes
-# each sublayer's output; Gemma 2 has all four.
-ATTN = {"attn.q.weight": "self_attn.q_proj.weight",
-        "attn.k.weight": "self_attn.k_proj.weight",
-        "attn.v.weight": "self_attn.v_proj.weight",
-        "attn.o.weight": "self_attn.o_proj.weight",
-        "mlp.gate.weight": "mlp.gate_proj.weight",
-        "mlp.up.weight": "mlp.up_proj.weight",
-        "mlp.down.weight": "mlp.down_proj.weight"}
-NAMES = {
-    "llama": ATTN | {"norms.attn_in.weight": "input_layernorm.weight",
-                     "norms.mlp_in.weight": "post_attention_layernorm.weight"},
-    "olmo2": ATTN | {"attn.q_norm.weight": "self_attn.q_norm.weight",
-                     "attn.k_norm.weight": "self_attn.k_norm.weight",
-                     "norms.attn_out.weight": "post_attention_layernorm.weight",
-                     "norms.mlp_out.weight": "post_feedforward_layernorm.weight"},
-    "gemma2": ATTN | {"norms.attn_in.weight": "input_layernorm.weight",
-                      "norms.attn_out.weight": "post_attention_layernorm.weight",
-                      "norms.mlp_in.weight": "pre_feedforward_layernorm.weight",
-                      "norms.mlp_out.weight": "post_feedforward_layernorm.weight"},
-}
-for ours_name, theirs in NAMES["gemma2"].items():
-    if "norm" in ours_name:
-        print(f"gemma2: {ours_name:22s} <- {theirs}")
-for name in ("olmo2",):
-    for ours_name, theirs in NAMES[name].items():
-        if "norm" in ours_name:
-            print(f"{name}:  {ours_name:22s} <- {theirs}")
-
-shape = dict(D=D, Nh=Nh, Nkv=Nkv, Dh=Dh, Dff=Dff, eps=EPS)
-ours = {
-    "llama": Block("pre", **shape),
-    "olmo2": Block("olmo2", **shape, qk_norm=True),
-    "gemma2": Block("peri", **shape, act=gelu_tanh, one_plus=True,
-                    scale=SCALAR ** -0.5, softcap=SOFTCAP),
-}
-refs = {}
-for name, block in ours.items():
-    block.to(device)
-    state = hf[name].state_dict()
-    assert sorted(NAMES[name].values()) == sorted(state)
-    block.load_state_dict({a: state[b] for a, b in NAMES[name].items()}, strict=True)
-    with torch.no_grad():
-        refs[name] = hf[name](x, attention_mask=causal, position_ids=pos,
-                              position_embeddings=hf_cos_sin[name])
-        out = block(x, cos, sin)
-    print(f"{name:6s}: max |ours - {hf_classes[name].__name__}| = "
-          f"{(out - refs[name]).abs().max():.1e}")
-    torch.testing.assert_close(out, refs[name])
-
-# %%
-# What each detail is worth
-# -------------------------
-# Each line is one of our blocks with one thing changed, against its Hugging Face
-# layer: the wrong placement (OLMo 2's weights in a peri-LN block with added input
-# norms of weight one, and Gemma's in a pre-LN block without its output norms), Gemma's
-# norm weight used as ``w`` instead of ``1 + w``, its logits scaled by ``1/sqrt(Dh)``,
-# no soft-cap, and OLMo 2 without its q/k norm. Every gap is far above float32's
-# tolerance (``1e-5`` absolute).
-import copy
-
-
-def variant(name, change, *inputs):
-    """Max |block - HF layer| for a copy of our block `name` changed by `change`; the
-    block's inputs are (x, cos, sin) unless given."""
-    block = copy.deepcopy(ours[name])
-    change(block)
-    with torch.no_grad():
-        return (block(*(inputs or (x, cos, sin))) - refs[name]).abs().max().item()
-
-
-def drop_qk_norm(b):
-    del b.attn.q_norm, b.attn.k_norm
-
-
-def gemma_as_pre(b):
-    b.placement = "pre"
-
-
-def olmo2_as_peri(b):  # the extra input norms are RMSNorm with weight 1
-    b.placement = "peri"
-    for n in ("attn_in", "mlp_in"):
-        b.norms[n] = RMSNorm(D, EPS).to(device)
-
-
-def gemma_plain_w(b):
-    for n in b.norms.values():
-        n.one_plus = False
-
-
-for name in ours:  # the control: unchanged, each block still matches
-    assert variant(name, lambda b: None) < 1e-5  # float32 tolerance, as above
-gaps = {
-    "olmo2 as peri-LN": variant("olmo2", olmo2_as_peri),
-    "olmo2 without q/k norm": variant("olmo2", drop_qk_norm),
-    "gemma2 as pre-LN": variant("gemma2", gemma_as_pre),
-    "gemma2 weight w, not 1 + w": variant("gemma2", gemma_plain_w),
-    "gemma2 scale 1/sqrt(Dh)": variant(
-        "gemma2", lambda b: setattr(b.attn, "scale", Dh ** -0.5)),
-    "gemma2 without soft-cap": variant(
-        "gemma2", lambda b: setattr(b.attn, "softcap", None)),
-}
-for what, gap in gaps.items():
-    print(f"{what:27s} max |ours - HF| = {gap:.2e}")
-    assert gap > 0.1  # ten thousand times float32's tolerance
-gaps_lo, gaps_hi = min(gaps.values()), max(gaps.values())
-assert all(gaps_lo <= g <= gaps_hi for g in gaps.values())  # the range quoted
-
-# %%
-# Post-LN against BERT's encoder layer
-# ------------------------------------
-# BERT (Devlin et al., 2018) is post-LN: ``x <- N(x + f(x))`` around attention, then
-# around the MLP, with LayerNorm (mean removed, biased variance, weight and bias) as
-# ``N``. Its layer is an encoder's: every token sees every key (no causal mask, no
-# RoPE: BERT adds learned positions before the first layer), except keys that are
-# padding. The attention and the MLP have biases, and the MLP is ``down(GELU(up(x)))``
-# with the exact GELU, :math:`z\,\Phi(z)` (``Phi`` the standard normal CDF). Our
-# residual step is the page's own ``Block.sublayer`` with ``placement = "post"``, the
-# line the depth study below also runs. ``layer_norm_eps = 1e-3`` (BERT's is 1e-12)
-# with this page's input (RMS 0.05): the first norm's input has a variance of
-# :measured:`first_var_lo:.3f` to :measured:`first_var_hi:.3f` over ``D`` (printed
-# below), where eps is visible.
-
-
-class LayerNorm(nn.Module):
-    def __init__(self, D, eps):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(D))
-        self.bias = nn.Parameter(torch.zeros(D))
-        self.eps = eps
-
-    def forward(self, x):  # (..., D) -> (..., D)
-        centred = x - x.mean(dim=-1, keepdim=True)
-        var = centred.pow(2).mean(dim=-1, keepdim=True)  # biased: divides by D
-        return centred / torch.sqrt(var + self.eps) * self.weight + self.bias
-
-
-class EncoderAttention(nn.Module):
-    """Multi-head self-attention with biases; padding keys masked, nothing else."""
-
-    def __init__(self, D, Nh):
-        super().__init__()
-        self.Nh, self.Dh = Nh, D // Nh
-        self.q, self.k, self.v, self.o = (nn.Linear(D, D) for _ in range(4))
-
-    def forward(self, x, pad):  # x (B, L, D), pad (B, L) True at padding -> (B, L, D)
-        q, k, v = (t(x).unflatten(-1, (self.Nh, self.Dh)).transpose(1, 2)
-                   for t in (self.q, self.k, self.v))  # (B, Nh, L, Dh) each
-        logits = q @ k.mT / math.sqrt(self.Dh)  # (B, Nh, L, L)
-        logits = logits.masked_fill(pad[:, None, None, :], float("-inf"))
-        y = logits.softmax(dim=-1) @ v  # (B, Nh, L, Dh)
-        return self.o(y.transpose(1, 2).flatten(2))  # (B, L, Nh * Dh = D) -> (B, L, D)
-
-
-def gelu_erf(z):
-    return 0.5 * z * (1 + torch.erf(z / math.sqrt(2)))
-
-
-class MLP(nn.Module):
-    def __init__(self, D, Dff, act):
-        super().__init__()
-        self.up, self.down, self.act = nn.Linear(D, Dff), nn.Linear(Dff, D), act
-
-    def forward(self, x):  # (B, L, D) -> (B, L, Dff) -> (B, L, D)
-        return self.down(self.act(self.up(x)))
-
-
-class EncoderBlock(nn.Module):
-    """BERT's layer: post-LN around padding-masked attention, then a GELU MLP."""
-
-    sublayer = Block.sublayer  # the page's residual step; here placement "post"
-
-    def __init__(self, D, Nh, Dff, eps):
-        super().__init__()
-        self.placement = "post"
-        self.attn, self.mlp = EncoderAttention(D, Nh), MLP(D, Dff, gelu_erf)
-        self.norms = nn.ModuleDict({"attn_sum": LayerNorm(D, eps),
-                                    "mlp_sum": LayerNorm(D, eps)})
-
-    def forward(self, x, pad):  # (B, L, D), pad (B, L) -> (B, L, D)
-        x = self.sublayer(x, lambda h: self.attn(h, pad), "attn")
-        return self.sublayer(x, self.mlp, "mlp")
-
-
-# %%
-# Hugging Face's ``BertLayer`` from a random ``BertConfig`` (same ``D``, ``Nh``,
-# ``Dff``, eager attention, eval mode: no dropout; every parameter moved off its init).
-# Its eager attention *adds* ``attention_mask`` to the logits, so it wants what
-# ``BertModel`` builds from a (B, L) padding mask: a float (B, 1, L, L) tensor, 0 where
-# a key is seen and float32's most negative number where it is padding. We build it by
-# hand and check it equals ``create_bidirectional_mask``'s. The second sequence ends in
-# 4 padding tokens; ours gets the same padding as a boolean (B, L) key mask.
-bert_cfg = BertConfig(hidden_size=D, num_attention_heads=Nh, intermediate_size=Dff,
-                      hidden_act="gelu", layer_norm_eps=EPS,
-                      attn_implementation="eager")
-assert bert_cfg._attn_implementation == "eager"
-hf_bert = BertLayer(bert_cfg).to(device).eval()
-with torch.no_grad():
-    for p in hf_bert.parameters():
-        p.add_(0.1 * torch.randn_like(p))
-
-pad = torch.zeros(B, L, dtype=torch.bool, device=device)  # (B, L), True at padding
-pad[1, -4:] = True
-additive = torch.zeros(B, 1, L, L, device=device)  # (B, 1, L, L)
-additive = additive.masked_fill(pad[:, None, None, :], torch.finfo(torch.float32).min)
-built = create_bidirectional_mask(config=bert_cfg, inputs_embeds=x,
-                                  attention_mask=(~pad).long())
-assert torch.equal(additive, built)
-print(f"padding keys per sequence: {pad.sum(-1).tolist()}; BertLayer's mask: "
-      f"{tuple(built.shape)} {built.dtype},\nvalues 0 and {built.min():.2e} "
-      "(float32's most negative)")
-
-NAMES["bert"] = {
-    "attn.q.weight": "attention.self.query.weight",
-    "attn.q.bias": "attention.self.query.bias",
-    "attn.k.weight": "attention.self.key.weight",
-    "attn.k.bias": "attention.self.key.bias",
-    "attn.v.weight": "attention.self.value.weight",
-    "attn.v.bias": "attention.self.value.bias",
-    "attn.o.weight": "attention.output.dense.weight",
-    "attn.o.bias": "attention.output.dense.bias",
-    "norms.attn_sum.weight": "attention.output.LayerNorm.weight",
-    "norms.attn_sum.bias": "attention.output.LayerNorm.bias",
-    "mlp.up.weight": "intermediate.dense.weight",
-    "mlp.up.bias": "intermediate.dense.bias",
-    "mlp.down.weight": "output.dense.weight",
-    "mlp.down.bias": "output.dense.bias",
-    "norms.mlp_sum.weight": "output.LayerNorm.weight",
-    "norms.mlp_sum.bias": "output.LayerNorm.bias",
-}
-for ours_name, theirs in NAMES["bert"].items():
-    if "norm" in ours_name:
-        print(f"bert: {ours_name:22s} <- {theirs}")
-bert = EncoderBlock(D, Nh, Dff, EPS).to(device)
-state = hf_bert.state_dict()
-assert sorted(NAMES["bert"].values()) == sorted(state)
-bert.load_state_dict({a: state[b] for a, b in NAMES["bert"].items()}, strict=True)
-with torch.no_grad():
-    refs["bert"] = hf_bert(x, attention_mask=additive)
-    out = bert(x, pad)
-print(f"bert  : max |ours - BertLayer| = {(out - refs['bert']).abs().max():.1e}")
-torch.testing.assert_close(out, refs["bert"])
-with torch.no_grad():
-    first_sum = x + bert.attn(x, pad)  # (B, L, D): the first LayerNorm's input
-first_var = first_sum.var(-1, unbiased=False)  # (B, L): what the LayerNorm divides by
-first_var_lo, first_var_hi = first_var.min().item(), first_var.max().item()
-print(f"first LayerNorm's input: variance over D {first_var_lo:.3f} to "
-      f"{first_var_hi:.3f}, against eps = {EPS}")
-assert ((first_var_lo <= first_var) & (first_var <= first_var_hi)).all()  # the range
-assert ((10 * EPS < first_var) & (first_var < 100 * EPS)).all()  # eps a 1 to 10 % term
-
-# %%
-# What each detail is worth, for BERT: the same layer without the padding mask, with
-# each LayerNorm moved before its sublayer (pre-LN, same weights), with eps 0, with
-# the tanh GELU; and Hugging Face's layer given the boolean (B, 1, 1, L) mask instead
-# of the additive one: its eager attention adds it to the logits as 0 and 1 without
-# complaint (asserted: the same output as the float mask 0 and 1). Every gap is at
-# least 20 times float32's tolerance (``1e-5`` absolute).
-
-
-def bert_as_pre(b):  # the same two LayerNorms, now before attention and the MLP
-    b.placement = "pre"
-    b.norms = nn.ModuleDict({"attn_in": b.norms["attn_sum"],
-                             "mlp_in": b.norms["mlp_sum"]})
-
-
-def bert_eps_0(b):
-    for n in b.norms.values():
-        n.eps = 0.0
-
-
-ours["bert"] = bert
-assert variant("bert", lambda b: None, x, pad) < 1e-5  # the control: still matches
-with torch.no_grad():
-    bool_out = hf_bert(x, attention_mask=~pad[:, None, None, :])  # True: seen
-    zero_one = hf_bert(x, attention_mask=(~pad[:, None, None, :]).float())
-torch.testing.assert_close(bool_out, zero_one)  # True is added as 1, False as 0
-bert_gaps = {
-    "bert without padding mask": variant("bert", lambda b: None, x,
-                                         torch.zeros_like(pad)),
-    "bert as pre-LN": variant("bert", bert_as_pre, x, pad),
-    "bert eps 0, not 1e-3": variant("bert", bert_eps_0, x, pad),
-    "bert tanh GELU": variant("bert", lambda b: setattr(b.mlp, "act", gelu_tanh),
-                              x, pad),
-    "BertLayer, boolean mask": (bool_out - refs["bert"]).abs().max().item(),
-}
-for what, gap in bert_gaps.items():
-    print(f"{what:27s} max |ours - HF| = {gap:.2e}")
-    assert gap > 2e-4  # at least 20 times float32's tolerance
-ours_gaps = [gap for what, gap in bert_gaps.items() if what.startswith("bert ")]
-bert_gaps_lo, bert_gaps_hi = min(ours_gaps), max(ours_gaps)
-assert all(bert_gaps_lo <= g <= bert_gaps_hi for g in ours_gaps)  # the range quoted
-bert_eps_gap = bert_gaps["bert eps 0, not 1e-3"]
-bert_bool_gap = bert_gaps["BertLayer, boolean mask"]
-
-
-# %%
-# 24 random layers: the residual stream through depth
-# ---------------------------------------------------
-# The same block in each placement, 24 layers deep, in float64, one seed, the same
-# linear weights in every placement: PyTorch's default initialization (uniform, standard
-# deviation ``1/sqrt(3 fan_in)``) times a gain of 1 or 3, norm weights one. The input
-# has RMS 1 per token. For each placement we record the RMS of the stream after every
+# Proof: the full block bounds the stream too, 24 layers deep
+# -----------------------------------------------------------
+# The full block in each placement, 24 layers deep, in float64 (its norms are torch's
+# ``nn.RMSNorm``, which computes in the input's dtype, where ours computes in float32 as
+# Llama does), one seed, the same linear weights in every placement: PyTorch's default
+# initialization times a gain of 1 or 3, norm weights one. ``D = 64``, ``Nh = 4`` query
+# heads of ``Dh = 24`` sharing ``Nkv = 2`` key/value heads, ``Dff = 128``, eps
+# ``1e-3``. The input has RMS 1 per token. We record the RMS of the stream after every
 # layer, and the norm of the gradient of a fixed random readout of the last layer with
 # respect to each layer's input.
 #
 # What is a bound, and asserted: where the sublayer's output is normalized (OLMo 2,
-# peri-LN), each step adds ``N(f(.))``, whose RMS over a token is at most ``max|w|``
-# (here 1), so after ``l`` layers (``2 l`` steps) a token's RMS is at most
-# ``RMS(x_0) + 2 l``, whatever the weights of ``f``. Post-LN's stream is the output of
-# a norm, RMS at most 1. Pre-LN has no such bound: ``f``'s output is not normalized,
-# so how fast its stream grows depends on the weights.
-Ldepth, Bd, Ld = 24, 1, 8
-torch.manual_seed(1)
-x0 = torch.randn(Bd, Ld, D, dtype=torch.float64).to(device)  # CPU stream, any device
-x0 = x0 / x0.pow(2).mean(-1, keepdim=True).sqrt()  # every token RMS 1
-pos_d = torch.arange(Ld, device=device).expand(Bd, Ld)
-cos_d, sin_d = rope_cos_sin(pos_d, Dh, THETA)
-readout = torch.randn(D, dtype=torch.float64).to(device)
-PLACEMENTS = {"pre": "pre-LN (Llama)", "post": "post-LN (BERT)",
-              "olmo2": "norm after sublayer (OLMo 2)", "peri": "peri-LN (Gemma 2)"}
-GAINS = (1.0, 3.0)
+# peri-LN), after ``l`` layers (``2 l`` steps) a token's RMS is at most
+# ``RMS(x_0) + 2 l``, whatever the weights of ``f``; post-LN's stream is the output of
+# a norm, RMS at most 1. Pre-LN has no such bound.
+D, Nh, Nkv, Dh, Dff, EPS, THETA = 64, 4, 2, 24, 128, 1e-3, 1000.0
+shape = dict(D=D, Nh=Nh, Nkv=Nkv, Dh=Dh, Dff=Dff, eps=EPS)
 
 
-def build_stack(placement, gain):
+def build_stack(placement, gain, depth, shape, device):
+    """`depth` float64 blocks of one placement, linear weights times `gain`."""
     torch.manual_seed(2)  # the same linear weights in every placement
-    stack = [Block(placement, **shape).to(device, torch.float64)
-             for _ in range(Ldepth)]
+    stack = [PlacementBlock(placement, **shape, norm=nn.RMSNorm).to(device,
+                                                                    torch.float64)
+             for _ in range(depth)]
     with torch.no_grad():
         for module in (m for b in stack for m in b.modules()):
             if isinstance(module, nn.Linear):
@@ -579,22 +305,38 @@ def build_stack(placement, gain):
     return stack
 
 
-def run_stack(placement, gain):
-    """-> stream RMS and each token's RMS (Bd, Ld) after each layer; the gradient's
+def run_stack(stack, x0, cos, sin, readout):
+    """-> stream RMS and each token's RMS (B, L) after each layer; the gradient's
     norm at each layer's input, and the gradient at the first layer's input."""
     h = x0.clone().requires_grad_(True)
     inputs, rms, token_rms = [], [], []
-    for block in build_stack(placement, gain):
+    for block in stack:
         inputs.append(h)
-        h = block(h, cos_d, sin_d)
+        h = block(h, cos, sin)
         h.retain_grad()
         rms.append(h.pow(2).mean().sqrt().item())
-        token_rms.append(h.detach().pow(2).mean(-1).sqrt())  # (Bd, Ld)
+        token_rms.append(h.detach().pow(2).mean(-1).sqrt())  # (B, L)
     (h @ readout).sum().backward()
     return rms, token_rms, [t.grad.norm().item() for t in inputs], inputs[0].grad
 
 
-runs = {(p, g): run_stack(p, g) for p in PLACEMENTS for g in GAINS}
+# %%
+# The run: every placement at gain 1 and 3, then the bound asserted on every token.
+Ldepth, Bd, Ld = 24, 1, 8
+torch.manual_seed(1)
+x0 = torch.randn(Bd, Ld, D, dtype=torch.float64).to(device)  # CPU stream, any device
+x0 = x0 / x0.pow(2).mean(-1, keepdim=True).sqrt()  # every token RMS 1
+torch.testing.assert_close(x0.pow(2).mean(-1), torch.ones(Bd, Ld, dtype=torch.float64,
+                                                         device=device))
+pos_d = torch.arange(Ld, device=device).expand(Bd, Ld)
+cos_d, sin_d = rope_cos_sin(pos_d, Dh, THETA, torch.float64)  # (Bd, Ld, Dh) each
+readout = torch.randn(D, dtype=torch.float64).to(device)
+PLACEMENTS = {"pre": "pre-LN (Llama)", "post": "post-LN (BERT)",
+              "olmo2": "norm after sublayer (OLMo 2)", "peri": "peri-LN (Gemma 2)"}
+GAINS = (1.0, 3.0)
+runs = {(p, g): run_stack(build_stack(p, g, Ldepth, shape, device), x0, cos_d, sin_d,
+                          readout)
+        for p in PLACEMENTS for g in GAINS}
 print("stream RMS after layer 1 / 12 / 24, at gain 1 and at gain 3")
 for p in PLACEMENTS:
     line = "   ".join(" ".join(f"{runs[p, g][0][i]:5.2f}" for i in (0, 11, 23))
@@ -609,23 +351,7 @@ for g in GAINS:
     # and close to 1 over the whole stream: the sum's mean square dwarfs eps = 1e-3
     assert 0.99 < min(runs["post", g][0]) <= max(runs["post", g][0]) <= 1.0
 
-# The gradients come from backward through the stack; a central difference of the
-# readout along a random direction of the input checks the first layer's one
-# (float64, step 1e-6: its truncation error, as the step squared, is 2e-10 relative).
-v = torch.randn(x0.shape, dtype=torch.float64).to(device)
-with torch.no_grad():
-    J = []
-    for sign in (1, -1):
-        h = x0 + sign * 1e-6 * v
-        for block in build_stack("peri", 3.0):
-            h = block(h, cos_d, sin_d)
-        J.append((h @ readout).sum())
-fd = ((J[0] - J[1]) / 2e-6).item()
-ad = (runs["peri", 3.0][3] * v).sum().item()
-print(f"peri-LN, gain 3, slope along v: backward {ad:.6f}, central "
-      f"difference {fd:.6f}")
-assert abs(fd - ad) < 1e-6 * abs(ad)  # far above the truncation error
-
+# %%
 # Measured for this seed (asserted with margin, not a bound): pre-LN's last-layer RMS
 # grows more than fivefold when the weights triple, OLMo 2's and peri-LN's change by
 # less than 10 % (all four printed).
@@ -655,8 +381,6 @@ grad_g1_hi = max(grad_ratio[p, 1.0] for p in PLACEMENTS)
 assert all(grad_g1_lo <= grad_ratio[p, 1.0] <= grad_g1_hi for p in PLACEMENTS)
 grad_pre_3, grad_post_3, grad_olmo2_3, grad_peri_3 = (grad_ratio[p, 3.0]
                                                       for p in PLACEMENTS)
-import matplotlib.pyplot as plt
-
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6), layout="constrained")
 layers = range(1, Ldepth + 1)
 for k, (p, label) in enumerate(PLACEMENTS.items()):
@@ -671,3 +395,245 @@ ax2.set(xlabel="layer", ylabel="gradient norm / last layer's", yscale="log",
         title="gradient at each layer's input, at init\n(solid gain 1, dashed 3)")
 ax1.legend(fontsize=7)
 plt.show()
+
+# %%
+# Proof: the gradients are the stack's, by a central difference
+# -------------------------------------------------------------
+# The gradients come from backward through the stack; a central difference of the
+# readout along a random direction of the input checks the first layer's one
+# (float64, step 1e-6: its truncation error, as the step squared, is 2e-10 relative).
+v = torch.randn(x0.shape, dtype=torch.float64).to(device)
+with torch.no_grad():
+    J = []
+    for sign in (1, -1):
+        h = x0 + sign * 1e-6 * v
+        for block in build_stack("peri", 3.0, Ldepth, shape, device):
+            h = block(h, cos_d, sin_d)
+        J.append((h @ readout).sum())
+fd = ((J[0] - J[1]) / 2e-6).item()
+ad = (runs["peri", 3.0][3] * v).sum().item()
+print(f"peri-LN, gain 3, slope along v: backward {ad:.6f}, central "
+      f"difference {fd:.6f}")
+assert abs(fd - ad) < 1e-6 * abs(ad)  # far above the truncation error
+
+# %%
+# Proof: each placement equals its Hugging Face layer
+# ---------------------------------------------------
+# Three layers from random configs, with the shapes above: ``Nh * Dh = 96`` is not
+# ``D``, nor is it in Gemma, so the projections' shapes matter; ``rms_norm_eps = 1e-3``
+# is visible at this input's mean square of 2.5e-3; eager attention. Gemma 2's own
+# settings are chosen so that each shows: ``query_pre_attn_scalar = 36``, so the logits
+# are scaled by ``1/6`` and not by ``1/sqrt(Dh) = 0.204``; ``attn_logit_softcapping =
+# 0.5``, small enough to bend these logits; the layer's type is ``"full_attention"``,
+# which switches its sliding window off (at ``L = 12`` a window of 4096 would change
+# nothing anyway). Each layer is built alone in float32 (its RMSNorms compute in
+# float32 whatever the input's dtype), with every parameter moved off its
+# initialization, and gets the additive causal mask and the ``(cos, sin)`` of its
+# model's rotary embedding, which ours must match.
+import transformers
+from transformers import Gemma2Config, LlamaConfig, Olmo2Config
+from transformers.models.gemma2.modeling_gemma2 import (
+    Gemma2DecoderLayer,
+    Gemma2RotaryEmbedding,
+)
+from transformers.models.llama.modeling_llama import (
+    LlamaDecoderLayer,
+    LlamaRotaryEmbedding,
+)
+from transformers.models.olmo2.modeling_olmo2 import (
+    Olmo2DecoderLayer,
+    Olmo2RotaryEmbedding,
+)
+
+print(f"transformers {transformers.__version__}")
+
+# %%
+# Gemma's two pieces: its RMSNorm, which stores ``w`` and weighs by ``1 + w``, and the
+# tanh GELU of its MLP (copied from
+# :doc:`/generated/transformer/plot_08_gpt2_vs_hugging_face`).
+
+
+class GemmaRMSNorm(nn.Module):
+    """Gemma's RMSNorm: weight 1 + w, w initialized at 0; in float32."""
+
+    def __init__(self, D, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(D))  # (D,)
+        self.eps = eps
+
+    def forward(self, x):  # (..., D) -> (..., D), in x's dtype
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return ((1 + self.weight) * x32).to(x.dtype)
+
+
+# Copied from transformer/plot_08_gpt2_vs_hugging_face.py: gelu_tanh
+def gelu_tanh(x):
+    """GPT-2's GELU: the tanh approximation, as its code writes it."""
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+
+# %%
+# The three configs and layers.
+SCALAR, SOFTCAP = 36, 0.5
+common = dict(vocab_size=100, hidden_size=D, num_attention_heads=Nh,
+              num_key_value_heads=Nkv, head_dim=Dh, intermediate_size=Dff,
+              num_hidden_layers=1, rms_norm_eps=EPS, attn_implementation="eager",
+              rope_parameters={"rope_type": "default", "rope_theta": THETA},
+              pad_token_id=0, bos_token_id=1, eos_token_id=2)
+configs = {
+    "llama": LlamaConfig(**common),
+    "olmo2": Olmo2Config(**common),
+    "gemma2": Gemma2Config(**common, query_pre_attn_scalar=SCALAR,
+                           attn_logit_softcapping=SOFTCAP,
+                           layer_types=["full_attention"]),
+}
+hf_classes = {"llama": LlamaDecoderLayer, "olmo2": Olmo2DecoderLayer,
+              "gemma2": Gemma2DecoderLayer}
+hf_rotary = {"llama": LlamaRotaryEmbedding, "olmo2": Olmo2RotaryEmbedding,
+             "gemma2": Gemma2RotaryEmbedding}
+torch.manual_seed(0)
+hf = {}
+for name, cfg in configs.items():
+    assert cfg._attn_implementation == "eager"
+    hf[name] = hf_classes[name](cfg, layer_idx=0).to(device).eval()
+    with torch.no_grad():
+        for p in hf[name].parameters():
+            p.add_(0.1 * torch.randn_like(p))
+print("Gemma 2 attention: scaling", hf["gemma2"].self_attn.scaling, "softcap",
+      hf["gemma2"].self_attn.attn_logit_softcapping, "sliding window",
+      hf["gemma2"].self_attn.sliding_window)
+
+B, L = 2, 12
+pos = torch.stack([torch.arange(L), 3 * torch.arange(L) + 2]).to(device)  # (B, L)
+cos, sin = rope_cos_sin(pos, Dh, THETA)  # (B, L, Dh) each
+x = 0.05 * torch.randn(B, L, D, device=device)  # (B, L, D)
+future = torch.ones(L, L, dtype=torch.bool, device=device).triu(1)  # (L, L)
+causal = torch.zeros(L, L, device=device)
+causal = causal.masked_fill(future, float("-inf"))[None, None]  # (1, 1, L, L)
+hf_cos_sin = {name: hf_rotary[name](cfg).to(device)(x, pos)
+              for name, cfg in configs.items()}
+for name, (cos_hf, sin_hf) in hf_cos_sin.items():
+    torch.testing.assert_close((cos, sin), (cos_hf, sin_hf))
+print(f"our cos, sin {tuple(cos.shape)} = each model's rotary embedding's")
+
+# %%
+# Our projections carry Hugging Face's names; the norms' names are the one small map,
+# and reading it shows the placement: Llama has ``input_layernorm`` and
+# ``post_attention_layernorm`` (which, despite its name, normalizes the MLP's
+# *input*); OLMo 2 has no input norm at all and normalizes each sublayer's output;
+# Gemma 2 has all four. The load is strict: a name missing on either side fails.
+NORM_NAMES = {  # Hugging Face's norm -> ours, per model
+    "llama": {"input_layernorm": "attn_in", "post_attention_layernorm": "mlp_in"},
+    "olmo2": {"post_attention_layernorm": "attn_out",
+              "post_feedforward_layernorm": "mlp_out"},
+    "gemma2": {"input_layernorm": "attn_in", "post_attention_layernorm": "attn_out",
+               "pre_feedforward_layernorm": "mlp_in",
+               "post_feedforward_layernorm": "mlp_out"},
+}
+
+
+def rename_norms(state, norm_names):
+    """A Hugging Face layer's state dict with its norms renamed to ours."""
+    renamed = {}
+    for key, value in state.items():
+        top, rest = key.split(".", 1)
+        renamed[f"norms.{norm_names[top]}.{rest}" if top in norm_names else key] = value
+    return renamed
+
+
+# %%
+# Each block loads its layer's renamed state dict and must match its output.
+for name in ("olmo2", "gemma2"):
+    for theirs, ours_name in NORM_NAMES[name].items():
+        print(f"{name}: norms.{ours_name:9s} <- {theirs}")
+
+ours = {
+    "llama": PlacementBlock("pre", **shape),
+    "olmo2": PlacementBlock("olmo2", **shape, qk_norm=True),
+    "gemma2": PlacementBlock("peri", **shape, act=gelu_tanh, norm=GemmaRMSNorm,
+                             scale=SCALAR ** -0.5, softcap=SOFTCAP),
+}
+refs = {}
+for name, block in ours.items():
+    block.to(device)
+    state = rename_norms(hf[name].state_dict(), NORM_NAMES[name])
+    assert sorted(block.state_dict()) == sorted(state)
+    block.load_state_dict(state, strict=True)
+    with torch.no_grad():
+        refs[name] = hf[name](x, attention_mask=causal, position_ids=pos,
+                              position_embeddings=hf_cos_sin[name])
+        out = block(x, cos, sin)
+    print(f"{name:6s}: max |ours - {hf_classes[name].__name__}| = "
+          f"{(out - refs[name]).abs().max():.1e}")
+    torch.testing.assert_close(out, refs[name])
+
+# %%
+# Try it: which detail of a block costs the most?
+# -----------------------------------------------
+# Change one thing in a block that matches its Hugging Face layer: the wrong placement
+# (OLMo 2's weights in a peri-LN block with added input norms of weight one, Gemma's
+# in a pre-LN block without its output norms), Gemma's norm weight used as ``w``
+# instead of ``1 + w``, its logits scaled by ``1/sqrt(Dh)``, no soft-cap, OLMo 2
+# without its q/k norm. Guess which misses the layer by the most, then open the answer.
+import copy
+
+
+def variant(block, change, ref, *inputs):
+    """Max |block - ref| for a copy of `block` changed in place by `change`."""
+    block = copy.deepcopy(block)
+    change(block)
+    with torch.no_grad():
+        return (block(*inputs) - ref).abs().max().item()
+
+
+def drop_qk_norm(b):
+    del b.self_attn.q_norm, b.self_attn.k_norm
+
+
+def gemma_as_pre(b):
+    b.placement = "pre"
+
+
+def olmo2_as_peri(b):  # the extra input norms are RMSNorm with weight 1
+    b.placement = "peri"
+    for n in ("attn_in", "mlp_in"):
+        out_norm = b.norms[n.replace("_in", "_out")]
+        b.norms[n] = RMSNorm(out_norm.weight.shape[0], out_norm.eps).to(
+            out_norm.weight.device)
+
+
+def gemma_plain_w(b):  # RMSNorm weighs by w where Gemma's weighs by 1 + w
+    for n, gemma_norm in list(b.norms.items()):
+        b.norms[n] = RMSNorm(gemma_norm.weight.shape[0], gemma_norm.eps)
+        b.norms[n].weight = gemma_norm.weight
+
+
+# %%
+# Every gap is far above float32's tolerance (``1e-5`` absolute); unchanged, each
+# block still matches.
+for name in ours:  # the control: unchanged, each block still matches
+    assert variant(ours[name], lambda b: None, refs[name], x, cos, sin) < 1e-5
+
+
+gaps = {
+    "olmo2 as peri-LN": variant(ours["olmo2"], olmo2_as_peri, refs["olmo2"],
+                                x, cos, sin),
+    "olmo2 without q/k norm": variant(ours["olmo2"], drop_qk_norm, refs["olmo2"],
+                                      x, cos, sin),
+    "gemma2 as pre-LN": variant(ours["gemma2"], gemma_as_pre, refs["gemma2"],
+                                x, cos, sin),
+    "gemma2 weight w, not 1 + w": variant(ours["gemma2"], gemma_plain_w,
+                                          refs["gemma2"], x, cos, sin),
+    "gemma2 scale 1/sqrt(Dh)": variant(
+        ours["gemma2"], lambda b: setattr(b.self_attn, "scale", Dh ** -0.5),
+        refs["gemma2"], x, cos, sin),
+    "gemma2 without soft-cap": variant(
+        ours["gemma2"], lambda b: setattr(b.self_attn, "softcap", None),
+        refs["gemma2"], x, cos, sin),
+}
+for what, g in gaps.items():
+    print(f"{what:27s} max |ours - HF| = {g:.2e}")
+    assert g > 0.1  # ten thousand times float32's tolerance
+gaps_lo, gaps_hi = min(gaps.values()), max(gaps.values())
+assert all(gaps_lo <= g <= gaps_hi for g in gaps.values())  # the range quoted
