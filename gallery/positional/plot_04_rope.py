@@ -58,7 +58,6 @@ print(f"device: {device}, torch {torch.__version__}")
 # and key (``Dh = 16``, all pairs together) at every pair of positions are constant
 # along each diagonal ``n - m`` (base 100, so that every pair turns visibly).
 omega = 0.4  # one pair's frequency (rad per position)
-fan = torch.arange(8.0)  # (8,) positions 0..7
 Dh_idea = 16
 inv_freq_idea = 1.0 / 100.0 ** (torch.arange(0, Dh_idea, 2) / Dh_idea)  # (Dh/2,)
 q_idea, k_idea = torch.randn(2, Dh_idea // 2, dtype=torch.complex64).unbind(0)  # pairs
@@ -68,18 +67,18 @@ logits_idea = (q_idea * turn) @ (k_idea * turn).conj().T  # (16, 16), complex
 logits_idea = logits_idea.real  # (m, n): <R_m q, R_n k> summed over the pairs
 
 fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4.6))
-for p in fan.tolist():
-    c, s = math.cos(p * omega), math.sin(p * omega)
+for p_fan in range(8):  # positions 0..7
+    c, s = math.cos(p_fan * omega), math.sin(p_fan * omega)
     ax.annotate("", (c, s), (0, 0), arrowprops=dict(arrowstyle="->", color="0.75"))
-    ax.text(1.1 * c, 1.1 * s, f"{p:.0f}", ha="center", va="center", color="0.5")
-for (m, n), ls in (((0, 3), "-"), ((4, 7), "--")):
-    for pos_, color, name in ((m, "tab:blue", "q"), (n, "tab:orange", "k")):
-        ang = pos_ * omega
+    ax.text(1.1 * c, 1.1 * s, str(p_fan), ha="center", va="center", color="0.5")
+for (m_fan, n_fan), ls in (((0, 3), "-"), ((4, 7), "--")):
+    for p_fan, color in ((m_fan, "tab:blue"), (n_fan, "tab:orange")):
+        ang = p_fan * omega
         ax.annotate("", (math.cos(ang), math.sin(ang)), (0, 0),
                     arrowprops=dict(arrowstyle="-|>", color=color, lw=2, ls=ls))
-    arc = torch.linspace(m * omega, n * omega, 30)
+    arc = torch.linspace(m_fan * omega, n_fan * omega, 30)
     ax.plot(0.35 * arc.cos(), 0.35 * arc.sin(), color="k", ls=ls,
-            label=f"q at m = {m}, k at n = {n}: angle (n - m) * omega")
+            label=f"q at m = {m_fan}, k at n = {n_fan}: angle (n - m) * omega")
 ax.set_xlim(-1.3, 1.3)
 ax.set_ylim(-1.3, 1.3)
 ax.set_aspect("equal")
@@ -268,9 +267,9 @@ def split_heads_2d(t, Nh):
 
 
 def hf_permute(w, Nh):
-    """The conversion script's row permutation of a (D, D) projection."""
-    D = w.shape[0]
-    return w.view(Nh, D // Nh // 2, 2, D).transpose(1, 2).reshape(D, D)
+    """The conversion script's row permutation of a (D_out, D_in) projection."""
+    D_out, D_in = w.shape
+    return w.view(Nh, D_out // Nh // 2, 2, D_in).transpose(1, 2).reshape(D_out, D_in)
 
 
 # %%
