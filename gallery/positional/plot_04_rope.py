@@ -90,7 +90,7 @@ im = ax2.imshow(logits_idea, cmap="coolwarm")
 ax2.set_xlabel("key position n")
 ax2.set_ylabel("query position m")
 ax2.set_title("logit <R_m q, R_n k>: constant along n - m")
-fig.colorbar(im, ax=ax2, label="logit (summed over the 8 pairs)")
+fig.colorbar(im, ax=ax2, label=f"logit (sum over {Dh_idea // 2} pairs)")
 fig.suptitle("RoPE turns each pair by pos * inv_freq: the logit depends only on n - m")
 plt.show()
 
