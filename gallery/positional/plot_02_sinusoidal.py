@@ -370,7 +370,7 @@ for k in (1, 7, 100):
 
 # %%
 # Try it: the shift check in float32. Does M_100 still map PE(p) to PE(p + 100)?
-# -------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------
 # Repeat the check with float32 codes for the same thousand positions.
 
 # %%
