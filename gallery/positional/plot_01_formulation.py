@@ -48,8 +48,9 @@ print(f"device: {device}, torch {torch.__version__}")
 # .. math::
 #
 #    X' = \mathrm{combine}\big(X,\ \mathrm{PE}(I)\big), \qquad
-#    X, X' \in \mathbb{R}^{N \times D},\quad I \in \mathbb{Z}^{N \times C},\quad
-#    I_{iW + j} = (i, j) \text{ on an } H \times W \text{ grid.}
+#    X, X' \in \mathbb{R}^{N \times D},\quad I \in \mathbb{Z}^{N \times C}
+#
+#    I_{iW + j} = (i, j) \quad \text{on an } H \times W \text{ grid (row-major).}
 #
 # The order of the rows of ``I`` must be the order of the tokens. Images and video are
 # flattened *row-major*: token ``n`` sits at row ``i = n // W``, column ``j = n % W``;
