@@ -93,6 +93,8 @@ assert x.shape == (B, L, D) and pe.shape == (L, D) and h.shape == (B, L, D)
 # --------------------------------------
 # In page 01's terms: the indices are ``I = [[0], [1], ..., [L-1]]`` (``C = 1``), the PE
 # code is the table lookup of ``I[..., 0]`` and ``combine`` is addition.
+
+
 # Copied from positional/plot_01_formulation.py: apply_pe
 def apply_pe(tokens, I, indices_to_pe, combine=torch.add):
     """tokens (..., N, D), I (..., N, C) long -> tokens with PE, (..., N, D)."""
@@ -147,6 +149,8 @@ assert outcomes == {max_len: (True, True), max_len + 1: (False, False)}
 # deviation of about ``sqrt(D)``. Training may or may not teach the table a relative
 # structure; nothing builds it in. Float64 for the sinusoidal side, so that "the same
 # number" is tested to 1e-7. The sinusoidal code is page 02's.
+
+
 # Copied from positional/plot_02_sinusoidal.py: sinusoidal_pe
 def sinusoidal_pe(positions, D, base=10000.0, dtype=torch.float32):
     """positions (...,) integers -> (..., D): channels 2i, 2i+1 = sin, cos of p w_i."""
