@@ -139,16 +139,6 @@ assert I_video.shape == (T_frames * H * W, 3)
 assert I_seq.dtype == I_grid.dtype == I_video.dtype == torch.long
 
 # %%
-# PyTorch builds the same tables: ``cartesian_prod`` lists tuples with the last factor
-# fastest. Integer tensors compare exactly.
-rT, rH, rW = (torch.arange(n, device=device) for n in (T_frames, H, W))  # ranges
-for name, ours, ref in (("grid", I_grid, torch.cartesian_prod(rH, rW)),
-                        ("video", I_video, torch.cartesian_prod(rT, rH, rW))):
-    print(f"cartesian_prod ({name}): max|ours - torch| = "
-          f"{(ours - ref).abs().max().item()}")
-    torch.testing.assert_close(ours, ref)
-
-# %%
 # A working interface
 # -------------------
 # Two functions, each one job: ``indices_to_pe`` maps ``(..., N, C)`` indices to a
@@ -183,16 +173,6 @@ assert out.shape == tokens.shape
 torch.testing.assert_close(out, tokens + linear_pe(I_grid, proj))
 
 # %%
-# The position lives in ``I``, not in where a token sits in the tensor: shuffle the
-# tokens together with their indices and the output is shuffled the same way. This is
-# why ``I`` must be built in the same order as the tokens.
-perm = torch.randperm(H * W, device=device)
-shuffled = apply_pe(tokens[perm], I_grid[perm], grid_pe)  # (N, D)
-print(f"max|apply_pe(shuffled) - shuffled(apply_pe)| = "
-      f"{(shuffled - out[perm]).abs().max():.2e}")
-torch.testing.assert_close(shuffled, out[perm])
-
-# %%
 # Proof: the index builders are row-major
 # ---------------------------------------
 # The row-major property, checked the slow way: one Python loop per index, no tensor
@@ -210,6 +190,16 @@ n_tokens = L + H * W + T_frames * H * W
 print(f"row-major: I[n] matches the loops for all {n_tokens} tokens")
 
 # %%
+# PyTorch builds the same tables: ``cartesian_prod`` lists tuples with the last factor
+# fastest. Integer tensors compare exactly.
+rT, rH, rW = (torch.arange(n, device=device) for n in (T_frames, H, W))  # ranges
+for name, ours, ref in (("grid", I_grid, torch.cartesian_prod(rH, rW)),
+                        ("video", I_video, torch.cartesian_prod(rT, rH, rW))):
+    print(f"cartesian_prod ({name}): max|ours - torch| = "
+          f"{(ours - ref).abs().max().item()}")
+    torch.testing.assert_close(ours, ref)
+
+# %%
 # ``meshgrid(indexing="ij")`` returns one ``(H, W)`` grid per axis, which stacked and
 # flattened row by row give the same rows.
 mesh_grid = torch.stack(torch.meshgrid(rH, rW, indexing="ij"), -1)  # (H, W, 2)
@@ -221,6 +211,18 @@ references = {
 for name, (ours, ref) in references.items():
     print(f"{name:22s} max|ours - torch| = {(ours - ref).abs().max().item()}")
     torch.testing.assert_close(ours, ref)
+
+# %%
+# Proof: the position lives in I, not in the token's place
+# --------------------------------------------------------
+# The position lives in ``I``, not in where a token sits in the tensor: shuffle the
+# tokens together with their indices and the output is shuffled the same way. This is
+# why ``I`` must be built in the same order as the tokens.
+perm = torch.randperm(H * W, device=device)
+shuffled = apply_pe(tokens[perm], I_grid[perm], grid_pe)  # (N, D)
+print(f"max|apply_pe(shuffled) - shuffled(apply_pe)| = "
+      f"{(shuffled - out[perm]).abs().max():.2e}")
+torch.testing.assert_close(shuffled, out[perm])
 
 # %%
 # Proof: one index table serves a batch

@@ -208,61 +208,6 @@ def sinusoidal_pe_nd(I, D, dtype=torch.float32):
 
 
 # %%
-# The 2-D dot product is a row term plus a column term, each the 1-D closed form on
-# :math:`D / 2` channels: it depends only on the offset :math:`(i - i', j - j')`.
-H, W, D = 6, 8, 32
-I = torch.cartesian_prod(torch.arange(H, device=device), torch.arange(W, device=device))
-pe2d = sinusoidal_pe_nd(I, D, dtype=torch.float64)  # (H*W, D)
-print(f"2-D PE: I {tuple(I.shape)} -> {tuple(pe2d.shape)}")
-assert pe2d.shape == (H * W, D)
-two_i = 2 * torch.arange(D // 4, dtype=torch.float64, device=device)  # (D/4,)
-w_half = 10000 ** (-two_i / (D // 2))  # (D/4,), the frequencies of D/2 channels
-di = (I[:, None, 0] - I[None, :, 0]).to(torch.float64)  # (H*W, H*W), i - i'
-dj = (I[:, None, 1] - I[None, :, 1]).to(torch.float64)  # (H*W, H*W), j - j'
-closed2d = (torch.cos(di[..., None] * w_half).sum(-1)
-            + torch.cos(dj[..., None] * w_half).sum(-1))  # (H*W, H*W)
-gram2d = pe2d @ pe2d.T  # (H*W, H*W)
-print(f"max|PE(i,j).PE(i',j') - f(i-i') - f(j-j')| = "
-      f"{(gram2d - closed2d).abs().max():.1e}")
-torch.testing.assert_close(gram2d, closed2d)
-
-# %%
-# Seen from one patch
-# -------------------
-# The similarity of every patch of a 16 x 16 grid to the patch at (5, 9): the sum of a
-# row profile and a column profile, so the map is a cross of two 1-D curves, centred on
-# the patch.
-H = W = 16
-D = 64
-I = torch.cartesian_prod(torch.arange(H, device=device), torch.arange(W, device=device))
-pe2d = sinusoidal_pe_nd(I, D)  # (H*W, D)
-i0, j0 = 5, 9
-sim = (pe2d @ pe2d[i0 * W + j0]).reshape(H, W)  # (H, W)
-print(f"largest similarity at {divmod(sim.argmax().item(), W)}: "
-      f"{sim.max().item():.2f} = D/2")
-assert divmod(sim.argmax().item(), W) == (i0, j0)
-torch.testing.assert_close(sim.max(), torch.tensor(D / 2, device=device))
-
-from matplotlib.ticker import MaxNLocator
-
-# A square map: a near-square canvas, no grid over the cells, integer patch indices,
-# and the legend below the axes, off the data.
-fig, ax = plt.subplots(figsize=(5.2, 5.2), layout="constrained")
-im = ax.imshow(sim.cpu(), cmap="viridis")
-ax.grid(False)
-ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-ax.plot(j0, i0, "r+", ms=12, mew=2, label=f"patch ({i0}, {j0})")
-ax.set_xlabel("column j (patches)")
-ax.set_ylabel("row i (patches)")
-ax.set_title("2-D sinusoidal PE: similarity to a patch is a row term plus\n"
-             "a column term, a cross centred on the patch")
-cax = ax.inset_axes([1.04, 0, 0.05, 1])  # a colorbar exactly as tall as the map
-fig.colorbar(im, cax=cax, label=f"PE({i0}, {j0}) · PE(i, j)")
-fig.legend(loc="outside lower center")
-plt.show()
-
-# %%
 # Proof: every position gets its own code, of norm sqrt(D/2)
 # ----------------------------------------------------------
 # The wavelengths grow from pair to pair, no two of the first 128 positions share a
@@ -299,6 +244,7 @@ def sinusoidal_pe_concat(positions, D, base=10000.0, dtype=torch.float32):
     return torch.cat([angles.sin(), angles.cos()], dim=-1)  # (..., D)
 
 
+# %%
 L = 50
 pos = torch.arange(L, device=device)
 inter, concat = sinusoidal_pe(pos, D), sinusoidal_pe_concat(pos, D)  # (L, D) each
@@ -319,6 +265,63 @@ with torch.no_grad():
           f"{(lin(concat) - absorbed).abs().max():.1e}")
     torch.testing.assert_close(lin(concat), absorbed)
 
+
+# %%
+# Proof: the 2-D dot product depends only on the 2-D offset
+# ---------------------------------------------------------
+# The 2-D dot product is a row term plus a column term, each the 1-D closed form on
+# :math:`D / 2` channels: it depends only on the offset :math:`(i - i', j - j')`.
+H, W, D = 6, 8, 32
+I = torch.cartesian_prod(torch.arange(H, device=device), torch.arange(W, device=device))
+pe2d = sinusoidal_pe_nd(I, D, dtype=torch.float64)  # (H*W, D)
+print(f"2-D PE: I {tuple(I.shape)} -> {tuple(pe2d.shape)}")
+assert pe2d.shape == (H * W, D)
+two_i = 2 * torch.arange(D // 4, dtype=torch.float64, device=device)  # (D/4,)
+w_half = 10000 ** (-two_i / (D // 2))  # (D/4,), the frequencies of D/2 channels
+di = (I[:, None, 0] - I[None, :, 0]).to(torch.float64)  # (H*W, H*W), i - i'
+dj = (I[:, None, 1] - I[None, :, 1]).to(torch.float64)  # (H*W, H*W), j - j'
+closed2d = (torch.cos(di[..., None] * w_half).sum(-1)
+            + torch.cos(dj[..., None] * w_half).sum(-1))  # (H*W, H*W)
+gram2d = pe2d @ pe2d.T  # (H*W, H*W)
+print(f"max|PE(i,j).PE(i',j') - f(i-i') - f(j-j')| = "
+      f"{(gram2d - closed2d).abs().max():.1e}")
+torch.testing.assert_close(gram2d, closed2d)
+
+# %%
+# Proof: seen from one patch, the similarity is a cross
+# -----------------------------------------------------
+# The similarity of every patch of a 16 x 16 grid to the patch at (5, 9): the sum of a
+# row profile and a column profile, so the map is a cross of two 1-D curves, centred on
+# the patch.
+H = W = 16
+D = 64
+I = torch.cartesian_prod(torch.arange(H, device=device), torch.arange(W, device=device))
+pe2d = sinusoidal_pe_nd(I, D)  # (H*W, D)
+i0, j0 = 5, 9
+sim = (pe2d @ pe2d[i0 * W + j0]).reshape(H, W)  # (H, W)
+print(f"largest similarity at {divmod(sim.argmax().item(), W)}: "
+      f"{sim.max().item():.2f} = D/2")
+assert divmod(sim.argmax().item(), W) == (i0, j0)
+torch.testing.assert_close(sim.max(), torch.tensor(D / 2, device=device))
+
+from matplotlib.ticker import MaxNLocator
+
+# A square map: a near-square canvas, no grid over the cells, integer patch indices,
+# and the legend below the axes, off the data.
+fig, ax = plt.subplots(figsize=(5.2, 5.2), layout="constrained")
+im = ax.imshow(sim.cpu(), cmap="viridis")
+ax.grid(False)
+ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+ax.plot(j0, i0, "r+", ms=12, mew=2, label=f"patch ({i0}, {j0})")
+ax.set_xlabel("column j (patches)")
+ax.set_ylabel("row i (patches)")
+ax.set_title("2-D sinusoidal PE: similarity to a patch is a row term plus\n"
+             "a column term, a cross centred on the patch")
+cax = ax.inset_axes([1.04, 0, 0.05, 1])  # a colorbar exactly as tall as the map
+fig.colorbar(im, cax=cax, label=f"PE({i0}, {j0}) · PE(i, j)")
+fig.legend(loc="outside lower center")
+plt.show()
 
 # %%
 # Proof: each half is the 1-D code of its axis

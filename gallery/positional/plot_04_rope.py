@@ -79,17 +79,14 @@ for (m_fan, n_fan), ls in (((0, 3), "-"), ((4, 7), "--")):
     arc = torch.linspace(m_fan * omega, n_fan * omega, 30)
     ax.plot(0.35 * arc.cos(), 0.35 * arc.sin(), color="k", ls=ls,
             label=f"q at m = {m_fan}, k at n = {n_fan}: angle (n - m) * omega")
-ax.set_xlim(-1.3, 1.3)
-ax.set_ylim(-1.3, 1.3)
-ax.set_aspect("equal")
-ax.set_xlabel("channel 2i (rotate-half: i)")
-ax.set_ylabel("channel 2i + 1 (rotate-half: i + Dh/2)")
-ax.set_title(f"one pair turns by pos * omega (omega = {omega} rad)")
+ax.set(xlim=(-1.3, 1.3), ylim=(-1.3, 1.3), aspect="equal",
+       xlabel="channel 2i (rotate-half: i)",
+       ylabel="channel 2i + 1 (rotate-half: i + Dh/2)",
+       title=f"one pair turns by pos * omega (omega = {omega} rad)")
 ax.legend(loc="lower left", fontsize=8)
 im = ax2.imshow(logits_idea, cmap="coolwarm")
-ax2.set_xlabel("key position n")
-ax2.set_ylabel("query position m")
-ax2.set_title("logit <R_m q, R_n k>: constant along n - m")
+ax2.set(xlabel="key position n", ylabel="query position m",
+        title="logit <R_m q, R_n k>: constant along n - m")
 fig.colorbar(im, ax=ax2, label=f"logit (sum over {Dh_idea // 2} pairs)")
 fig.suptitle("RoPE turns each pair by pos * inv_freq: the logit depends only on n - m")
 plt.show()
@@ -157,24 +154,16 @@ def rope_real(x, pos, base=10000.0):
 
 
 # %%
-# Complex form == real form
-# -------------------------
-# Queries of shape ``(B, Nh, L, Dh)`` at positions up to 4096. Both forms round the same
-# float32 angle and do the same four products, so they agree to float32 precision.
-B, Nh, L, Dh = 2, 4, 16, 64
-base = 10000.0
-x = torch.randn(B, Nh, L, Dh, device=device)  # (B, Nh, L, Dh)
-pos = torch.randint(0, 4096, (L,), device=device)  # (L,) one position per token
-ours_complex, ours_real = rope_complex(x, pos), rope_real(x, pos)  # (B, Nh, L, Dh)
-print(f"max|complex - real| = {(ours_complex - ours_real).abs().max().item():.2e}")
-torch.testing.assert_close(ours_complex, ours_real)
-
-# %%
 # Two layouts, one rotation up to a permutation
 # ---------------------------------------------
 # De-interleaving the channels, ``perm = [0, 2, 4, ..., 1, 3, 5, ...]``, moves each
 # adjacent pair ``(2i, 2i+1)`` to ``(i, i + Dh/2)``, so the two layouts compute the same
 # rotation: ``rope(x[..., perm]) == rope_real(x)[..., perm]``.
+# Queries of shape ``(B, Nh, L, Dh)`` at positions up to 4096.
+B, Nh, L, Dh = 2, 4, 16, 64
+base = 10000.0
+x = torch.randn(B, Nh, L, Dh, device=device)  # (B, Nh, L, Dh)
+pos = torch.randint(0, 4096, (L,), device=device)  # (L,) one position per token
 perm = torch.cat([torch.arange(0, Dh, 2), torch.arange(1, Dh, 2)]).to(device)  # (Dh,)
 cos, sin = rope_cos_sin(pos, Dh, base)  # (L, Dh) each
 halves = rope(x[..., perm], cos, sin)  # (B, Nh, L, Dh), channels in halves order
@@ -183,19 +172,6 @@ print(f"perm = {perm[:4].tolist()} ... {perm[Dh // 2:Dh // 2 + 4].tolist()} ..."
 gap_perm = (halves - adjacent).abs().max().item()
 print(f"max|rope(x[perm]) - rope_real(x)[perm]| = {gap_perm:.2e}")
 torch.testing.assert_close(halves, adjacent)
-
-# %%
-# Rotations keep norms
-# --------------------
-# Each pair is turned, not stretched, so every pair's length and hence ``||x||`` are
-# unchanged.
-rotated = rope_complex(x, pos)  # (B, Nh, L, Dh)
-pair_len = x.reshape(B, Nh, L, Dh // 2, 2).norm(dim=-1)  # (B, Nh, L, Dh/2)
-pair_len_rot = rotated.reshape(B, Nh, L, Dh // 2, 2).norm(dim=-1)
-norm_gap = (rotated.norm(dim=-1) - x.norm(dim=-1)).abs().max()
-print(f"max| ||R_p x|| - ||x|| | = {norm_gap:.2e}")
-torch.testing.assert_close(pair_len_rot, pair_len)
-torch.testing.assert_close(rotated.norm(dim=-1), x.norm(dim=-1))
 
 # %%
 # The relative property
@@ -215,6 +191,28 @@ lhs = (rope_complex(q64, m) * rope_complex(k64, n)).sum(-1)  # (P,) <R_m q, R_n 
 rhs = (q64 * rope_complex(k64, n - m)).sum(-1)  # (P,) <q, R_(n-m) k>
 print(f"max|<R_m q, R_n k> - <q, R_(n-m) k>| = {(lhs - rhs).abs().max():.2e} (float64)")
 torch.testing.assert_close(lhs, rhs)
+
+# %%
+# Proof: the complex and the real form agree
+# ------------------------------------------
+# Both forms round the same float32 angle and do the same four products, so they agree
+# to float32 precision.
+ours_complex, ours_real = rope_complex(x, pos), rope_real(x, pos)  # (B, Nh, L, Dh)
+print(f"max|complex - real| = {(ours_complex - ours_real).abs().max().item():.2e}")
+torch.testing.assert_close(ours_complex, ours_real)
+
+# %%
+# Proof: rotations keep norms
+# ---------------------------
+# Each pair is turned, not stretched, so every pair's length and hence ``||x||`` are
+# unchanged.
+rotated = rope_complex(x, pos)  # (B, Nh, L, Dh)
+pair_len = x.reshape(B, Nh, L, Dh // 2, 2).norm(dim=-1)  # (B, Nh, L, Dh/2)
+pair_len_rot = rotated.reshape(B, Nh, L, Dh // 2, 2).norm(dim=-1)
+norm_gap = (rotated.norm(dim=-1) - x.norm(dim=-1)).abs().max()
+print(f"max| ||R_p x|| - ||x|| | = {norm_gap:.2e}")
+torch.testing.assert_close(pair_len_rot, pair_len)
+torch.testing.assert_close(rotated.norm(dim=-1), x.norm(dim=-1))
 
 # %%
 # Proof: the frequencies are RoFormer's

@@ -359,6 +359,7 @@ def sinusoidal_pe(positions, D, base=10000.0, dtype=torch.float32):
     return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # (..., D)
 
 
+# %%
 paper = torch.zeros(2, D, device=device)  # (2, D)
 for row, p in enumerate((1, 111)):
     for i in range(D // 2):

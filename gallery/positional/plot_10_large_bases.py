@@ -135,34 +135,6 @@ turns_128k_10k = turns_at[10_000.0][131_072]
 assert turns_128k_10k > 2, "base 10k: the slowest pair turns less than twice in 128k?"
 
 # %%
-# How many pairs turn at least once within ``L`` tokens
-# -----------------------------------------------------
-# Pair ``i`` completes a turn within ``L`` tokens when :math:`L\theta_i \ge 2\pi`,
-# i.e. :math:`i \le \tfrac{D_h}{2}\log_{\text{base}}(L / 2\pi)`. The count is the
-# closed form
-# :math:`n(L) = \lfloor \tfrac{D_h}{2}\log_{\text{base}}(L/2\pi) \rfloor + 1`
-# (clipped to :math:`[0, D_h/2]`); the remaining pairs see less than one period during
-# training at length ``L``. Liu et al. call the boundary the critical dimension
-# (Liu et al., 2023); Xiong et al. (2023) raise the base to 500,000 for long contexts.
-# The count from the frequencies is checked against the closed form at every ``L``
-# below.
-L_grid = [2**k for k in range(8, 21)] + [4, 3_000, 100_000, 1_000_000]  # 4 < 2 pi
-n_turn = {}  # per base: list of counts over L_grid
-for base in BASES:
-    inv_freq = rope_inv_freq(Dh, base, torch.float64).to(device)  # (Dh/2,)
-    counted = [int((L * inv_freq >= 2 * math.pi).sum()) for L in L_grid]
-    closed = [min(Dh // 2, max(0, math.floor(Dh / 2 * math.log(L / (2 * math.pi))
-                                             / math.log(base)) + 1)) for L in L_grid]
-    n_turn[base] = counted
-    print(f"base {base:>9,.0f}, pairs (of {Dh // 2}) with a full turn within 8k: "
-          f"{counted[L_grid.index(8192)]:2d}, 128k: "
-          f"{counted[L_grid.index(131_072)]:2d}, 1M: {counted[-1]:2d}")
-    assert counted == closed, "the count is not the closed form?"
-assert n_turn[10_000.0][L_grid.index(8192)] == 50, "base 10k, 8k: 50 pairs?"
-assert n_turn[500_000.0][L_grid.index(8192)] == 35, "base 500k, 8k: 35 pairs?"
-assert n_turn[10_000.0][L_grid.index(4)] == 0, "a turn within 4 tokens?"
-
-# %%
 # The float32 angle at a million
 # ------------------------------
 # Implementations build the angle table in float32: the frequencies
@@ -226,34 +198,6 @@ term_min = min(min(t) for t in terms.values())
 term_max = max(max(t) for t in terms.values())
 
 # %%
-# The worst float32 angle error over the pairs at each position, bucketed
-# in eighths of an octave, against the error model and half an ulp of the angle.
-bucket = (8 * torch.log2(p64)).floor().long()  # (P,)
-n_buckets = int(bucket.max()) + 1
-x_bucket = 2.0 ** (torch.arange(n_buckets, dtype=torch.float64) / 8)  # left edges
-filled = (torch.bincount(bucket, minlength=n_buckets) > 0).cpu()
-fig, ax = plt.subplots(figsize=(6.5, 4.2), layout="constrained")
-for color, base in (("C0", 10_000.0), ("C1", 500_000.0)):
-    for values, ls, what in ((err32[base], "-", "float32 angle"),
-                             (model[base], "--", "model")):
-        worst = torch.zeros(n_buckets, dtype=torch.float64, device=device)
-        worst = worst.scatter_reduce(0, bucket, values.amax(dim=1), "amax",
-                                     include_self=False).cpu()
-        shown = filled & (worst > 0)
-        ax.loglog(x_bucket[shown], worst[shown], color=color, ls=ls,
-                  label=f"{what}, base {base:,.0f}")
-ax.axhline(eps32, color="gray", lw=0.8, ls=":")
-ax.text(1e3, eps32 * 0.5, "float32 eps (the reduced route's cos/sin)", color="gray",
-        fontsize=8, va="top")
-ax.set_xlabel("position p")
-ax.set_ylabel("max over pairs |angle - float64| (rad)")
-ax.legend(loc="upper left", fontsize=8)
-ax.set_title(f"float32 angles lose {min(err_near.values()):.3f} to "
-             f"{max(err_near.values()):.3f} rad near p = 2^20,\n"
-             "within the model (frequency rounding x p + half an ulp)")
-plt.show()
-
-# %%
 # The remedy: reduce in float64, then cast
 # ----------------------------------------
 # What rotates the vectors is cos and sin, which only need the angle
@@ -297,6 +241,64 @@ torch.testing.assert_close(results["polar in float64"].double(), ref, rtol=0,
 # relative, about :math:`u_{32}\,p\,\theta_i`: hundredths of a radian near a million
 # tokens, and zero for the fastest pair. Reducing in float64 costs one float64 table per
 # length and brings cos and sin down to float32's own rounding.
+
+# %%
+# Proof: how many pairs turn at least once within ``L`` tokens
+# ------------------------------------------------------------
+# Pair ``i`` completes a turn within ``L`` tokens when :math:`L\theta_i \ge 2\pi`,
+# i.e. :math:`i \le \tfrac{D_h}{2}\log_{\text{base}}(L / 2\pi)`. The count is the
+# closed form
+# :math:`n(L) = \lfloor \tfrac{D_h}{2}\log_{\text{base}}(L/2\pi) \rfloor + 1`
+# (clipped to :math:`[0, D_h/2]`); the remaining pairs see less than one period during
+# training at length ``L``. Liu et al. call the boundary the critical dimension
+# (Liu et al., 2023); Xiong et al. (2023) raise the base to 500,000 for long contexts.
+# The count from the frequencies is checked against the closed form at every ``L``
+# below.
+L_grid = [2**k for k in range(8, 21)] + [4, 3_000, 100_000, 1_000_000]  # 4 < 2 pi
+n_turn = {}  # per base: list of counts over L_grid
+for base in BASES:
+    inv_freq = rope_inv_freq(Dh, base, torch.float64).to(device)  # (Dh/2,)
+    counted = [int((L * inv_freq >= 2 * math.pi).sum()) for L in L_grid]
+    closed = [min(Dh // 2, max(0, math.floor(Dh / 2 * math.log(L / (2 * math.pi))
+                                             / math.log(base)) + 1)) for L in L_grid]
+    n_turn[base] = counted
+    print(f"base {base:>9,.0f}, pairs (of {Dh // 2}) with a full turn within 8k: "
+          f"{counted[L_grid.index(8192)]:2d}, 128k: "
+          f"{counted[L_grid.index(131_072)]:2d}, 1M: {counted[-1]:2d}")
+    assert counted == closed, "the count is not the closed form?"
+assert n_turn[10_000.0][L_grid.index(8192)] == 50, "base 10k, 8k: 50 pairs?"
+assert n_turn[500_000.0][L_grid.index(8192)] == 35, "base 500k, 8k: 35 pairs?"
+assert n_turn[10_000.0][L_grid.index(4)] == 0, "a turn within 4 tokens?"
+
+# %%
+# Proof: the error model holds at every position
+# ----------------------------------------------
+# The worst float32 angle error over the pairs at each position, bucketed
+# in eighths of an octave, against the error model and half an ulp of the angle.
+bucket = (8 * torch.log2(p64)).floor().long()  # (P,)
+n_buckets = int(bucket.max()) + 1
+x_bucket = 2.0 ** (torch.arange(n_buckets, dtype=torch.float64) / 8)  # left edges
+filled = (torch.bincount(bucket, minlength=n_buckets) > 0).cpu()
+fig, ax = plt.subplots(figsize=(6.5, 4.2), layout="constrained")
+for color, base in (("C0", 10_000.0), ("C1", 500_000.0)):
+    for values, ls, what in ((err32[base], "-", "float32 angle"),
+                             (model[base], "--", "model")):
+        worst = torch.zeros(n_buckets, dtype=torch.float64, device=device)
+        worst = worst.scatter_reduce(0, bucket, values.amax(dim=1), "amax",
+                                     include_self=False).cpu()
+        shown = filled & (worst > 0)
+        ax.loglog(x_bucket[shown], worst[shown], color=color, ls=ls,
+                  label=f"{what}, base {base:,.0f}")
+ax.axhline(eps32, color="gray", lw=0.8, ls=":")
+ax.text(1e3, eps32 * 0.5, "float32 eps (the reduced route's cos/sin)", color="gray",
+        fontsize=8, va="top")
+ax.set_xlabel("position p")
+ax.set_ylabel("max over pairs |angle - float64| (rad)")
+ax.legend(loc="upper left", fontsize=8)
+ax.set_title(f"float32 angles lose {min(err_near.values()):.3f} to "
+             f"{max(err_near.values()):.3f} rad near p = 2^20,\n"
+             "within the model (frequency rounding x p + half an ulp)")
+plt.show()
 
 # %%
 # Proof: each piece of the error model
