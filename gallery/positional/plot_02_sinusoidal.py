@@ -267,8 +267,8 @@ with torch.no_grad():
 
 
 # %%
-# Proof: the 2-D dot product depends only on the 2-D offset
-# ---------------------------------------------------------
+# Proof: the 2-D code depends only on the 2-D offset, axis by axis
+# ----------------------------------------------------------------
 # The 2-D dot product is a row term plus a column term, each the 1-D closed form on
 # :math:`D / 2` channels: it depends only on the offset :math:`(i - i', j - j')`.
 H, W, D = 6, 8, 32
@@ -288,8 +288,8 @@ print(f"max|PE(i,j).PE(i',j') - f(i-i') - f(j-j')| = "
 torch.testing.assert_close(gram2d, closed2d)
 
 # %%
-# Proof: seen from one patch, the similarity is a cross
-# -----------------------------------------------------
+# Seen from one patch, the similarity is a cross
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # The similarity of every patch of a 16 x 16 grid to the patch at (5, 9): the sum of a
 # row profile and a column profile, so the map is a cross of two 1-D curves, centred on
 # the patch.
@@ -324,8 +324,8 @@ fig.legend(loc="outside lower center")
 plt.show()
 
 # %%
-# Proof: each half is the 1-D code of its axis
-# --------------------------------------------
+# Each half is the 1-D code of its axis
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # On a 6 x 8 grid: patches in one row share the first half of their code, patches in
 # one column the second, and the halves are the 1-D codes of the row and the column.
 H, W, D = 6, 8, 32

@@ -193,8 +193,8 @@ print(f"max|<R_m q, R_n k> - <q, R_(n-m) k>| = {(lhs - rhs).abs().max():.2e} (fl
 torch.testing.assert_close(lhs, rhs)
 
 # %%
-# Proof: the complex and the real form agree
-# ------------------------------------------
+# Proof: the complex and the real form agree, and keep norms
+# ----------------------------------------------------------
 # Both forms round the same float32 angle and do the same four products, so they agree
 # to float32 precision.
 ours_complex, ours_real = rope_complex(x, pos), rope_real(x, pos)  # (B, Nh, L, Dh)
@@ -202,8 +202,6 @@ print(f"max|complex - real| = {(ours_complex - ours_real).abs().max().item():.2e
 torch.testing.assert_close(ours_complex, ours_real)
 
 # %%
-# Proof: rotations keep norms
-# ---------------------------
 # Each pair is turned, not stretched, so every pair's length and hence ``||x||`` are
 # unchanged.
 rotated = rope_complex(x, pos)  # (B, Nh, L, Dh)

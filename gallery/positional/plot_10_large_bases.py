@@ -110,31 +110,6 @@ for base in BASES:
     slowest_wl[base] = wavelength[base][-1].item()
 
 # %%
-# Against the context length: with base 10,000 the slowest pair completes a turn in
-# :measured:`slowest_10k:,.0f` tokens, so at 128k tokens (Llama 3.1's context, Dubey et
-# al., 2024) even the slowest pair has turned :measured:`turns_128k_10k:.2f` times and
-# no pair stays below one turn. Llama 3's base 500,000 puts the slowest wavelength at
-# :measured:`slowest_500k:,.0f` tokens, base 1,000,000 at
-# :measured:`slowest_1m:,.0f`: below one turn at every context up to :math:`2^{20}`.
-slowest_10k = slowest_wl[10_000.0]
-slowest_500k = slowest_wl[500_000.0]
-slowest_1m = slowest_wl[1_000_000.0]
-CONTEXTS = {4_096: "4k", 8_192: "8k", 32_768: "32k", 131_072: "128k", 2**20: "1M"}
-below = {}  # per base: the contexts over which the slowest pair turns less than once
-turns_at = {}  # per base: {context: turns of the slowest pair}
-for base in BASES:
-    turns = [L / wavelength[base][-1].item() for L in CONTEXTS]
-    turns_at[base] = dict(zip(CONTEXTS, turns))
-    below[base] = [L for L, t in zip(CONTEXTS, turns) if t < 1]
-    print(f"base {base:>9,.0f}, slowest pair's turns: "
-          + ", ".join(f"{CONTEXTS[L]} {t:.2f}" for L, t in zip(CONTEXTS, turns)))
-assert below[10_000.0] == [4_096, 8_192, 32_768], "base 10k: another boundary?"
-assert below[500_000.0] == list(CONTEXTS), "base 500k turns within 1M?"
-assert below[1_000_000.0] == list(CONTEXTS), "base 1M turns within 1M?"
-turns_128k_10k = turns_at[10_000.0][131_072]
-assert turns_128k_10k > 2, "base 10k: the slowest pair turns less than twice in 128k?"
-
-# %%
 # The float32 angle at a million
 # ------------------------------
 # Implementations build the angle table in float32: the frequencies
@@ -243,6 +218,33 @@ torch.testing.assert_close(results["polar in float64"].double(), ref, rtol=0,
 # length and brings cos and sin down to float32's own rounding.
 
 # %%
+# Proof: the slowest pair against the context length
+# ---------------------------------------------------
+# With base 10,000 the slowest pair completes a turn in
+# :measured:`slowest_10k:,.0f` tokens, so at 128k tokens (Llama 3.1's context, Dubey et
+# al., 2024) even the slowest pair has turned :measured:`turns_128k_10k:.2f` times and
+# no pair stays below one turn. Llama 3's base 500,000 puts the slowest wavelength at
+# :measured:`slowest_500k:,.0f` tokens, base 1,000,000 at
+# :measured:`slowest_1m:,.0f`: below one turn at every context up to :math:`2^{20}`.
+slowest_10k = slowest_wl[10_000.0]
+slowest_500k = slowest_wl[500_000.0]
+slowest_1m = slowest_wl[1_000_000.0]
+CONTEXTS = {4_096: "4k", 8_192: "8k", 32_768: "32k", 131_072: "128k", 2**20: "1M"}
+below = {}  # per base: the contexts over which the slowest pair turns less than once
+turns_at = {}  # per base: {context: turns of the slowest pair}
+for base in BASES:
+    turns = [L / wavelength[base][-1].item() for L in CONTEXTS]
+    turns_at[base] = dict(zip(CONTEXTS, turns))
+    below[base] = [L for L, t in zip(CONTEXTS, turns) if t < 1]
+    print(f"base {base:>9,.0f}, slowest pair's turns: "
+          + ", ".join(f"{CONTEXTS[L]} {t:.2f}" for L, t in zip(CONTEXTS, turns)))
+assert below[10_000.0] == [4_096, 8_192, 32_768], "base 10k: another boundary?"
+assert below[500_000.0] == list(CONTEXTS), "base 500k turns within 1M?"
+assert below[1_000_000.0] == list(CONTEXTS), "base 1M turns within 1M?"
+turns_128k_10k = turns_at[10_000.0][131_072]
+assert turns_128k_10k > 2, "base 10k: the slowest pair turns less than twice in 128k?"
+
+# %%
 # Proof: how many pairs turn at least once within ``L`` tokens
 # ------------------------------------------------------------
 # Pair ``i`` completes a turn within ``L`` tokens when :math:`L\theta_i \ge 2\pi`,
@@ -271,8 +273,8 @@ assert n_turn[500_000.0][L_grid.index(8192)] == 35, "base 500k, 8k: 35 pairs?"
 assert n_turn[10_000.0][L_grid.index(4)] == 0, "a turn within 4 tokens?"
 
 # %%
-# Proof: the error model holds at every position
-# ----------------------------------------------
+# Proof: the error model, at every position and piece by piece
+# ------------------------------------------------------------
 # The worst float32 angle error over the pairs at each position, bucketed
 # in eighths of an octave, against the error model and half an ulp of the angle.
 bucket = (8 * torch.log2(p64)).floor().long()  # (P,)
@@ -301,8 +303,6 @@ ax.set_title(f"float32 angles lose {min(err_near.values()):.3f} to "
 plt.show()
 
 # %%
-# Proof: each piece of the error model
-# ------------------------------------
 # The model rests on four facts, checked per base: the float64 reference frequencies
 # are ``rope_inv_freq``'s; the float32 product is one correctly rounded operation; the
 # float32 frequencies are within ``pow``'s budget of ulps (the math library's, then a
@@ -328,6 +328,14 @@ for base in (10_000.0, 500_000.0):
     assert theta_term[near].max() > 0.25 * half_ulp[near].max(), "tiny?"
     # the model is tight: the worst angle near 2^20 reaches half the model's worst
     assert err32[base][near].max() > 0.5 * model[base][near].max(), "model loose?"
+
+# %%
+# The chapter quotes the range of these terms near :math:`2^{20}`: half an ulp is
+# :math:`2^{-5}` rad for both bases, and the two frequency terms fall on either side.
+print(f"terms near 2^20: {term_min:.4f} to {term_max:.4f} rad (2^-5 = {2**-5:.4f})")
+assert all(ulp == 2**-5 for _, ulp in terms.values()), "half an ulp is not 2^-5?"
+assert term_min == terms[10_000.0][0] and term_max == terms[500_000.0][0]
+assert term_min < 2**-5 < term_max, "the frequency terms no longer straddle 2^-5?"
 
 # %%
 # Proof: what changes on CUDA
