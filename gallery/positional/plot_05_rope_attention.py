@@ -11,7 +11,7 @@ that its output depends on positions only through their differences.
 
 - where RoPE sits in a self-attention layer: after the QK-norm, on q and k only
 - why the layer's output is unchanged when every position moves by the same amount
-- why identical tokens give a logit map that is constant along each diagonal
+- how to check the layer against explicit rotation matrices
 - what goes wrong when the norm comes after RoPE, when v is rotated, or with an
   absolute embedding instead
 
@@ -172,43 +172,6 @@ with torch.no_grad():
 
 
 # %%
-# Identical tokens: a Toeplitz logit map
-# --------------------------------------
-# Give every position the same token. Before RoPE all queries are equal and all keys are
-# equal, so the logit between positions :math:`m` and :math:`n` is
-# :math:`\langle q, R_{n-m} k \rangle / \sqrt{D_h}`: a function of :math:`n - m` alone.
-# The ``(L, L)`` logit matrix is therefore Toeplitz, constant along every diagonal; the
-# only thing that tells the tokens apart is where they are relative to each other.
-L_fig = 40
-same = torch.randn(1, 1, D, device=device).expand(1, L_fig, D)  # (1, L, D), equal rows
-pos_fig = torch.arange(L_fig, device=device)  # (L,)
-with torch.no_grad():
-    q, k, _ = layer.project(same)  # each (1, Nh, L, Dh)
-    q = rope_complex(layer.q_norm(q), pos_fig)  # (1, Nh, L, Dh)
-    k = rope_complex(layer.k_norm(k), pos_fig)
-    logits = (q[0, 0] @ k[0, 0].T / math.sqrt(Dh)).cpu()  # (L, L), head 0
-
-offset = torch.arange(L_fig)[None, :] - torch.arange(L_fig)[:, None]  # (L, L): n - m
-toeplitz = torch.where(offset >= 0, logits[0][offset.clamp(min=0)],
-                       logits[:, 0][(-offset).clamp(min=0)])  # from row 0 and column 0
-print(f"max|logits - Toeplitz(first row, first column)| = "
-      f"{(logits - toeplitz).abs().max():.2e}")
-torch.testing.assert_close(logits, toeplitz)
-assert logits.std() > 0.1, "the logits are constant: nothing to see"
-
-# A square map: a near-square canvas, no grid over the cells.
-fig, ax = plt.subplots(figsize=(5.2, 4.6), layout="constrained")
-im = ax.imshow(logits, cmap="RdBu_r", vmin=-logits.abs().max(), vmax=logits.abs().max())
-ax.grid(False)
-cax = ax.inset_axes([1.04, 0, 0.05, 1])  # a colorbar exactly as tall as the map
-fig.colorbar(im, cax=cax, label="logit <R_m q, R_n k> / √Dh")
-ax.set_xlabel("key position n")
-ax.set_ylabel("query position m")
-ax.set_title("Identical tokens with RoPE (head 0):\n"
-             "logits depend only on n - m, constant along each diagonal")
-plt.show()
-
-# %%
 # Proof: equal to a manual path with rotation matrices
 # ----------------------------------------------------
 # An independent reference: RoPE written as what it is, a block-diagonal matrix
@@ -285,6 +248,43 @@ with torch.no_grad():
     gap = (layer(x, pos, is_causal=True) - layer(x, pos)).abs().max().item()
 print(f"max|causal - full| = {gap:.2f}")
 assert gap > 0.05, "the causal mask no longer changes the output?"
+
+# %%
+# Proof: identical tokens give a Toeplitz logit map
+# -------------------------------------------------
+# Give every position the same token. Before RoPE all queries are equal and all keys are
+# equal, so the logit between positions :math:`m` and :math:`n` is
+# :math:`\langle q, R_{n-m} k \rangle / \sqrt{D_h}`: a function of :math:`n - m` alone.
+# The ``(L, L)`` logit matrix is therefore Toeplitz, constant along every diagonal; the
+# only thing that tells the tokens apart is where they are relative to each other.
+L_fig = 40
+same = torch.randn(1, 1, D, device=device).expand(1, L_fig, D)  # (1, L, D), equal rows
+pos_fig = torch.arange(L_fig, device=device)  # (L,)
+with torch.no_grad():
+    q, k, _ = layer.project(same)  # each (1, Nh, L, Dh)
+    q = rope_complex(layer.q_norm(q), pos_fig)  # (1, Nh, L, Dh)
+    k = rope_complex(layer.k_norm(k), pos_fig)
+    logits = (q[0, 0] @ k[0, 0].T / math.sqrt(Dh)).cpu()  # (L, L), head 0
+
+offset = torch.arange(L_fig)[None, :] - torch.arange(L_fig)[:, None]  # (L, L): n - m
+toeplitz = torch.where(offset >= 0, logits[0][offset.clamp(min=0)],
+                       logits[:, 0][(-offset).clamp(min=0)])  # from row 0 and column 0
+print(f"max|logits - Toeplitz(first row, first column)| = "
+      f"{(logits - toeplitz).abs().max():.2e}")
+torch.testing.assert_close(logits, toeplitz)
+assert logits.std() > 0.1, "the logits are constant: nothing to see"
+
+# A square map: a near-square canvas, no grid over the cells.
+fig, ax = plt.subplots(figsize=(5.2, 4.6), layout="constrained")
+im = ax.imshow(logits, cmap="RdBu_r", vmin=-logits.abs().max(), vmax=logits.abs().max())
+ax.grid(False)
+cax = ax.inset_axes([1.04, 0, 0.05, 1])  # a colorbar exactly as tall as the map
+fig.colorbar(im, cax=cax, label="logit <R_m q, R_n k> / √Dh")
+ax.set_xlabel("key position n")
+ax.set_ylabel("query position m")
+ax.set_title("Identical tokens with RoPE (head 0):\n"
+             "logits depend only on n - m, constant along each diagonal")
+plt.show()
 
 # %%
 # Try it: RoPE first, then the norm. Is the output the same?
