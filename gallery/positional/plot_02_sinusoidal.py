@@ -2,12 +2,20 @@
 Sinusoidal embeddings
 =====================
 
-The source notes leave sinusoidal positional embeddings as a TODO. This page writes the
-embedding of Vaswani et al. (2017) from scratch, checks it against the formula evaluated
-with Python loops, and proves its defining properties: moving ``k`` positions is a fixed
-rotation, the dot product of two codes depends only on their offset, the interleaved and
-concatenated layouts differ by a channel permutation only, and the 2-D version for image
-patches depends only on the 2-D offset.
+The sinusoidal positional embedding of Vaswani et al. (2017) gives every position a code
+of sines and cosines at geometrically spaced frequencies, added to the token's features.
+Moving ``k`` positions turns each sin/cos pair by a fixed angle, so the dot product of
+two codes depends only on their offset.
+
+**You will learn**
+
+- how to build the embedding in four lines, and check it against the paper's formula
+- why a shift by ``k`` positions is one fixed block rotation, for every position
+- why the dot product of two codes depends only on the offset
+- how the 2-D version for image patches splits the channels between the axes
+
+**Prerequisites:** :doc:`/generated/positional/plot_01_formulation` (a position
+embedding as a map from indices to codes).
 """
 
 # %%
@@ -16,20 +24,51 @@ patches depends only on the 2-D offset.
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import math
+
+import matplotlib.pyplot as plt
 import torch
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
+# %%
+# The idea
+# --------
+# Channel pair :math:`(2i, 2i+1)` holds :math:`\sin` and :math:`\cos` of
+# :math:`p\, w_i`, with :math:`D / 2` frequencies falling geometrically from 1 to almost
+# :math:`1 / 10000`:
+#
+# .. math::
+#
+#    PE(p, 2i) = \sin(p\, w_i), \qquad PE(p, 2i+1) = \cos(p\, w_i), \qquad
+#    w_i = 10000^{-2i/D}.
+#
+# Each pair is a clock turning at its own speed: pair :math:`i` repeats every
+# :math:`2\pi / w_i` positions, from :math:`2\pi` (about 6 positions) for the first pair
+# to about :math:`2\pi \cdot 10000^{1 - 2/D}` for the last. The fast pairs tell
+# neighbours apart, the slow pairs tell far-apart positions apart, and together no two
+# positions get the same code.
+L_fig, D_fig = 128, 64
+w_fig = 10000 ** (-2 * torch.arange(D_fig // 2) / D_fig)  # (D/2,)
+angles_fig = torch.arange(L_fig)[:, None] * w_fig  # (L, D/2)
+pe_fig = torch.stack([angles_fig.sin(), angles_fig.cos()], -1).flatten(-2)  # (L, D)
+
+fig, ax = plt.subplots()
+im = ax.imshow(pe_fig.T, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
+ax.grid(False)  # grid lines would cut through the cells
+ax.set_xlabel("position p (tokens)")
+ax.set_ylabel("channel (2i = sin, 2i+1 = cos)")
+ax.set_title("Low channels oscillate fast, high channels slowly:\n"
+             f"each position gets its own code (D = {D_fig})")
+fig.colorbar(im, ax=ax, label="PE(p) channel value")
+plt.show()
 
 # %%
-# The embedding from scratch
-# --------------------------
-# Channel pair :math:`(2i, 2i+1)` holds :math:`\sin` and :math:`\cos` of
-# :math:`p\, w_i`, with :math:`D / 2` frequencies :math:`w_i = 10000^{-2i / D}` falling
-# geometrically from 1 to almost :math:`1 / 10000`. The pairs are interleaved,
-# ``[sin, cos, sin, cos, ...]``, as in the paper.
+# From scratch
+# ------------
+# The pairs are interleaved, ``[sin, cos, sin, cos, ...]``, as in the paper.
 def sinusoidal_pe(positions, D, base=10000.0, dtype=torch.float32):
     """positions (...,) integers -> (..., D): channels 2i, 2i+1 = sin, cos of p w_i."""
     i = torch.arange(D // 2, device=positions.device, dtype=dtype)  # (D/2,)
@@ -39,15 +78,10 @@ def sinusoidal_pe(positions, D, base=10000.0, dtype=torch.float32):
 
 
 # %%
-# An independent reference: the paper's formula,
-# :math:`PE(p, 2i) = \sin(p / 10000^{2i/D})` and
-# :math:`PE(p, 2i+1) = \cos(p / 10000^{2i/D})`, one number at a time in plain Python.
+# An independent reference: the paper's formula, one number at a time in plain Python.
 # Positions up to 63 and ``D = 16``: every channel but the first pair depends on the
 # base, so any other constant than 10000 fails here.
-import math
-
-
-def sinusoidal_pe_loops(L, D):
+def sinusoidal_pe_loops(L, D, device=None):
     """(L, D) float64, entry by entry."""
     pe = [[0.0] * D for _ in range(L)]
     for p in range(L):
@@ -57,50 +91,15 @@ def sinusoidal_pe_loops(L, D):
     return torch.tensor(pe, dtype=torch.float64, device=device)
 
 
+# %%
 L, D = 64, 16
 positions = torch.arange(L, device=device)  # (L,)
-ref = sinusoidal_pe_loops(L, D)  # (L, D)
+ref = sinusoidal_pe_loops(L, D, device)  # (L, D)
 for dtype in (torch.float32, torch.float64):
     ours = sinusoidal_pe(positions, D, dtype=dtype)  # (L, D)
     err = (ours - ref.to(dtype)).abs().max().item()
     print(f"{str(dtype):13s} max|ours - loops| = {err:.1e}")
     torch.testing.assert_close(ours, ref.to(dtype))  # default tolerances of each dtype
-
-# %%
-# What the code looks like
-# ------------------------
-# Each pair of channels is a clock turning at its own speed: pair :math:`i` repeats
-# every :math:`2\pi / w_i` positions, from :math:`2\pi` (about 6 positions) for the
-# first pair to about :math:`2\pi \cdot 10000^{1 - 2/D}` for the last. The fast pairs
-# tell neighbours apart, the slow pairs tell far-apart positions apart, and together no
-# two positions get the same code.
-import matplotlib.pyplot as plt
-
-L, D = 128, 64
-pe = sinusoidal_pe(torch.arange(L, device=device), D)  # (L, D)
-wavelengths = 2 * math.pi * 10000 ** (2 * torch.arange(D // 2) / D)  # (D/2,) positions
-others = ~torch.eye(L, dtype=torch.bool, device=device)  # (L, L), no self-pairs
-gaps = torch.cdist(pe, pe)[others]  # (L * (L - 1),) distances between two positions
-print(f"wavelength of pair 0: {wavelengths[0]:.2f} positions, of pair {D // 2 - 1}: "
-      f"{wavelengths[-1]:.0f} positions")
-print(f"smallest distance between the codes of two positions < {L}: "
-      f"{gaps.min().item():.2f}")
-print(f"(each code has norm sqrt(D/2) = {math.sqrt(D / 2):.2f})")
-assert (wavelengths[1:] > wavelengths[:-1]).all()
-assert gaps.min() > 0.5, "two positions got (nearly) the same code"  # printed above
-norm = torch.full((L,), math.sqrt(D / 2), device=device)  # (L,)
-torch.testing.assert_close(pe.norm(dim=-1), norm)
-
-fig, ax = plt.subplots()
-im = ax.imshow(pe.T.cpu(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
-ax.grid(False)  # grid lines would cut through the cells
-ax.set_xlabel("position p (tokens)")
-ax.set_ylabel("channel (2i = sin, 2i+1 = cos)")
-ax.set_title("Low channels oscillate fast, high channels slowly:\n"
-             f"each position gets its own code (D = {D})")
-fig.colorbar(im, ax=ax, label="PE(p) channel value")
-plt.show()
-
 
 # %%
 # A shift is a rotation
@@ -121,7 +120,7 @@ plt.show()
 #
 # (the :math:`+\sin` sits top right because :math:`\sin` comes first in the pair).
 # :math:`M_k` does not contain :math:`p`: one matrix shifts every position.
-def shift_matrix(k, D, base=10000.0):
+def shift_matrix(k, D, base=10000.0, device=None):
     """(D, D) float64: block-diagonal rotations that map PE(p) to PE(p + k)."""
     two_i = 2 * torch.arange(D // 2, dtype=torch.float64, device=device)  # (D/2,)
     w = base ** (-two_i / D)  # (D/2,)
@@ -136,28 +135,14 @@ def shift_matrix(k, D, base=10000.0):
 p = torch.arange(1000, device=device)  # (P,)
 pe_p = sinusoidal_pe(p, D, dtype=torch.float64)  # (P, D)
 for k in (1, 7, 100):
-    M = shift_matrix(k, D)  # (D, D)
+    M = shift_matrix(k, D, device=device)  # (D, D)
     shifted = pe_p @ M.T  # (P, D), row p is M_k PE(p)
     target = sinusoidal_pe(p + k, D, dtype=torch.float64)  # (P, D)
-    wrong_sign = pe_p @ M  # the transposed blocks: M_k^T = M_(-k)
     err = (shifted - target).abs().max()
-    print(f"k = {k:3d}: max|M_k PE(p) - PE(p+k)| = {err:.1e}, "
-          f"with M_k^T instead: {(wrong_sign - target).abs().max():.2f}")
+    print(f"k = {k:3d}: max|M_k PE(p) - PE(p+k)| = {err:.1e}")
     torch.testing.assert_close(shifted, target)
     eye = torch.eye(D, dtype=torch.float64, device=device)  # (D, D)
     torch.testing.assert_close(M @ M.T, eye)
-    torch.testing.assert_close(wrong_sign, sinusoidal_pe(p - k, D, dtype=torch.float64))
-    sign_gap = (wrong_sign - target).abs().max()
-    assert sign_gap > 0.5, "the sign of the blocks no longer matters?"
-
-# %%
-# The same check in float32 misses the default float32 tolerance (atol 1e-5) by the
-# rounding of the large angles alone: the identity is exact, the float32 inputs are not.
-pe32 = sinusoidal_pe(p, D)  # (P, D) float32
-shifted32 = pe32 @ shift_matrix(100, D).float().T  # (P, D)
-err32 = (shifted32 - sinusoidal_pe(p + 100, D)).abs().max().item()
-print(f"float32, k = 100: max|M_k PE(p) - PE(p+k)| = {err32:.1e}")
-assert err32 > 1e-5  # beyond float32's atol: the rounding of the inputs
 
 # %%
 # The dot product depends only on the offset
@@ -208,8 +193,44 @@ plt.show()
 
 
 # %%
-# Interleaved or concatenated: a permutation
-# ------------------------------------------
+# Image patches: one half per axis
+# --------------------------------
+# For an ``H x W`` grid of patches with row-major indices ``I: (H*W, 2)`` (page 01),
+# split the width: embed the row ``i`` with the first ``D / 2`` channels and the column
+# ``j`` with the other ``D / 2``, and concatenate. In general ``C`` index dims get
+# ``D / C`` channels each.
+def sinusoidal_pe_nd(I, D, dtype=torch.float32):
+    """I (..., N, C) integers -> (..., N, D): axis c in channels c*D/C .. (c+1)*D/C."""
+    C = I.shape[-1]
+    assert D % (2 * C) == 0, "each axis needs an even number of channels"
+    codes = [sinusoidal_pe(I[..., c], D // C, dtype=dtype) for c in range(C)]
+    return torch.cat(codes, dim=-1)  # (..., N, D)
+
+
+# %%
+# Proof: every position gets its own code, of norm sqrt(D/2)
+# ----------------------------------------------------------
+# The wavelengths grow from pair to pair, no two of the first 128 positions share a
+# code, and every code has the same norm (each pair is a unit vector).
+L, D = 128, 64
+pe = sinusoidal_pe(torch.arange(L, device=device), D)  # (L, D)
+wavelengths = 2 * math.pi * 10000 ** (2 * torch.arange(D // 2) / D)  # (D/2,) positions
+others = ~torch.eye(L, dtype=torch.bool, device=device)  # (L, L), no self-pairs
+gaps = torch.cdist(pe, pe)[others]  # (L * (L - 1),) distances between two positions
+print(f"wavelength of pair 0: {wavelengths[0]:.2f} positions, of pair {D // 2 - 1}: "
+      f"{wavelengths[-1]:.0f} positions")
+print(f"smallest distance between the codes of two positions < {L}: "
+      f"{gaps.min().item():.2f}")
+print(f"(each code has norm sqrt(D/2) = {math.sqrt(D / 2):.2f})")
+assert (wavelengths[1:] > wavelengths[:-1]).all()
+assert gaps.min() > 0.5, "two positions got (nearly) the same code"  # printed above
+norm = torch.full((L,), math.sqrt(D / 2), device=device)  # (L,)
+torch.testing.assert_close(pe.norm(dim=-1), norm)
+
+
+# %%
+# Proof: interleaved or concatenated, a permutation
+# -------------------------------------------------
 # Many implementations store all the ``sin`` channels first, then all the ``cos``
 # channels. The two layouts hold the same numbers: interleaved channel ``2i`` is
 # concatenated channel ``i`` and ``2i + 1`` is ``D/2 + i``. A fixed permutation leaves
@@ -223,6 +244,7 @@ def sinusoidal_pe_concat(positions, D, base=10000.0, dtype=torch.float32):
     return torch.cat([angles.sin(), angles.cos()], dim=-1)  # (..., D)
 
 
+# %%
 L = 50
 pos = torch.arange(L, device=device)
 inter, concat = sinusoidal_pe(pos, D), sinusoidal_pe_concat(pos, D)  # (L, D) each
@@ -245,38 +267,15 @@ with torch.no_grad():
 
 
 # %%
-# Image patches: one half per axis
-# --------------------------------
-# For an ``H x W`` grid of patches with row-major indices ``I: (H*W, 2)`` (page 01),
-# split the width: embed the row ``i`` with the first ``D / 2`` channels and the column
-# ``j`` with the other ``D / 2``, and concatenate. In general ``C`` index dims get
-# ``D / C`` channels each.
-def sinusoidal_pe_nd(I, D, dtype=torch.float32):
-    """I (..., N, C) integers -> (..., N, D): axis c in channels c*D/C .. (c+1)*D/C."""
-    C = I.shape[-1]
-    assert D % (2 * C) == 0, "each axis needs an even number of channels"
-    codes = [sinusoidal_pe(I[..., c], D // C, dtype=dtype) for c in range(C)]
-    return torch.cat(codes, dim=-1)  # (..., N, D)
-
-
+# Proof: the 2-D code depends only on the 2-D offset, axis by axis
+# ----------------------------------------------------------------
+# The 2-D dot product is a row term plus a column term, each the 1-D closed form on
+# :math:`D / 2` channels: it depends only on the offset :math:`(i - i', j - j')`.
 H, W, D = 6, 8, 32
 I = torch.cartesian_prod(torch.arange(H, device=device), torch.arange(W, device=device))
 pe2d = sinusoidal_pe_nd(I, D, dtype=torch.float64)  # (H*W, D)
-grid = pe2d.reshape(H, W, D)  # (H, W, D), row-major
 print(f"2-D PE: I {tuple(I.shape)} -> {tuple(pe2d.shape)}")
 assert pe2d.shape == (H * W, D)
-# Same row, same first half; same column, same second half.
-first, second = grid[..., :D // 2], grid[..., D // 2:]  # (H, W, D/2) each
-torch.testing.assert_close(first, first[:, :1].expand(H, W, D // 2))
-torch.testing.assert_close(second, second[:1, :].expand(H, W, D // 2))
-# ... and the halves are the 1-D codes of the row and of the column.
-rows_1d = sinusoidal_pe(torch.arange(H, device=device), D // 2, dtype=torch.float64)
-torch.testing.assert_close(first[:, 0], rows_1d)
-print("patches in one row share the first half, patches in one column the second")
-
-# %%
-# The 2-D dot product is a row term plus a column term, each the 1-D closed form on
-# :math:`D / 2` channels: it depends only on the offset :math:`(i - i', j - j')`.
 two_i = 2 * torch.arange(D // 4, dtype=torch.float64, device=device)  # (D/4,)
 w_half = 10000 ** (-two_i / (D // 2))  # (D/4,), the frequencies of D/2 channels
 di = (I[:, None, 0] - I[None, :, 0]).to(torch.float64)  # (H*W, H*W), i - i'
@@ -289,17 +288,8 @@ print(f"max|PE(i,j).PE(i',j') - f(i-i') - f(j-j')| = "
 torch.testing.assert_close(gram2d, closed2d)
 
 # %%
-# Video, ``C = 3``: the same function with a third of the width per axis.
-T_frames = 3
-I_video = torch.cartesian_prod(*(torch.arange(n, device=device)
-                                 for n in (T_frames, H, W)))  # (T_frames*H*W, 3)
-pe3d = sinusoidal_pe_nd(I_video, 48)  # (T_frames*H*W, 48)
-print(f"3-D PE: I {tuple(I_video.shape)} -> {tuple(pe3d.shape)}")
-assert pe3d.shape == (T_frames * H * W, 48)
-
-# %%
-# Seen from one patch
-# -------------------
+# Seen from one patch, the similarity is a cross
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # The similarity of every patch of a 16 x 16 grid to the patch at (5, 9): the sum of a
 # row profile and a column profile, so the map is a cross of two 1-D curves, centred on
 # the patch.
@@ -332,6 +322,68 @@ cax = ax.inset_axes([1.04, 0, 0.05, 1])  # a colorbar exactly as tall as the map
 fig.colorbar(im, cax=cax, label=f"PE({i0}, {j0}) · PE(i, j)")
 fig.legend(loc="outside lower center")
 plt.show()
+
+# %%
+# Each half is the 1-D code of its axis
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# On a 6 x 8 grid: patches in one row share the first half of their code, patches in
+# one column the second, and the halves are the 1-D codes of the row and the column.
+H, W, D = 6, 8, 32
+I = torch.cartesian_prod(torch.arange(H, device=device), torch.arange(W, device=device))
+pe2d = sinusoidal_pe_nd(I, D, dtype=torch.float64)  # (H*W, D)
+grid = pe2d.reshape(H, W, D)  # (H, W, D), row-major
+# Same row, same first half; same column, same second half.
+first, second = grid[..., :D // 2], grid[..., D // 2:]  # (H, W, D/2) each
+torch.testing.assert_close(first, first[:, :1].expand(H, W, D // 2))
+torch.testing.assert_close(second, second[:1, :].expand(H, W, D // 2))
+# ... and the halves are the 1-D codes of the row and of the column.
+rows_1d = sinusoidal_pe(torch.arange(H, device=device), D // 2, dtype=torch.float64)
+torch.testing.assert_close(first[:, 0], rows_1d)
+print("patches in one row share the first half, patches in one column the second")
+
+# %%
+# Video, ``C = 3``: the same function with a third of the width per axis.
+T_frames = 3
+I_video = torch.cartesian_prod(*(torch.arange(n, device=device)
+                                 for n in (T_frames, H, W)))  # (T_frames*H*W, 3)
+pe3d = sinusoidal_pe_nd(I_video, 48)  # (T_frames*H*W, 48)
+print(f"3-D PE: I {tuple(I_video.shape)} -> {tuple(pe3d.shape)}")
+assert pe3d.shape == (T_frames * H * W, 48)
+
+# %%
+# Try it: transpose the blocks. Where does M_k^T send PE(p)?
+# ----------------------------------------------------------
+# Put :math:`-\sin` top right instead (the usual rotation matrix, ``M_k^T``) and apply
+# it to the same thousand codes.
+
+# %%
+# :math:`M_k^\top = M_{-k}`: it shifts backwards, to :math:`PE(p - k)`, far from
+# :math:`PE(p + k)`. The sign of the blocks decides the direction of the shift.
+D = 16
+p = torch.arange(1000, device=device)  # (P,)
+pe_p = sinusoidal_pe(p, D, dtype=torch.float64)  # (P, D)
+for k in (1, 7, 100):
+    M = shift_matrix(k, D, device=device)  # (D, D)
+    target = sinusoidal_pe(p + k, D, dtype=torch.float64)  # (P, D)
+    wrong_sign = pe_p @ M  # the transposed blocks: M_k^T = M_(-k)
+    sign_gap = (wrong_sign - target).abs().max()
+    print(f"k = {k:3d}: max|M_k^T PE(p) - PE(p+k)| = {sign_gap:.2f}")
+    torch.testing.assert_close(wrong_sign, sinusoidal_pe(p - k, D, dtype=torch.float64))
+    assert sign_gap > 0.5, "the sign of the blocks no longer matters?"
+
+# %%
+# Try it: the shift check in float32. Does M_100 still map PE(p) to PE(p + 100)?
+# ------------------------------------------------------------------------------
+# Repeat the check with float32 codes for the same thousand positions.
+
+# %%
+# It misses the default float32 tolerance (atol 1e-5) by the rounding of the large
+# angles alone: the identity is exact, the float32 inputs are not.
+pe32 = sinusoidal_pe(p, D)  # (P, D) float32
+shifted32 = pe32 @ shift_matrix(100, D, device=device).float().T  # (P, D)
+err32 = (shifted32 - sinusoidal_pe(p + 100, D)).abs().max().item()
+print(f"float32, k = 100: max|M_k PE(p) - PE(p+k)| = {err32:.1e}")
+assert err32 > 1e-5  # beyond float32's atol: the rounding of the inputs
 
 # %%
 # References
