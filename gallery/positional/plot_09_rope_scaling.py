@@ -569,7 +569,7 @@ assert kv_gap_dynamic > 0.1 and kv_gap_dynamic_last > 0.1, "dynamic NTK cached =
 
 # %%
 # Try it: compare at float32's default ``atol``. What slips through?
-# -----------------------------------------------------------------
+# ------------------------------------------------------------------
 # Make the three slowest of Llama 3's frequencies 5 % wrong and compare with the
 # library's at ``atol=1e-5`` instead of ``atol=0``.
 
