@@ -589,6 +589,7 @@ print(f"Llama 3, slowest three pairs 5 % off: max|wrong - HF| = "
       f"{(wrong.float() - ref).abs().max():.1e}")
 assert torch.allclose(wrong.float(), ref, rtol=F32_RTOL, atol=1e-5), "atol sees it?"
 assert not torch.allclose(wrong.float(), ref, rtol=F32_RTOL, atol=0), "rtol misses it?"
+assert torch.allclose(ours.float(), ref, rtol=F32_RTOL, atol=0), "the rule fails?"
 
 # %%
 # Try it: YaRN's ramp as the paper writes it. Do the frequencies change?
