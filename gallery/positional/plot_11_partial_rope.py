@@ -225,6 +225,7 @@ assert torch.equal(q_ours[..., R:], q[..., R:])  # bit for bit: copied, not comp
 # of GPT-NeoX-20B's shape, ``Dh = 96``, ``rotary_pct = 0.25``, base 10000, in float64
 # so that positions near 5000 keep their angles exact to ~1e-12 (in float32 the
 # angle's rounding, ~2e-4 rad there, would show at default tolerances).
+BASE_20b = 10000.0  # GPT-NeoX-20B's base
 q1 = torch.randn(Dh_20b, dtype=torch.float64, device=device)  # (Dh,)
 k1 = q1 + 0.5 * torch.randn(Dh_20b, dtype=torch.float64, device=device)  # near q1
 
@@ -245,9 +246,9 @@ def logit_parts(q, k, m, n, factor, base):
 m = torch.randint(0, 4096, (64,), device=device)  # (P,) query positions
 n = torch.randint(0, 4096, (64,), device=device)  # (P,) key positions
 shift = 977
-rot, unrot = logit_parts(q1, k1, m, n, FACTOR_20b, 10000.0)
+rot, unrot = logit_parts(q1, k1, m, n, FACTOR_20b, BASE_20b)
 rot_shifted, unrot_shifted = logit_parts(q1, k1, m + shift, n + shift, FACTOR_20b,
-                                         10000.0)
+                                         BASE_20b)
 plain = (q1[R_20b:] * k1[R_20b:]).sum()  # the dot product without any position
 print(f"unrotated part: spread over 64 position pairs {unrot.max() - unrot.min():.1e}, "
       f"max |part - plain dot| = {(unrot - plain).abs().max():.1e}")
@@ -270,7 +271,7 @@ assert gap_rot > 1.0  # printed above: the first R channels do carry position
 # ``1000`` gives the per-pair formula of the idea.
 r = torch.arange(0, 513, device=device)  # (P,) relative distances
 rot_r, unrot_r = logit_parts(q_fig.to(device), k_fig.to(device), 1000 + r,
-                             torch.full_like(r, 1000), FACTOR_20b, 10000.0)
+                             torch.full_like(r, 1000), FACTOR_20b, BASE_20b)
 print(f"max |partial RoPE - the idea's formula|: rotated "
       f"{(rot_r.cpu() - rot_fig).abs().max():.1e}, unrotated "
       f"{(unrot_r.cpu() - unrot_fig).abs().max():.1e}")
