@@ -393,7 +393,7 @@ torch.testing.assert_close(ours_phi, ref_phi)
 
 # %%
 # Try it: take the first ``R/2`` frequencies of full RoPE's table. What changes?
-# -----------------------------------------------------------------------------
+# ------------------------------------------------------------------------------
 # A port might slice full RoPE's tables (frequencies spread over ``Dh``) instead of
 # building RoPE of width ``R``. Compare its ``cos`` with GPT-NeoX's.
 
