@@ -96,6 +96,7 @@ def grid_positions(H, W, device=None):
     return torch.stack([i, j], dim=-1).reshape(H * W, 2)  # (N, 2)
 
 
+# %%
 I = grid_positions(H, W, device)  # (N, 2)
 print(f"I: {tuple(I.shape)}, I[0] = {I[0].tolist()}, I[W + 3] = {I[W + 3].tolist()}, "
       f"I[-1] = {I[-1].tolist()}")
@@ -248,6 +249,7 @@ class AxialRoPESelfAttention(torch.nn.Module):
         return self.out_proj(out.transpose(1, 2).reshape(B, N, D))  # (B, N, D)
 
 
+# %%
 B, Nh = 2, 4
 D = Nh * Dh  # 128
 layer = AxialRoPESelfAttention(D, Nh).to(device, torch.float64)  # float64: large angles
@@ -353,11 +355,13 @@ flat = I[:, 0] * W + I[:, 1]  # (N,), row-major index
 assert torch.equal(flat, torch.arange(N, device=device))
 
 
+# %%
 def logits_flat(q, k, pos):
     """1-D RoPE logits over all Dh channels on flattened positions pos (N,): (N, N)."""
     return rope_1d(q, pos) @ rope_1d(k, pos).T
 
 
+# %%
 flat_shifted = logits_flat(q64, k64, flat + 37 * W - 5)  # (N, N)
 gap = (flat_shifted - logits_flat(q64, k64, flat)).abs().max().item()
 flat_offsets = (flat[:, None] - flat[None, :]).unique()

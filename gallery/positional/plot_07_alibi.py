@@ -203,6 +203,7 @@ def get_slopes_reference(n):
     return power_of_2(closest) + get_slopes_reference(2 * closest)[0::2][: n - closest]
 
 
+# %%
 log2_slopes = [math.log2(s) for s in alibi_slopes(12, device).tolist()]
 print("Nh = 12: log2(m_h) =", " ".join(f"{e:g}" for e in log2_slopes))
 for n in range(1, 65):

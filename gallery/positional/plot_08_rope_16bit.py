@@ -95,6 +95,7 @@ def significant_bits(dtype):
     return 1 - int(math.log2(torch.finfo(dtype).eps))
 
 
+# %%
 for dtype in DTYPES:
     bits = significant_bits(dtype)
     ints = torch.arange(2**bits + 2, device=device)  # (2^bits + 2,): 0 .. 2^bits + 1
@@ -150,6 +151,7 @@ def inv_freq_reference(Dh, base, device=None):
                         dtype=torch.float64, device=device)
 
 
+# %%
 Dh = 128  # Llama's head width
 BASES = (10_000.0, 500_000.0)
 one = torch.tensor([1], device=device)  # (1,) position 1: the angles are inv_freq
@@ -358,6 +360,7 @@ k64 = unit_pairs(L, Dh, gen, device)  # (L, Dh)
 pos0 = torch.arange(L, device=device)  # (L,)
 
 
+# %%
 def rope_logits_16bit(q, k, pos, Dh, base, angle_dtype):
     """(L, Dh) x 2 -> (L, L) logits <R_m q_m, R_n k_n>, rotated and multiplied in q's
     dtype with cos/sin from `angle_dtype` angles."""
@@ -365,6 +368,7 @@ def rope_logits_16bit(q, k, pos, Dh, base, angle_dtype):
     return rotate_pairs(q, cos, sin) @ rotate_pairs(k, cos, sin).T
 
 
+# %%
 shifts = (1_000, 30_000, 60_000)  # float16 positions stay below 65520
 naive_shifts = []  # max|logits(p + s) - logits(p)| with 16-bit angles, per dtype and s
 for dtype in DTYPES:
@@ -475,6 +479,7 @@ def rope(x, cos, sin):
     return x * cos + rotate_half(x) * sin
 
 
+# %%
 perm = torch.cat([torch.arange(0, Dh, 2), torch.arange(1, Dh, 2)]).to(device)  # (Dh,)
 for dtype in DTYPES:
     cos, sin = rope_cos_sin_16bit(pos_far, Dh, base, torch.float32, dtype)  # (L, Dh/2)

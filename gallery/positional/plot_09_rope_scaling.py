@@ -125,6 +125,7 @@ def rope_inv_freq(Dh, base, dtype=torch.float32):
     return 1.0 / base ** (torch.arange(0, Dh, 2, dtype=dtype) / Dh)
 
 
+# %%
 i = i.to(device)  # (Dh/2,) pair index
 inv_freq0 = rope_inv_freq(Dh, BASE, torch.float64).to(device)  # (Dh/2,)
 lam0 = 2 * math.pi / inv_freq0  # (Dh/2,) wavelengths in tokens
@@ -303,7 +304,9 @@ def rope_scaled(x, pos, inv_freq, mscale):
     return rope(x, mscale * emb.cos(), mscale * emb.sin())
 
 
-# drawn on the CPU from their own generator: every device checks the same vectors
+# %%
+# The vectors are drawn on the CPU from their own generator: every device checks the
+# same ones.
 gen = torch.Generator().manual_seed(0)
 q, k = torch.randn(2, Dh, dtype=torch.float64, generator=gen).to(device)  # (Dh,) each
 pos = torch.randint(0, 4000, (48,), generator=gen).to(device)  # (48,)
@@ -351,6 +354,7 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 F32_RTOL = 1.3e-6  # float32's default rtol: a few roundings of float32 values
 
 
+# %%
 def config(rope_type, max_pos, Dh, base, s, **extra):
     """A small LlamaConfig with these rope parameters (head width Dh, two heads)."""
     params = {"rope_type": rope_type, "rope_theta": base, "factor": s, **extra}
@@ -358,6 +362,7 @@ def config(rope_type, max_pos, Dh, base, s, **extra):
                        max_position_embeddings=max_pos, rope_parameters=params)
 
 
+# %%
 L_STATIC = int(M * (2 * S - 1) / S)  # 1792: s(L) = S
 CASES = {  # name: (config, seq_len)
     "linear (PI)": (config("linear", int(S * M), Dh, BASE, S), None),
@@ -418,6 +423,7 @@ rotary = LlamaRotaryEmbedding(CASES["dynamic NTK"][0]).to(device)
 x = torch.empty(0, device=device)  # only its dtype and device are read
 
 
+# %%
 def positions(*lengths, device="cpu"):
     """Left-padded position ids of a batch, (B, max length): 0 at the padding."""
     width = max(lengths)
@@ -425,6 +431,7 @@ def positions(*lengths, device="cpu"):
                                    torch.arange(n)]) for n in lengths]).to(device)
 
 
+# %%
 CALLS = (  # (what, position_ids, the length whose frequencies the call gets)
     ("3000 tokens", positions(L_LONG, device=device), L_LONG),
     ("then 2000", positions(2000, device=device), L_LONG),

@@ -230,6 +230,7 @@ q1 = torch.randn(Dh_20b, dtype=torch.float64, device=device)  # (Dh,)
 k1 = q1 + 0.5 * torch.randn(Dh_20b, dtype=torch.float64, device=device)  # near q1
 
 
+# %%
 def at_positions(x, p, factor, base):
     """One head vector x (Dh,) under partial RoPE at the positions p (P,) -> (P, Dh)."""
     c, s = partial_cos_sin(p[None], x.shape[-1], factor, base, torch.float64)
@@ -243,6 +244,7 @@ def logit_parts(q, k, m, n, factor, base):
     return (qm[:, :R] * kn[:, :R]).sum(-1), (qm[:, R:] * kn[:, R:]).sum(-1)  # (P,) x 2
 
 
+# %%
 m = torch.randint(0, 4096, (64,), device=device)  # (P,) query positions
 n = torch.randint(0, 4096, (64,), device=device)  # (P,) key positions
 shift = 977
@@ -325,6 +327,7 @@ def load_hf(module, W, device=None):
     return module.to(device).eval()
 
 
+# %%
 future = ~causal_mask(L, device)  # (L, L), keys after the query
 causal = torch.zeros(L, L, device=device).masked_fill(future, float("-inf"))  # (L, L)
 W_neox = {"query_key_value.weight": torch.randn(3 * D, D) / math.sqrt(D),
@@ -372,6 +375,7 @@ torch.testing.assert_close(cos_phi, cos_phi_hf)
 torch.testing.assert_close(sin_phi, sin_phi_hf)
 
 
+# %%
 def phi_attention(x, W, cos, sin, Nh, mask):
     """Phi attention from its weights W (Hugging Face's names). (B, L, D)."""
     def heads(t):  # (B, L, D) -> (B, Nh, L, Dh)
@@ -381,6 +385,7 @@ def phi_attention(x, W, cos, sin, Nh, mask):
     return out @ W["dense.weight"].T + W["dense.bias"]
 
 
+# %%
 W_phi = {f"{n}.{p}": (torch.randn(D_phi, D_phi) / math.sqrt(D_phi) if p == "weight"
                       else torch.randn(D_phi)).to(device)
          for n in ["q_proj", "k_proj", "v_proj", "dense"] for p in ("weight", "bias")}
