@@ -157,27 +157,6 @@ print(f"max| ||rope_nd(x)|| - ||x|| | = {norm_gap:.2e}")
 torch.testing.assert_close(ours_2d.norm(dim=-1), x.norm(dim=-1))
 
 # %%
-# Shifting the whole grid changes no logit
-# ----------------------------------------
-# Give every patch its own query and key, and form the ``(N, N)`` logits
-# ``<rope(q_n, I_n), rope(k_m, I_m)>``. Moving every patch by ``(di, dj)`` rotates each
-# vector by a different amount, yet leaves every logit as it was: only differences of
-# angles survive the dot product. float64: the shifted angles reach 300 rad, where
-# float32 rounds the angle itself by up to ~2e-5 rad, and the logits then drift by a few
-# 1e-5, beyond the default tolerance.
-q64 = torch.randn(N, Dh, device=device, dtype=torch.float64)  # (N, Dh), one per patch
-k64 = torch.randn(N, Dh, device=device, dtype=torch.float64)  # (N, Dh)
-shift = torch.tensor([100, -300], device=device)
-
-
-moved = (rope_nd(q64, I + shift) - rope_nd(q64, I)).abs().max().item()
-gap = (axial_logits(q64, k64, I + shift) - axial_logits(q64, k64, I)).abs().max().item()
-print(f"shift {shift.tolist()}: rotated queries move by up to {moved:.2f}, "
-      f"logits by {gap:.2e}")
-assert moved > 1.0, "the shift no longer rotates the vectors?"
-torch.testing.assert_close(axial_logits(q64, k64, I + shift), axial_logits(q64, k64, I))
-
-# %%
 # Logits depend only on the 2-D offset
 # ------------------------------------
 # Give every patch the same query ``q`` and key ``k``: then the logit of pair ``(n, m)``
@@ -193,26 +172,6 @@ print(f"{N * N} pairs, {n_offsets} distinct 2-D offsets; "
       f"max|logit - g(offset)| = {(same - relative).abs().max().item():.2e}")
 assert n_offsets == (2 * H - 1) * (2 * W - 1)
 torch.testing.assert_close(same, relative)
-
-# %%
-# One patch's logits over the grid
-# --------------------------------
-# Take ``q = k = 1`` (all ones) for every patch and the patch in the middle of the grid
-# as the query. Its logits peak on itself (a rotation can only lower ``<R q, q>``) and
-# are point symmetric about it: the map is the function of the offset, drawn around the
-# query. It is the closed-form map of the figure above.
-ones = torch.ones(N, Dh, device=device)  # (N, Dh), identical tokens
-n0 = (H // 2) * W + W // 2  # patch (8, 8)
-row = axial_logits(ones, ones, I)[n0].reshape(H, W)  # (H, W): query n0, every key
-inner = row[1:, 1:]  # (H-1, W-1): rows/columns 1..15, the box centred on (8, 8)
-print(f"query {I[n0].tolist()}: argmax at {I[row.argmax()].tolist()}, "
-      f"logit {row.max():.1f} = Dh; "
-      f"max|box - box flipped| = {(inner - inner.flip(0, 1)).abs().max().item():.2e}")
-assert row.argmax().item() == n0
-torch.testing.assert_close(inner, inner.flip(0, 1))
-print(f"max|map - closed form of the figure| = "
-      f"{(row.cpu() - closed_map).abs().max():.2e}")
-torch.testing.assert_close(row.cpu(), closed_map)
 
 # %%
 # Inside self-attention
@@ -250,6 +209,49 @@ class AxialRoPESelfAttention(torch.nn.Module):
 
 
 # %%
+# Proof: shifting the whole grid changes no logit
+# -----------------------------------------------
+# Give every patch its own query and key, and form the ``(N, N)`` logits
+# ``<rope(q_n, I_n), rope(k_m, I_m)>``. Moving every patch by ``(di, dj)`` rotates each
+# vector by a different amount, yet leaves every logit as it was: only differences of
+# angles survive the dot product. float64: the shifted angles reach 300 rad, where
+# float32 rounds the angle itself by up to ~2e-5 rad, and the logits then drift by a few
+# 1e-5, beyond the default tolerance.
+q64 = torch.randn(N, Dh, device=device, dtype=torch.float64)  # (N, Dh), one per patch
+k64 = torch.randn(N, Dh, device=device, dtype=torch.float64)  # (N, Dh)
+shift = torch.tensor([100, -300], device=device)
+
+
+moved = (rope_nd(q64, I + shift) - rope_nd(q64, I)).abs().max().item()
+gap = (axial_logits(q64, k64, I + shift) - axial_logits(q64, k64, I)).abs().max().item()
+print(f"shift {shift.tolist()}: rotated queries move by up to {moved:.2f}, "
+      f"logits by {gap:.2e}")
+assert moved > 1.0, "the shift no longer rotates the vectors?"
+torch.testing.assert_close(axial_logits(q64, k64, I + shift), axial_logits(q64, k64, I))
+
+# %%
+# Proof: the figure's map is the logits of axial RoPE
+# ---------------------------------------------------
+# Take ``q = k = 1`` (all ones) for every patch and the patch in the middle of the grid
+# as the query. Its logits peak on itself (a rotation can only lower ``<R q, q>``) and
+# are point symmetric about it: the map is the function of the offset, drawn around the
+# query. It is the closed-form map of the figure above.
+ones = torch.ones(N, Dh, device=device)  # (N, Dh), identical tokens
+n0 = (H // 2) * W + W // 2  # patch (8, 8)
+row = axial_logits(ones, ones, I)[n0].reshape(H, W)  # (H, W): query n0, every key
+inner = row[1:, 1:]  # (H-1, W-1): rows/columns 1..15, the box centred on (8, 8)
+print(f"query {I[n0].tolist()}: argmax at {I[row.argmax()].tolist()}, "
+      f"logit {row.max():.1f} = Dh; "
+      f"max|box - box flipped| = {(inner - inner.flip(0, 1)).abs().max().item():.2e}")
+assert row.argmax().item() == n0
+torch.testing.assert_close(inner, inner.flip(0, 1))
+print(f"max|map - closed form of the figure| = "
+      f"{(row.cpu() - closed_map).abs().max():.2e}")
+torch.testing.assert_close(row.cpu(), closed_map)
+
+# %%
+# Proof: the layer ignores a shift of the grid, not a transposition
+# -----------------------------------------------------------------
 B, Nh = 2, 4
 D = Nh * Dh  # 128
 layer = AxialRoPESelfAttention(D, Nh).to(device, torch.float64)  # float64: large angles

@@ -96,19 +96,6 @@ def significant_bits(dtype):
 
 
 # %%
-for dtype in DTYPES:
-    bits = significant_bits(dtype)
-    ints = torch.arange(2**bits + 2, device=device)  # (2^bits + 2,): 0 .. 2^bits + 1
-    back = ints.to(dtype).to(torch.int64)
-    print(f"{str(dtype):15s} {bits:2d} significant bits: integers exact up to "
-          f"{2**bits}, {2**bits + 1} -> {back[-1].item()}")
-    inexact = ints[back != ints].tolist()
-    assert inexact == [2**bits + 1], "not exact up to 2^bits, then inexact?"
-    assert back[-1] == 2**bits, "2^bits + 1 does not round (to even) to 2^bits?"
-print(f"torch.float32   {significant_bits(torch.float32)} significant bits: "
-      f"integers exact up to {2**24}")
-
-# %%
 # float16's largest number is 65504, and the spacing there is 32: every position from
 # 65504 + 16 = 65520 up rounds to ``inf``. bfloat16 has float32's exponent range and
 # never overflows on a position, but its 8 bits round Llama 3's base 500,000 (Dubey et
@@ -152,9 +139,164 @@ def inv_freq_reference(Dh, base, device=None):
 
 
 # %%
+# Llama's head width, and position 1, where the angles are the frequencies.
 Dh = 128  # Llama's head width
 BASES = (10_000.0, 500_000.0)
 one = torch.tensor([1], device=device)  # (1,) position 1: the angles are inv_freq
+
+
+# %%
+# float16 with Llama 3's base is worse than rounding: the base is ``inf``, so
+# :math:`\omega_i = 1 / \infty^{2i/D_h} = 0` for every pair but the first. All other
+# pairs never turn, at any position.
+inv_freq16 = rope_angles(one, Dh, 500_000.0, torch.float16)[0]  # (Dh/2,)
+print(f"float16, base 500,000: inv_freq = {inv_freq16[:3].tolist()} ..., "
+      f"{int((inv_freq16 == 0).sum())} of {Dh // 2} are 0")
+assert inv_freq16[0] == 1 and (inv_freq16[1:] == 0).all(), "float16 holds base 500000?"
+
+# %%
+# The recipe: float32 angles, 16-bit cos and sin
+# ----------------------------------------------
+# Llama's code in Hugging Face computes the angles and their cos and sin in float32 and
+# casts only cos and sin to the model's dtype. Both go through the same function here;
+# only the dtype of the angles differs.
+def rope_cos_sin_16bit(pos, Dh, base, angle_dtype, dtype):
+    """cos and sin of the angles computed in `angle_dtype`, cast to `dtype`.
+
+    pos (L,) -> cos, sin, each (L, Dh/2)."""
+    angles = rope_angles(pos, Dh, base, angle_dtype)  # (L, Dh/2)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+# %%
+# Rotating a query in 16 bits
+# ---------------------------
+# This page's layout, adjacent pairs :math:`(2i, 2i+1)`, applied in the 16-bit dtype
+# with the cast tables. To make one tolerance fit every entry, each pair of ``q`` is a
+# unit vector at a random angle (a rotation keeps it one, so every output entry is at
+# most 1). The reference rotates the same 16-bit ``q`` in float64, as complex numbers
+# times :math:`e^{\mathrm{i}\,p\,\omega_i}`.
+def rotate_pairs(x, cos, sin):
+    """Turn adjacent pairs of x (..., L, Dh) by cos, sin (L, Dh/2). Same shape as x."""
+    x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., L, Dh/2)
+    out_even = x_even * cos - x_odd * sin  # out[2i]
+    out_odd = x_even * sin + x_odd * cos  # out[2i+1]
+    return torch.stack([out_even, out_odd], dim=-1).flatten(-2)  # interleaved, Dh
+
+
+def unit_pairs(L, Dh, generator, device=None):
+    """(L, Dh) float64 whose adjacent pairs are unit vectors at random angles."""
+    phi = 2 * math.pi * torch.rand(L, Dh // 2, dtype=torch.float64,
+                                   generator=generator).to(device)  # (L, Dh/2)
+    return torch.stack([phi.cos(), phi.sin()], dim=-1).flatten(-2)  # (L, Dh)
+
+
+def rotate_reference(x, angles):
+    """float64: x (L, Dh) times exp(1j * angles (L, Dh/2)) as complex pairs."""
+    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], -1, 2).contiguous())
+    return torch.view_as_real(z * torch.polar(torch.ones_like(angles), angles)
+                              ).flatten(-2)  # (L, Dh)
+
+
+# %%
+# The logits: relative position in 16 bits
+# ----------------------------------------
+# :math:`\langle R_m q, R_n k\rangle` depends only on :math:`n - m`
+# (:doc:`page 04 <plot_04_rope>`), so shifting every position by ``s`` must leave the
+# ``(L, L)`` logits unchanged. With the recipe they stay within the dtype's own
+# rounding plus float32's bounded angle error (the budget below, derived in the last
+# Proof section); angles in the 16-bit dtype move the logits by
+# :measured:`naive_shift_min:.1f` to :measured:`naive_shift_max:.1f`: over ten times
+# that budget. Each pair of ``q`` and ``k`` is a unit vector at a random angle, so one
+# tolerance fits every entry; base 500,000, Llama 3's.
+base = 500_000.0
+freqs64 = inv_freq_reference(Dh, base, device)  # (Dh/2,)
+gen = torch.Generator().manual_seed(0)
+L = 16
+q64 = unit_pairs(L, Dh, gen, device)  # (L, Dh)
+k64 = unit_pairs(L, Dh, gen, device)  # (L, Dh)
+pos0 = torch.arange(L, device=device)  # (L,)
+
+
+# %%
+def rope_logits_16bit(q, k, pos, Dh, base, angle_dtype):
+    """(L, Dh) x 2 -> (L, L) logits <R_m q_m, R_n k_n>, rotated and multiplied in q's
+    dtype with cos/sin from `angle_dtype` angles."""
+    cos, sin = rope_cos_sin_16bit(pos, Dh, base, angle_dtype, q.dtype)
+    return rotate_pairs(q, cos, sin) @ rotate_pairs(k, cos, sin).T
+
+
+# %%
+shifts = (1_000, 30_000, 60_000)  # float16 positions stay below 65520
+naive_shifts = []  # max|logits(p + s) - logits(p)| with 16-bit angles, per dtype and s
+for dtype in DTYPES:
+    q, k = q64.to(dtype), k64.to(dtype)  # (L, Dh) each
+    a0 = pos0.double()[:, None] * freqs64[None, :]  # (L, Dh/2)
+    ref = (rotate_reference(q, a0) @ rotate_reference(k, a0).T).to(dtype)  # (L, L)
+    at0 = rope_logits_16bit(q, k, pos0, Dh, base, torch.float32)  # (L, L)
+    # the dtype's rounding alone: float64's rotated q and k, cast, multiplied in dtype
+    q0, k0 = rotate_reference(q, a0).to(dtype), rotate_reference(k, a0).to(dtype)
+    E0 = ((q0 @ k0.T).double() - ref.double()).abs().max().item()
+    print(f"{str(dtype):15s} E0 = {E0:.1e} (logits up to {ref.abs().max():.1f})")
+    for s in shifts:
+        a_s = (pos0 + s).double()[:, None] * freqs64[None, :]  # (L, Dh/2)
+        d_i = (rope_angles(pos0 + s, Dh, base, torch.float32).double()
+               - a_s).abs().amax(dim=0)  # (Dh/2,) delta_i(s)
+        budget = 2 * E0 + 2 * d_i.sum().item()  # the model above
+        ours = rope_logits_16bit(q, k, pos0 + s, Dh, base, torch.float32)  # (L, L)
+        bad = rope_logits_16bit(q, k, pos0 + s, Dh, base, dtype)
+        err_s = (ours.double() - ref.double()).abs().max().item()
+        gap = (ours.double() - at0.double()).abs().max().item()
+        bad_gap = (bad.double() - at0.double()).abs().max().item()
+        print(f"  s={s:6d}: vs float64 {err_s:.1e} (<= {budget:.1e}), "
+              f"shift {gap:.1e} (<= {E0 + budget:.1e}); naive {bad_gap:4.1f}")
+        torch.testing.assert_close(ours, at0, rtol=0, atol=E0 + budget)  # shift
+        torch.testing.assert_close(ours, ref, rtol=0, atol=budget)  # vs float64
+        assert bad_gap > 10 * (E0 + budget), "naive 16-bit angles keep it?"
+        naive_shifts.append(bad_gap)
+naive_shift_min, naive_shift_max = min(naive_shifts), max(naive_shifts)
+
+# %%
+# Proof: integers exact up to 2^bits, then rounded once, ties to even
+# -------------------------------------------------------------------
+for dtype in DTYPES:
+    bits = significant_bits(dtype)
+    ints = torch.arange(2**bits + 2, device=device)  # (2^bits + 2,): 0 .. 2^bits + 1
+    back = ints.to(dtype).to(torch.int64)
+    print(f"{str(dtype):15s} {bits:2d} significant bits: integers exact up to "
+          f"{2**bits}, {2**bits + 1} -> {back[-1].item()}")
+    inexact = ints[back != ints].tolist()
+    assert inexact == [2**bits + 1], "not exact up to 2^bits, then inexact?"
+    assert back[-1] == 2**bits, "2^bits + 1 does not round (to even) to 2^bits?"
+print(f"torch.float32   {significant_bits(torch.float32)} significant bits: "
+      f"integers exact up to {2**24}")
+
+# %%
+# The cast rounds each position once, to the nearest multiple of its spacing (ties to
+# even), checked for every position below :math:`2^{17}`: the model is computed in
+# float64 from ``frexp`` (:math:`p = m\, 2^e`, :math:`m \in [0.5, 1)`), and the cast
+# must match it bit for bit. The largest error in :math:`[2^{14}, 2^{15})` is half a
+# spacing: 64 positions in bfloat16, 8 in float16.
+_, e = torch.frexp(p64)  # p = m * 2^e, m in [0.5, 1)
+for dtype in DTYPES:
+    bits = significant_bits(dtype)
+    spacing = torch.ldexp(torch.ones_like(p64), e - bits)  # (P,) 2^(e - bits)
+    model = torch.round(p64 / spacing) * spacing  # nearest multiple, ties to even
+    rounded = pos.to(dtype)  # (P,)
+    fits = model <= torch.finfo(dtype).max  # float16 overflows above, see below
+    # Exact: a cast is one correctly rounded operation on every device.
+    torch.testing.assert_close(rounded[fits], model[fits].to(dtype), rtol=0, atol=0)
+    assert torch.isinf(rounded[~fits]).all(), "a position past the largest is finite?"
+    octave = (pos >= 2**14) & (pos < 2**15)
+    worst = (rounded.double() - p64)[octave].abs().max().item()
+    print(f"{str(dtype):15s} max|p - fl(p)| on [2^14, 2^15) = {worst:g} positions")
+    assert worst == 2.0 ** (14 - bits), "not half a spacing?"  # 64 and 8
+
+# %%
+# Proof: each dtype's angle error, within a few roundings
+# -------------------------------------------------------
+# Every position below :math:`2^{17}`, every pair, both bases, each dtype, against
+# float64.
 angle64, err = {}, {}  # per base: (P, Dh/2) reference; per (base, dtype): |error|
 naive0 = {}  # per (base, dtype): (P,) the 16-bit angle of the fastest pair
 for base in BASES:
@@ -216,37 +358,49 @@ for base in BASES:
         assert first == 2 ** (bits + 2) + 4, "the error passes pi elsewhere?"
 
 # %%
-# float16 with Llama 3's base is worse than rounding: the base is ``inf``, so
-# :math:`\omega_i = 1 / \infty^{2i/D_h} = 0` for every pair but the first. All other
-# pairs never turn, at any position.
-inv_freq16 = rope_angles(one, Dh, 500_000.0, torch.float16)[0]  # (Dh/2,)
-print(f"float16, base 500,000: inv_freq = {inv_freq16[:3].tolist()} ..., "
-      f"{int((inv_freq16 == 0).sum())} of {Dh // 2} are 0")
-assert inv_freq16[0] == 1 and (inv_freq16[1:] == 0).all(), "float16 holds base 500000?"
+# Proof: every pair, both bases, every position below 2^17
+# --------------------------------------------------------
+# The error against the position: the worst pair at each position, bucketed in eighths
+# of an octave. The dashed lines are half a spacing of the position in each 16-bit
+# dtype, the rounding of the position alone. float16 with base 500,000 is the line on
+# top (its frequencies are 0), and it ends at 65520 (dotted), where its positions are
+# inf.
+filled = torch.bincount(bucket, minlength=n_buckets) > 0  # below p = 8 most are empty
+fig, axs = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True, layout="constrained")
+colors = {torch.float32: "C0", torch.bfloat16: "C1", torch.float16: "C2"}
+for ax, base in zip(axs, BASES):
+    for dtype in (torch.float32, *DTYPES):
+        worst_pair = err[base, dtype].amax(dim=1)  # (P,)
+        worst = torch.zeros(n_buckets, dtype=torch.float64, device=device)
+        worst = worst.scatter_reduce(0, bucket, worst_pair, "amax", include_self=False)
+        shown = (filled & (worst > 0)).cpu()  # no empty bucket, no exact zero
+        label = str(dtype).removeprefix("torch.")
+        ax.loglog(x_bucket[shown], worst.cpu()[shown], color=colors[dtype], label=label)
+    for dtype in DTYPES:
+        e_bucket = torch.frexp(x_bucket)[1]  # exponent of each bucket's left edge
+        half_spacing = torch.ldexp(torch.ones_like(x_bucket),
+                                   e_bucket - significant_bits(dtype)) / 2
+        ax.loglog(x_bucket, half_spacing, color=colors[dtype], ls="--", lw=0.8)
+    ax.axhline(math.pi, color="gray", lw=0.8)
+    ax.axvline(limit, color=colors[torch.float16], lw=0.8, ls=":")
+    ax.text(1.5, math.pi * 1.3, "π", color="gray")
+    ax.set_xlabel("position p")
+    ax.set_title(f"base {base:,.0f}")
+axs[0].set_ylabel("max over pairs |angle - float64| (rad)")
+axs[0].legend(loc="lower right")
+fig.suptitle("RoPE angles in 16 bits: the error grows with p and passes π at 1028\n"
+             "(bfloat16) and 8196 (float16); float32's stays below 0.08 rad to 128k")
+plt.show()
 
 # %%
-# The recipe: float32 angles, 16-bit cos and sin
-# ----------------------------------------------
-# Llama's code in Hugging Face computes the angles and their cos and sin in float32 and
-# casts only cos and sin to the model's dtype. Both go through the same function here;
-# only the dtype of the angles differs.
-def rope_cos_sin_16bit(pos, Dh, base, angle_dtype, dtype):
-    """cos and sin of the angles computed in `angle_dtype`, cast to `dtype`.
-
-    pos (L,) -> cos, sin, each (L, Dh/2)."""
-    angles = rope_angles(pos, Dh, base, angle_dtype)  # (L, Dh/2)
-    return angles.cos().to(dtype), angles.sin().to(dtype)
-
-
-# %%
+# Proof: the cos and sin tables, within the error model
+# -----------------------------------------------------
 # Against float64's cos and sin rounded to the dtype, for every position below
 # :math:`2^{15}` and base 500,000. An error model in one line: cos and sin move by at
 # most the angle's float32 error :math:`\delta` (measured here, on the same positions),
 # float32's cos/sin add at most 2 ulps, and each of the two roundings to the dtype at
 # most a quarter of eps (both values lie in [-1, 1]). The naive tables, angles in the
 # dtype, miss by up to :measured:`naive_table_gap:.2f`.
-base = 500_000.0
-freqs64 = inv_freq_reference(Dh, base, device)  # (Dh/2,)
 L32k = 2**15
 pos32k = torch.arange(L32k, device=device)  # (L,) positions 0 .. 32767
 a64 = pos32k.double()[:, None] * freqs64[None, :]  # (L, Dh/2)
@@ -284,46 +438,15 @@ print(f"delta = {delta:.1e} rad; float16 rounds cos and sin to {half_eps16:.1e}:
 assert delta_over_half_eps16 > 2, "float32 angles finer than float16 at 32k?"
 
 # %%
-# Rotating a query in 16 bits
-# ---------------------------
-# This page's layout, adjacent pairs :math:`(2i, 2i+1)`, applied in the 16-bit dtype
-# with the cast tables. To make one tolerance fit every entry, each pair of ``q`` is a
-# unit vector at a random angle (a rotation keeps it one, so every output entry is at
-# most 1). The reference rotates the same 16-bit ``q`` in float64, as complex numbers
-# times :math:`e^{\mathrm{i}\,p\,\omega_i}`.
-def rotate_pairs(x, cos, sin):
-    """Turn adjacent pairs of x (..., L, Dh) by cos, sin (L, Dh/2). Same shape as x."""
-    x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., L, Dh/2)
-    out_even = x_even * cos - x_odd * sin  # out[2i]
-    out_odd = x_even * sin + x_odd * cos  # out[2i+1]
-    return torch.stack([out_even, out_odd], dim=-1).flatten(-2)  # interleaved, Dh
-
-
-def unit_pairs(L, Dh, generator, device=None):
-    """(L, Dh) float64 whose adjacent pairs are unit vectors at random angles."""
-    phi = 2 * math.pi * torch.rand(L, Dh // 2, dtype=torch.float64,
-                                   generator=generator).to(device)  # (L, Dh/2)
-    return torch.stack([phi.cos(), phi.sin()], dim=-1).flatten(-2)  # (L, Dh)
-
-
-def rotate_reference(x, angles):
-    """float64: x (L, Dh) times exp(1j * angles (L, Dh/2)) as complex pairs."""
-    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], -1, 2).contiguous())
-    return torch.view_as_real(z * torch.polar(torch.ones_like(angles), angles)
-                              ).flatten(-2)  # (L, Dh)
-
-
-# %%
+# Proof: a rotated query, within the error model
+# ----------------------------------------------
 # The model: each output ``x_e cos - x_o sin`` takes the tables' error
 # (:math:`\delta` + a quarter of eps, times :math:`|x_e| + |x_o| \le \sqrt 2`) and four
 # roundings of at most half an eps (two products, the difference, the reference's cast):
 # within :math:`2\delta + 3\,\mathrm{eps}`. At position 30000 the naive rotation is off
 # by the size of the entries themselves.
-gen = torch.Generator().manual_seed(0)
-L = 16
 pos_far = 30_000 + torch.arange(L, device=device)  # (L,) far positions
 a_far = pos_far.double()[:, None] * freqs64[None, :]  # (L, Dh/2)
-q64 = unit_pairs(L, Dh, gen, device)  # (L, Dh)
 for dtype in DTYPES:
     q = q64.to(dtype)  # (L, Dh) the 16-bit query
     ref = rotate_reference(q, a_far).to(dtype)  # (L, Dh)
@@ -336,125 +459,6 @@ for dtype in DTYPES:
           f"naive {bad_gap:.2f}")
     torch.testing.assert_close(ours, ref, rtol=0, atol=atol)
     assert bad_gap > 0.5, "the naive rotation is about right?"
-
-# %%
-# The logits: relative position in 16 bits
-# ----------------------------------------
-# :math:`\langle R_m q, R_n k\rangle` depends only on :math:`n - m`
-# (:doc:`page 04 <plot_04_rope>`), so shifting every position by ``s`` must leave the
-# ``(L, L)`` logits unchanged. In 16 bits each logit carries the dtype's rounding,
-# measured without any RoPE code of this page: :math:`E_0` is the error of float64's
-# rotated q and k (positions ``0 .. L-1``), cast to the dtype and multiplied there. The
-# recipe rounds a few more times (cos, sin, two products, a sum); as FlashAttention's
-# tests do with their baseline, allow twice it, :math:`2 E_0`. At a shift ``s`` the
-# float32 angles add at most :math:`\sum_i 2\,\delta_i(s)` (pairs of unit length: a
-# pair turned by :math:`\delta` moves its dot product by at most :math:`\delta`), with
-# :math:`\delta_i(s)` pair ``i``'s float32 angle error there. So
-# :math:`|\text{logits}(p+s) - \text{float64}| \le 2E_0 + \sum_i 2\delta_i(s)`, and
-# the shifted logits differ from the unshifted ones by at most :math:`E_0` more. The
-# page asserts the shift first (the property attention relies on), then the stronger
-# comparison with float64, which also catches an error that every position shares.
-# Angles in the 16-bit dtype move the logits by :measured:`naive_shift_min:.1f` to
-# :measured:`naive_shift_max:.1f`: over ten times the model.
-k64 = unit_pairs(L, Dh, gen, device)  # (L, Dh)
-pos0 = torch.arange(L, device=device)  # (L,)
-
-
-# %%
-def rope_logits_16bit(q, k, pos, Dh, base, angle_dtype):
-    """(L, Dh) x 2 -> (L, L) logits <R_m q_m, R_n k_n>, rotated and multiplied in q's
-    dtype with cos/sin from `angle_dtype` angles."""
-    cos, sin = rope_cos_sin_16bit(pos, Dh, base, angle_dtype, q.dtype)
-    return rotate_pairs(q, cos, sin) @ rotate_pairs(k, cos, sin).T
-
-
-# %%
-shifts = (1_000, 30_000, 60_000)  # float16 positions stay below 65520
-naive_shifts = []  # max|logits(p + s) - logits(p)| with 16-bit angles, per dtype and s
-for dtype in DTYPES:
-    q, k = q64.to(dtype), k64.to(dtype)  # (L, Dh) each
-    a0 = pos0.double()[:, None] * freqs64[None, :]  # (L, Dh/2)
-    ref = (rotate_reference(q, a0) @ rotate_reference(k, a0).T).to(dtype)  # (L, L)
-    at0 = rope_logits_16bit(q, k, pos0, Dh, base, torch.float32)  # (L, L)
-    # the dtype's rounding alone: float64's rotated q and k, cast, multiplied in dtype
-    q0, k0 = rotate_reference(q, a0).to(dtype), rotate_reference(k, a0).to(dtype)
-    E0 = ((q0 @ k0.T).double() - ref.double()).abs().max().item()
-    print(f"{str(dtype):15s} E0 = {E0:.1e} (logits up to {ref.abs().max():.1f})")
-    for s in shifts:
-        a_s = (pos0 + s).double()[:, None] * freqs64[None, :]  # (L, Dh/2)
-        d_i = (rope_angles(pos0 + s, Dh, base, torch.float32).double()
-               - a_s).abs().amax(dim=0)  # (Dh/2,) delta_i(s)
-        budget = 2 * E0 + 2 * d_i.sum().item()  # the model above
-        ours = rope_logits_16bit(q, k, pos0 + s, Dh, base, torch.float32)  # (L, L)
-        bad = rope_logits_16bit(q, k, pos0 + s, Dh, base, dtype)
-        err_s = (ours.double() - ref.double()).abs().max().item()
-        gap = (ours.double() - at0.double()).abs().max().item()
-        bad_gap = (bad.double() - at0.double()).abs().max().item()
-        print(f"  s={s:6d}: vs float64 {err_s:.1e} (<= {budget:.1e}), "
-              f"shift {gap:.1e} (<= {E0 + budget:.1e}); naive {bad_gap:4.1f}")
-        torch.testing.assert_close(ours, at0, rtol=0, atol=E0 + budget)  # shift
-        torch.testing.assert_close(ours, ref, rtol=0, atol=budget)  # vs float64
-        assert bad_gap > 10 * (E0 + budget), "naive 16-bit angles keep it?"
-        naive_shifts.append(bad_gap)
-naive_shift_min, naive_shift_max = min(naive_shifts), max(naive_shifts)
-
-# %%
-# Proof: the cast rounds each position once, ties to even
-# ---------------------------------------------------------
-# The cast rounds each position once, to the nearest multiple of its spacing (ties to
-# even), checked for every position below :math:`2^{17}`: the model is computed in
-# float64 from ``frexp`` (:math:`p = m\, 2^e`, :math:`m \in [0.5, 1)`), and the cast
-# must match it bit for bit. The largest error in :math:`[2^{14}, 2^{15})` is half a
-# spacing: 64 positions in bfloat16, 8 in float16.
-_, e = torch.frexp(p64)  # p = m * 2^e, m in [0.5, 1)
-for dtype in DTYPES:
-    bits = significant_bits(dtype)
-    spacing = torch.ldexp(torch.ones_like(p64), e - bits)  # (P,) 2^(e - bits)
-    model = torch.round(p64 / spacing) * spacing  # nearest multiple, ties to even
-    rounded = pos.to(dtype)  # (P,)
-    fits = model <= torch.finfo(dtype).max  # float16 overflows above, see below
-    # Exact: a cast is one correctly rounded operation on every device.
-    torch.testing.assert_close(rounded[fits], model[fits].to(dtype), rtol=0, atol=0)
-    assert torch.isinf(rounded[~fits]).all(), "a position past the largest is finite?"
-    octave = (pos >= 2**14) & (pos < 2**15)
-    worst = (rounded.double() - p64)[octave].abs().max().item()
-    print(f"{str(dtype):15s} max|p - fl(p)| on [2^14, 2^15) = {worst:g} positions")
-    assert worst == 2.0 ** (14 - bits), "not half a spacing?"  # 64 and 8
-
-# %%
-# Proof: every pair, both bases, every position below 2^17
-# --------------------------------------------------------
-# The error against the position: the worst pair at each position, bucketed in eighths
-# of an octave. The dashed lines are half a spacing of the position in each 16-bit
-# dtype, the rounding of the position alone. float16 with base 500,000 is the line on
-# top (its frequencies are 0), and it ends at 65520 (dotted), where its positions are
-# inf.
-filled = torch.bincount(bucket, minlength=n_buckets) > 0  # below p = 8 most are empty
-fig, axs = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True, layout="constrained")
-colors = {torch.float32: "C0", torch.bfloat16: "C1", torch.float16: "C2"}
-for ax, base in zip(axs, BASES):
-    for dtype in (torch.float32, *DTYPES):
-        worst_pair = err[base, dtype].amax(dim=1)  # (P,)
-        worst = torch.zeros(n_buckets, dtype=torch.float64, device=device)
-        worst = worst.scatter_reduce(0, bucket, worst_pair, "amax", include_self=False)
-        shown = (filled & (worst > 0)).cpu()  # no empty bucket, no exact zero
-        label = str(dtype).removeprefix("torch.")
-        ax.loglog(x_bucket[shown], worst.cpu()[shown], color=colors[dtype], label=label)
-    for dtype in DTYPES:
-        e_bucket = torch.frexp(x_bucket)[1]  # exponent of each bucket's left edge
-        half_spacing = torch.ldexp(torch.ones_like(x_bucket),
-                                   e_bucket - significant_bits(dtype)) / 2
-        ax.loglog(x_bucket, half_spacing, color=colors[dtype], ls="--", lw=0.8)
-    ax.axhline(math.pi, color="gray", lw=0.8)
-    ax.axvline(limit, color=colors[torch.float16], lw=0.8, ls=":")
-    ax.text(1.5, math.pi * 1.3, "π", color="gray")
-    ax.set_xlabel("position p")
-    ax.set_title(f"base {base:,.0f}")
-axs[0].set_ylabel("max over pairs |angle - float64| (rad)")
-axs[0].legend(loc="lower right")
-fig.suptitle("RoPE angles in 16 bits: the error grows with p and passes π at 1028\n"
-             "(bfloat16) and 8196 (float16); float32's stays below 0.08 rad to 128k")
-plt.show()
 
 # %%
 # Proof: the rotate-half layout rounds bit for bit alike
@@ -502,6 +506,24 @@ for dtype in DTYPES:
 # ``pow``, 2 for cos and sin) and use the float32 angle error measured on the device
 # that runs the page. This is expected, not verified: no GPU build of the book has run
 # this page yet, and the ledger shows on which devices it has.
+
+# %%
+# Proof: the budget of the logits' check
+# --------------------------------------
+# :math:`\langle R_m q, R_n k\rangle` depends only on :math:`n - m`
+# (:doc:`page 04 <plot_04_rope>`), so shifting every position by ``s`` must leave the
+# ``(L, L)`` logits unchanged. In 16 bits each logit carries the dtype's rounding,
+# measured without any RoPE code of this page: :math:`E_0` is the error of float64's
+# rotated q and k (positions ``0 .. L-1``), cast to the dtype and multiplied there. The
+# recipe rounds a few more times (cos, sin, two products, a sum); as FlashAttention's
+# tests do with their baseline, allow twice it, :math:`2 E_0`. At a shift ``s`` the
+# float32 angles add at most :math:`\sum_i 2\,\delta_i(s)` (pairs of unit length: a
+# pair turned by :math:`\delta` moves its dot product by at most :math:`\delta`), with
+# :math:`\delta_i(s)` pair ``i``'s float32 angle error there. So
+# :math:`|\text{logits}(p+s) - \text{float64}| \le 2E_0 + \sum_i 2\delta_i(s)`, and
+# the shifted logits differ from the unshifted ones by at most :math:`E_0` more. The
+# page asserts the shift first (the property attention relies on), then the stronger
+# comparison with float64, which also catches an error that every position shares.
 
 # %%
 # Try it: check the norms. Can a norm check see a wrong angle?

@@ -236,43 +236,28 @@ OURS = {  # name: (inv_freq (Dh/2,) float64, attention factor)
 # Which wavelengths move
 # ----------------------
 # The stretch of each wavelength, :math:`\lambda_i'/\lambda_i = \omega_i/\omega_i'`,
-# per rule. Linear divides every frequency by ``s``. NTK-aware keeps the fastest pair
-# exactly and stretches the slowest by exactly ``s``; dynamic NTK does the same with
-# :math:`s(3000) =` :measured:`s_long:.2f`. YaRN keeps every pair that turns at least
-# 32 times in ``M`` tokens (:math:`\lambda_i \le 32`), interpolates every pair that
-# turns at most once (:math:`\lambda_i \ge 1024`) and blends strictly between. Llama 3
-# keeps :math:`\lambda_i < 256`, interpolates :math:`\lambda_i > 1024`, blends
-# between. The sets are computed from the wavelengths, not from the rules. The
-# stretches are those of the figure.
+# per rule, from the rules above: exactly the closed forms of the figure.
 stretch = {name: inv_freq0 / f for name, (f, _) in OURS.items()}  # (Dh/2,) each
-one = torch.ones_like(inv_freq0)
-torch.testing.assert_close(stretch["linear (PI)"], S * one)
-for name, s in (("NTK-aware", S), ("dynamic NTK", s_long)):
-    st = stretch[name]
-    print(f"{name:12s} stretch {st[0].item():.3f} (fastest) .. {st[-1].item():.3f} "
-          f"(slowest), s = {s:.3f}")
-    torch.testing.assert_close(st[[0, -1]], torch.tensor([1.0, s], dtype=st.dtype))
-    torch.testing.assert_close(st, s ** (2 * i / (Dh - 2)))  # geometric in i
-    assert (st.diff() > 0).all(), "NTK stretch not growing with the wavelength?"
-turns = M / lam0  # (Dh/2,) r_i
-for name, kept, moved in (("YaRN", turns >= BETA_FAST, turns <= BETA_SLOW),
-                          ("Llama 3", lam0 < M / HIGH, lam0 > M / LOW)):
-    st = stretch[name]
-    blend = ~(kept | moved)
-    print(f"{name:12s} kept i = {i[kept].int().tolist()}, blended "
-          f"{i[blend].int().tolist()},\n{'':12s} divided by s "
-          f"{i[moved].int().tolist()}")
-    torch.testing.assert_close(st[kept], one[kept])
-    torch.testing.assert_close(st[moved], S * one[moved])
-    assert ((st[blend] > 1 + 1e-3) & (st[blend] < S - 1e-3)).all(), "no ramp?"
-    assert kept.any() and blend.any() and moved.any(), "a region is empty?"
-
 for name, st in stretch.items():
+    print(f"{name:12s} stretch {st[0].item():.3f} .. {st[-1].item():.3f}, "
+          f"max|rule - closed form| = {(st.cpu() - stretch_fig[name]).abs().max():.1e}")
     torch.testing.assert_close(st.cpu(), stretch_fig[name])  # the figure's closed forms
 
 # %%
-# At a fixed length, every variant keeps the relative-position property
-# ---------------------------------------------------------------------
+# Dynamic NTK and the KV cache
+# ----------------------------
+# A KV cache stores keys already rotated, and nothing rotates them again. With a
+# static rule (plain RoPE, linear, YaRN, Llama 3) the frequencies never change, so a
+# cached key is the key a full pass would compute. With dynamic NTK the frequencies
+# follow the length: a key cached while the sequence was shorter keeps the rotation of
+# that length, and the queries that come later are rotated with the frequencies of a
+# longer one. The logit of query :math:`m` and key :math:`n` then mixes two sets of
+# frequencies and no longer depends on :math:`m - n` alone.
+# The proof below runs it on a Hugging Face Llama.
+
+# %%
+# Proof: at a fixed length, every variant keeps relative positions
+# ----------------------------------------------------------------
 # A rule only changes the :math:`\omega_i` (and YaRN a common factor), so with one set
 # of frequencies the logit of a query at position :math:`m` and a key at :math:`n`
 # still depends on :math:`m - n` alone: for each variant, ``q`` and ``k`` rotated at 48
@@ -320,16 +305,38 @@ for name, (f, mscale) in OURS.items():
 
 
 # %%
-# Dynamic NTK and the KV cache
-# ----------------------------
-# A KV cache stores keys already rotated, and nothing rotates them again. With a
-# static rule (plain RoPE, linear, YaRN, Llama 3) the frequencies never change, so a
-# cached key is the key a full pass would compute. With dynamic NTK the frequencies
-# follow the length: a key cached while the sequence was shorter keeps the rotation of
-# that length, and the queries that come later are rotated with the frequencies of a
-# longer one. The logit of query :math:`m` and key :math:`n` then mixes two sets of
-# frequencies and no longer depends on :math:`m - n` alone.
-# The proof below runs it on a Hugging Face Llama.
+# Proof: which pairs each rule keeps, stretches by s, or blends
+# -------------------------------------------------------------
+# The stretch of each wavelength, :math:`\lambda_i'/\lambda_i = \omega_i/\omega_i'`,
+# per rule. Linear divides every frequency by ``s``. NTK-aware keeps the fastest pair
+# exactly and stretches the slowest by exactly ``s``; dynamic NTK does the same with
+# :math:`s(3000) =` :measured:`s_long:.2f`. YaRN keeps every pair that turns at least
+# 32 times in ``M`` tokens (:math:`\lambda_i \le 32`), interpolates every pair that
+# turns at most once (:math:`\lambda_i \ge 1024`) and blends strictly between. Llama 3
+# keeps :math:`\lambda_i < 256`, interpolates :math:`\lambda_i > 1024`, blends
+# between. The sets are computed from the wavelengths, not from the rules.
+one = torch.ones_like(inv_freq0)
+torch.testing.assert_close(stretch["linear (PI)"], S * one)
+for name, s in (("NTK-aware", S), ("dynamic NTK", s_long)):
+    st = stretch[name]
+    print(f"{name:12s} stretch {st[0].item():.3f} (fastest) .. {st[-1].item():.3f} "
+          f"(slowest), s = {s:.3f}")
+    torch.testing.assert_close(st[[0, -1]], torch.tensor([1.0, s], dtype=st.dtype))
+    torch.testing.assert_close(st, s ** (2 * i / (Dh - 2)))  # geometric in i
+    assert (st.diff() > 0).all(), "NTK stretch not growing with the wavelength?"
+turns = M / lam0  # (Dh/2,) r_i
+for name, kept, moved in (("YaRN", turns >= BETA_FAST, turns <= BETA_SLOW),
+                          ("Llama 3", lam0 < M / HIGH, lam0 > M / LOW)):
+    st = stretch[name]
+    blend = ~(kept | moved)
+    print(f"{name:12s} kept i = {i[kept].int().tolist()}, blended "
+          f"{i[blend].int().tolist()},\n{'':12s} divided by s "
+          f"{i[moved].int().tolist()}")
+    torch.testing.assert_close(st[kept], one[kept])
+    torch.testing.assert_close(st[moved], S * one[moved])
+    assert ((st[blend] > 1 + 1e-3) & (st[blend] < S - 1e-3)).all(), "no ramp?"
+    assert kept.any() and blend.any() and moved.any(), "a region is empty?"
+
 
 # %%
 # Proof: every rule equals Hugging Face's

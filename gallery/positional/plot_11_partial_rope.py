@@ -158,70 +158,13 @@ def partial_rope(x, cos, sin):
 
 
 # %%
-# GPT-NeoX: rotary_pct = 0.25
-# ---------------------------
-# GPT-NeoX-20B (Black et al., 2022) has ``Dh = 96`` and rotates 24 channels. Its
-# config takes the old names ``rotary_pct`` and ``rotary_emb_base``, which
-# ``transformers`` 5.23 moves into ``rope_parameters`` (printed). Here ``D = 96``,
-# ``Nh = 4``, so ``Dh = 24`` and ``R = 6``; the base is 1000, not the default 10000,
-# so that a hard-coded base fails. Positions are uneven and reach 2000, so that every
-# frequency has turned through several periods.
-V, D, Nh = 100, 96, 4
-Dh = D // Nh
-BASE = 1000.0
-cfg_neox = GPTNeoXConfig(
-    vocab_size=V, hidden_size=D, num_attention_heads=Nh, num_hidden_layers=2,
-    intermediate_size=128, rotary_pct=0.25, rotary_emb_base=BASE,
-    attn_implementation="eager",
-)
-print("GPT-NeoX:",
-      ", ".join(f"{k}={v}" for k, v in cfg_neox.rope_parameters.items()))
-FACTOR = cfg_neox.rope_parameters["partial_rotary_factor"]
-assert FACTOR == 0.25 and cfg_neox.rope_parameters["rope_theta"] == BASE
-
-B, L = 2, 10
-pos = torch.stack([torch.arange(L) * 7 + 3,
-                   torch.sort(torch.randperm(2000)[:L]).values]).to(device)  # (B, L)
-print("positions, row 0:", pos[0].tolist())
-print("positions, row 1:", pos[1].tolist())
-
-rotary_neox = GPTNeoXRotaryEmbedding(cfg_neox).to(device)
-x = torch.randn(B, L, D, device=device)  # (B, L, D)
-cos_hf, sin_hf = rotary_neox(x, pos)  # (B, L, R) each
-cos, sin = partial_cos_sin(pos, Dh, FACTOR, BASE)  # (B, L, R) each
-R = cos.shape[-1]
-print(f"Dh = {Dh}, R = int(Dh * {FACTOR}) = {R}; cos, sin {tuple(cos.shape)}")
-print(f"max |ours - GPTNeoXRotaryEmbedding|: cos {(cos - cos_hf).abs().max():.1e}, "
-      f"sin {(sin - sin_hf).abs().max():.1e}")
-torch.testing.assert_close(cos, cos_hf)
-torch.testing.assert_close(sin, sin_hf)
-
-# %%
-# The rotated queries and keys, against ``apply_rotary_pos_emb`` of GPT-NeoX (which
-# itself slices ``q[..., :R]`` off and concatenates the rest back). ``Nh`` heads of
-# random queries and keys, ``(B, Nh, L, Dh)``:
-q = torch.randn(B, Nh, L, Dh, device=device)  # (B, Nh, L, Dh)
-k = torch.randn(B, Nh, L, Dh, device=device)
-q_hf, k_hf = apply_rotary_pos_emb(q, k, cos_hf, sin_hf)
-q_ours, k_ours = partial_rope(q, cos, sin), partial_rope(k, cos, sin)
-print(f"max |ours - apply_rotary_pos_emb|: q {(q_ours - q_hf).abs().max():.1e}, "
-      f"k {(k_ours - k_hf).abs().max():.1e}")
-torch.testing.assert_close(q_ours, q_hf)
-torch.testing.assert_close(k_ours, k_hf)
-moved = (q_ours[..., :R] - q[..., :R]).abs().max().item()
-print(f"channels [:R] moved by up to {moved:.2f}; channels [R:] equal to the input: "
-      f"{torch.equal(q_ours[..., R:], q[..., R:])}")
-assert moved > 0.5  # printed above: the first R channels do turn
-assert torch.equal(q_ours[..., R:], q[..., R:])  # bit for bit: copied, not computed
-
-# %%
 # A logit in two parts
 # --------------------
 # The logit of a query at position ``m`` and a key at position ``n`` splits along the
 # channels: ``q_m . k_n = rot(q[:R], m) . rot(k[:R], n) + q[R:] . k[R:]``. The second
 # term never sees a position. The first is RoPE's (Su et al., 2021): a product of
 # two rotations, ``q[:R]^T R_(n-m) k[:R]``, which depends on ``m - n`` only. Both are
-# asserted on our partial RoPE (proved equal to Hugging Face's above), for one head
+# asserted on our partial RoPE (proved equal to Hugging Face's below), for one head
 # of GPT-NeoX-20B's shape, ``Dh = 96``, ``rotary_pct = 0.25``, base 10000, in float64
 # so that positions near 5000 keep their angles exact to ~1e-12 (in float32 the
 # angle's rounding, ~2e-4 rad there, would show at default tolerances).
@@ -279,6 +222,63 @@ print(f"max |partial RoPE - the idea's formula|: rotated "
       f"{(unrot_r.cpu() - unrot_fig).abs().max():.1e}")
 torch.testing.assert_close(rot_r.cpu(), rot_fig)
 torch.testing.assert_close(unrot_r.cpu(), unrot_fig)
+
+# %%
+# Proof: GPT-NeoX's tables, queries and keys equal ours
+# -----------------------------------------------------
+# GPT-NeoX-20B (Black et al., 2022) has ``Dh = 96`` and rotates 24 channels. Its
+# config takes the old names ``rotary_pct`` and ``rotary_emb_base``, which
+# ``transformers`` 5.23 moves into ``rope_parameters`` (printed). Here ``D = 96``,
+# ``Nh = 4``, so ``Dh = 24`` and ``R = 6``; the base is 1000, not the default 10000,
+# so that a hard-coded base fails. Positions are uneven and reach 2000, so that every
+# frequency has turned through several periods.
+V, D, Nh = 100, 96, 4
+Dh = D // Nh
+BASE = 1000.0
+cfg_neox = GPTNeoXConfig(
+    vocab_size=V, hidden_size=D, num_attention_heads=Nh, num_hidden_layers=2,
+    intermediate_size=128, rotary_pct=0.25, rotary_emb_base=BASE,
+    attn_implementation="eager",
+)
+print("GPT-NeoX:",
+      ", ".join(f"{k}={v}" for k, v in cfg_neox.rope_parameters.items()))
+FACTOR = cfg_neox.rope_parameters["partial_rotary_factor"]
+assert FACTOR == 0.25 and cfg_neox.rope_parameters["rope_theta"] == BASE
+
+B, L = 2, 10
+pos = torch.stack([torch.arange(L) * 7 + 3,
+                   torch.sort(torch.randperm(2000)[:L]).values]).to(device)  # (B, L)
+print("positions, row 0:", pos[0].tolist())
+print("positions, row 1:", pos[1].tolist())
+
+rotary_neox = GPTNeoXRotaryEmbedding(cfg_neox).to(device)
+x = torch.randn(B, L, D, device=device)  # (B, L, D)
+cos_hf, sin_hf = rotary_neox(x, pos)  # (B, L, R) each
+cos, sin = partial_cos_sin(pos, Dh, FACTOR, BASE)  # (B, L, R) each
+R = cos.shape[-1]
+print(f"Dh = {Dh}, R = int(Dh * {FACTOR}) = {R}; cos, sin {tuple(cos.shape)}")
+print(f"max |ours - GPTNeoXRotaryEmbedding|: cos {(cos - cos_hf).abs().max():.1e}, "
+      f"sin {(sin - sin_hf).abs().max():.1e}")
+torch.testing.assert_close(cos, cos_hf)
+torch.testing.assert_close(sin, sin_hf)
+
+# %%
+# The rotated queries and keys, against ``apply_rotary_pos_emb`` of GPT-NeoX (which
+# itself slices ``q[..., :R]`` off and concatenates the rest back). ``Nh`` heads of
+# random queries and keys, ``(B, Nh, L, Dh)``:
+q = torch.randn(B, Nh, L, Dh, device=device)  # (B, Nh, L, Dh)
+k = torch.randn(B, Nh, L, Dh, device=device)
+q_hf, k_hf = apply_rotary_pos_emb(q, k, cos_hf, sin_hf)
+q_ours, k_ours = partial_rope(q, cos, sin), partial_rope(k, cos, sin)
+print(f"max |ours - apply_rotary_pos_emb|: q {(q_ours - q_hf).abs().max():.1e}, "
+      f"k {(k_ours - k_hf).abs().max():.1e}")
+torch.testing.assert_close(q_ours, q_hf)
+torch.testing.assert_close(k_ours, k_hf)
+moved = (q_ours[..., :R] - q[..., :R]).abs().max().item()
+print(f"channels [:R] moved by up to {moved:.2f}; channels [R:] equal to the input: "
+      f"{torch.equal(q_ours[..., R:], q[..., R:])}")
+assert moved > 0.5  # printed above: the first R channels do turn
+assert torch.equal(q_ours[..., R:], q[..., R:])  # bit for bit: copied, not computed
 
 # %%
 # Proof: a whole GPT-NeoX attention layer equals Hugging Face's
