@@ -209,8 +209,11 @@ class AxialRoPESelfAttention(torch.nn.Module):
 
 
 # %%
-# Proof: shifting the whole grid changes no logit
-# -----------------------------------------------
+# Proof: shifts of the grid, the figure's map, the layer
+# ------------------------------------------------------
+#
+# Shifting the whole grid changes no logit
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # Give every patch its own query and key, and form the ``(N, N)`` logits
 # ``<rope(q_n, I_n), rope(k_m, I_m)>``. Moving every patch by ``(di, dj)`` rotates each
 # vector by a different amount, yet leaves every logit as it was: only differences of
@@ -230,8 +233,8 @@ assert moved > 1.0, "the shift no longer rotates the vectors?"
 torch.testing.assert_close(axial_logits(q64, k64, I + shift), axial_logits(q64, k64, I))
 
 # %%
-# Proof: the figure's map is the logits of axial RoPE
-# ---------------------------------------------------
+# The figure's map is the logits of axial RoPE
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # Take ``q = k = 1`` (all ones) for every patch and the patch in the middle of the grid
 # as the query. Its logits peak on itself (a rotation can only lower ``<R q, q>``) and
 # are point symmetric about it: the map is the function of the offset, drawn around the
@@ -250,8 +253,8 @@ print(f"max|map - closed form of the figure| = "
 torch.testing.assert_close(row.cpu(), closed_map)
 
 # %%
-# Proof: the layer ignores a shift of the grid, not a transposition
-# -----------------------------------------------------------------
+# The layer ignores a shift of the grid, not a transposition
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 B, Nh = 2, 4
 D = Nh * Dh  # 128
 layer = AxialRoPESelfAttention(D, Nh).to(device, torch.float64)  # float64: large angles
@@ -266,8 +269,11 @@ torch.testing.assert_close(y_shifted, y)
 assert gap > 0.01, "the layer no longer sees the positions?"
 
 # %%
-# Proof: axial RoPE equals its definition written out
-# ---------------------------------------------------
+# Proof: against the definitions written out
+# ------------------------------------------
+#
+# Axial RoPE equals its definition written out
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # The definition written out, sharing no helper with the code above: every angle
 # computed one at a time in plain Python from :math:`10000^{-2i / (D_h/C)}`, then each
 # adjacent pair turned with an explicit cosine and sine (counter-clockwise:
@@ -305,8 +311,8 @@ print(f"C = 2: max|rope_nd - reference| = {(ours_2d - ref_2d).abs().max():.2e}")
 torch.testing.assert_close(ours_2d, ref_2d)
 
 # %%
-# Proof: the logit is a row profile plus a column profile
-# -------------------------------------------------------
+# The logit is a row profile plus a column profile
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # "Axial" has a precise meaning here: the row block sees only ``di`` and the column
 # block only ``dj``, so ``g(di, dj) = g(di, 0) + g(0, dj) - g(0, 0)``: a sum of two 1-D
 # profiles, with no term that couples the axes (mixed-frequency variants add one, with
@@ -320,8 +326,8 @@ print(f"max|g(di, dj) - [g(di, 0) + g(0, dj) - g(0, 0)]| = "
 torch.testing.assert_close(relative.reshape(-1), separable)
 
 # %%
-# Proof: the layer equals attention written head by head
-# ----------------------------------------------------------
+# The layer equals attention written head by head
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # Both checks are invariances: a layer that mixes up its heads keeps them (merging the
 # heads without the transpose, ``out.reshape(B, N, D)``, scrambles tokens and heads
 # alike for every grid). So the layer is also compared with a reference written head by

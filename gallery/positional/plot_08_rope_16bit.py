@@ -146,15 +146,6 @@ one = torch.tensor([1], device=device)  # (1,) position 1: the angles are inv_fr
 
 
 # %%
-# float16 with Llama 3's base is worse than rounding: the base is ``inf``, so
-# :math:`\omega_i = 1 / \infty^{2i/D_h} = 0` for every pair but the first. All other
-# pairs never turn, at any position.
-inv_freq16 = rope_angles(one, Dh, 500_000.0, torch.float16)[0]  # (Dh/2,)
-print(f"float16, base 500,000: inv_freq = {inv_freq16[:3].tolist()} ..., "
-      f"{int((inv_freq16 == 0).sum())} of {Dh // 2} are 0")
-assert inv_freq16[0] == 1 and (inv_freq16[1:] == 0).all(), "float16 holds base 500000?"
-
-# %%
 # The recipe: float32 angles, 16-bit cos and sin
 # ----------------------------------------------
 # Llama's code in Hugging Face computes the angles and their cos and sin in float32 and
@@ -257,8 +248,11 @@ for dtype in DTYPES:
 naive_shift_min, naive_shift_max = min(naive_shifts), max(naive_shifts)
 
 # %%
-# Proof: integers exact up to 2^bits, then rounded once, ties to even
-# -------------------------------------------------------------------
+# Proof: what each dtype rounds, and by how much
+# ----------------------------------------------
+#
+# Integers exact up to 2^bits, then rounded once, ties to even
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 for dtype in DTYPES:
     bits = significant_bits(dtype)
     ints = torch.arange(2**bits + 2, device=device)  # (2^bits + 2,): 0 .. 2^bits + 1
@@ -293,8 +287,8 @@ for dtype in DTYPES:
     assert worst == 2.0 ** (14 - bits), "not half a spacing?"  # 64 and 8
 
 # %%
-# Proof: each dtype's angle error, within a few roundings
-# -------------------------------------------------------
+# Each dtype's angle error, within a few roundings
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # Every position below :math:`2^{17}`, every pair, both bases, each dtype, against
 # float64.
 angle64, err = {}, {}  # per base: (P, Dh/2) reference; per (base, dtype): |error|
@@ -358,8 +352,17 @@ for base in BASES:
         assert first == 2 ** (bits + 2) + 4, "the error passes pi elsewhere?"
 
 # %%
-# Proof: every pair, both bases, every position below 2^17
-# --------------------------------------------------------
+# float16 with Llama 3's base is worse than rounding: the base is ``inf``, so
+# :math:`\omega_i = 1 / \infty^{2i/D_h} = 0` for every pair but the first. All other
+# pairs never turn, at any position.
+inv_freq16 = rope_angles(one, Dh, 500_000.0, torch.float16)[0]  # (Dh/2,)
+print(f"float16, base 500,000: inv_freq = {inv_freq16[:3].tolist()} ..., "
+      f"{int((inv_freq16 == 0).sum())} of {Dh // 2} are 0")
+assert inv_freq16[0] == 1 and (inv_freq16[1:] == 0).all(), "float16 holds base 500000?"
+
+# %%
+# Every pair, both bases, every position below 2^17
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # The error against the position: the worst pair at each position, bucketed in eighths
 # of an octave. The dashed lines are half a spacing of the position in each 16-bit
 # dtype, the rounding of the position alone. float16 with base 500,000 is the line on
@@ -393,8 +396,11 @@ fig.suptitle("RoPE angles in 16 bits: the error grows with p and passes π at 10
 plt.show()
 
 # %%
-# Proof: the cos and sin tables, within the error model
-# -----------------------------------------------------
+# Proof: the recipe stays within its error model
+# ----------------------------------------------
+#
+# The cos and sin tables, within the error model
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # Against float64's cos and sin rounded to the dtype, for every position below
 # :math:`2^{15}` and base 500,000. An error model in one line: cos and sin move by at
 # most the angle's float32 error :math:`\delta` (measured here, on the same positions),
@@ -438,8 +444,8 @@ print(f"delta = {delta:.1e} rad; float16 rounds cos and sin to {half_eps16:.1e}:
 assert delta_over_half_eps16 > 2, "float32 angles finer than float16 at 32k?"
 
 # %%
-# Proof: a rotated query, within the error model
-# ----------------------------------------------
+# A rotated query, within the error model
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # The model: each output ``x_e cos - x_o sin`` takes the tables' error
 # (:math:`\delta` + a quarter of eps, times :math:`|x_e| + |x_o| \le \sqrt 2`) and four
 # roundings of at most half an eps (two products, the difference, the reference's cast):
@@ -461,8 +467,29 @@ for dtype in DTYPES:
     assert bad_gap > 0.5, "the naive rotation is about right?"
 
 # %%
-# Proof: the rotate-half layout rounds bit for bit alike
-# ------------------------------------------------------
+# The budget of the logits' check
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# :math:`\langle R_m q, R_n k\rangle` depends only on :math:`n - m`
+# (:doc:`page 04 <plot_04_rope>`), so shifting every position by ``s`` must leave the
+# ``(L, L)`` logits unchanged. In 16 bits each logit carries the dtype's rounding,
+# measured without any RoPE code of this page: :math:`E_0` is the error of float64's
+# rotated q and k (positions ``0 .. L-1``), cast to the dtype and multiplied there. The
+# recipe rounds a few more times (cos, sin, two products, a sum); as FlashAttention's
+# tests do with their baseline, allow twice it, :math:`2 E_0`. At a shift ``s`` the
+# float32 angles add at most :math:`\sum_i 2\,\delta_i(s)` (pairs of unit length: a
+# pair turned by :math:`\delta` moves its dot product by at most :math:`\delta`), with
+# :math:`\delta_i(s)` pair ``i``'s float32 angle error there. So
+# :math:`|\text{logits}(p+s) - \text{float64}| \le 2E_0 + \sum_i 2\delta_i(s)`, and
+# the shifted logits differ from the unshifted ones by at most :math:`E_0` more. The
+# page asserts the shift first (the property attention relies on), then the stronger
+# comparison with float64, which also catches an error that every position shares.
+
+# %%
+# Proof: the rotate-half layout, and CUDA
+# ---------------------------------------
+#
+# The rotate-half layout rounds bit for bit alike
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # Llama in Hugging Face pairs channel ``i`` with ``i + Dh/2`` ("rotate half",
 # :doc:`page 04 <plot_04_rope>`). In 16 bits it performs the same two products and one
 # sum per entry, so after the channel permutation it is bit for bit the adjacent-pairs
@@ -496,8 +523,8 @@ for dtype in DTYPES:
     torch.testing.assert_close(halves, adjacent, rtol=0, atol=0)  # bit for bit
 
 # %%
-# Proof: what to expect on CUDA
-# -----------------------------
+# What to expect on CUDA
+# ~~~~~~~~~~~~~~~~~~~~~~
 # Nothing here branches on the device. Casts, products, sums and the reciprocal are
 # IEEE operations, correctly rounded on CPU and CUDA alike, so the exact (``rtol=0,
 # atol=0``) checks must hold on both, and no device difference is expected. ``pow``,
@@ -506,24 +533,6 @@ for dtype in DTYPES:
 # ``pow``, 2 for cos and sin) and use the float32 angle error measured on the device
 # that runs the page. This is expected, not verified: no GPU build of the book has run
 # this page yet, and the ledger shows on which devices it has.
-
-# %%
-# Proof: the budget of the logits' check
-# --------------------------------------
-# :math:`\langle R_m q, R_n k\rangle` depends only on :math:`n - m`
-# (:doc:`page 04 <plot_04_rope>`), so shifting every position by ``s`` must leave the
-# ``(L, L)`` logits unchanged. In 16 bits each logit carries the dtype's rounding,
-# measured without any RoPE code of this page: :math:`E_0` is the error of float64's
-# rotated q and k (positions ``0 .. L-1``), cast to the dtype and multiplied there. The
-# recipe rounds a few more times (cos, sin, two products, a sum); as FlashAttention's
-# tests do with their baseline, allow twice it, :math:`2 E_0`. At a shift ``s`` the
-# float32 angles add at most :math:`\sum_i 2\,\delta_i(s)` (pairs of unit length: a
-# pair turned by :math:`\delta` moves its dot product by at most :math:`\delta`), with
-# :math:`\delta_i(s)` pair ``i``'s float32 angle error there. So
-# :math:`|\text{logits}(p+s) - \text{float64}| \le 2E_0 + \sum_i 2\delta_i(s)`, and
-# the shifted logits differ from the unshifted ones by at most :math:`E_0` more. The
-# page asserts the shift first (the property attention relies on), then the stronger
-# comparison with float64, which also catches an error that every position shares.
 
 # %%
 # Try it: check the norms. Can a norm check see a wrong angle?

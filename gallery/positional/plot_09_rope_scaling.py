@@ -256,8 +256,11 @@ for name, st in stretch.items():
 # The proof below runs it on a Hugging Face Llama.
 
 # %%
-# Proof: at a fixed length, every variant keeps relative positions
-# ----------------------------------------------------------------
+# Proof: what the rules keep
+# --------------------------
+#
+# At a fixed length, every variant keeps relative positions
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # A rule only changes the :math:`\omega_i` (and YaRN a common factor), so with one set
 # of frequencies the logit of a query at position :math:`m` and a key at :math:`n`
 # still depends on :math:`m - n` alone: for each variant, ``q`` and ``k`` rotated at 48
@@ -305,8 +308,8 @@ for name, (f, mscale) in OURS.items():
 
 
 # %%
-# Proof: which pairs each rule keeps, stretches by s, or blends
-# -------------------------------------------------------------
+# Which pairs each rule keeps, stretches by s, or blends
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # The stretch of each wavelength, :math:`\lambda_i'/\lambda_i = \omega_i/\omega_i'`,
 # per rule. Linear divides every frequency by ``s``. NTK-aware keeps the fastest pair
 # exactly and stretches the slowest by exactly ``s``; dynamic NTK does the same with
@@ -339,8 +342,11 @@ for name, kept, moved in (("YaRN", turns >= BETA_FAST, turns <= BETA_SLOW),
 
 
 # %%
-# Proof: every rule equals Hugging Face's
-# ---------------------------------------
+# Proof: equal to Hugging Face's rules and modules
+# ------------------------------------------------
+#
+# Every rule equals Hugging Face's
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # ``ROPE_INIT_FUNCTIONS[rope_type](config, device)`` returns the float32 inverse
 # frequencies and the attention scaling of a config (``rope_parameters`` in 5.23). Two
 # details of the library: the dynamic rule takes the current length as ``seq_len`` and
@@ -409,8 +415,8 @@ torch.testing.assert_close(ours.float(), ref, rtol=F32_RTOL, atol=0)  # relative
 torch.testing.assert_close(mscale, ref_factor)
 
 # %%
-# Proof: dynamic NTK through the rotary module
-# --------------------------------------------
+# Dynamic NTK through the rotary module
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # In a model the dynamic rule runs inside ``LlamaRotaryEmbedding.forward``: its
 # ``dynamic_rope_update`` decorator (transformers 5.23) reads the length from the
 # largest position id of the call, ``L = max(position_ids) + 1``, taken over the
@@ -458,8 +464,8 @@ for what, position_ids, L in CALLS:
     torch.testing.assert_close(st, S * max(L, M) / M - (S - 1))
 
 # %%
-# Proof: YaRN's temperature reaches the logits
-# --------------------------------------------
+# YaRN's temperature reaches the logits
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # YaRN's temperature reaches the logits the same way: the library multiplies cos and
 # sin by the attention factor, so a query and a key rotated with them have their dot
 # product multiplied by its square, :math:`1/t = (0.1 \ln 4 + 1)^2 = 1.296`.
@@ -476,8 +482,8 @@ torch.testing.assert_close((yarn_mscale * emb.cos()).float(), cos_hf[0])
 torch.testing.assert_close((yarn_mscale * emb.sin()).float(), sin_hf[0])
 
 # %%
-# Proof: DeepSeek-V3's mscale and mscale_all_dim
-# ----------------------------------------------
+# DeepSeek-V3's mscale and mscale_all_dim
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # YaRN's factor above is the library's default. With ``mscale`` (:math:`a`) and
 # ``mscale_all_dim`` (:math:`b`) both set, ``_compute_yarn_parameters`` returns the
 # ratio :math:`g(s, a) / g(s, b)`, with :math:`g(s, m) = 0.1\,m \ln s + 1`.
