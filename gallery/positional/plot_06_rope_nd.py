@@ -2,14 +2,20 @@
 RoPE for images: N-D axial RoPE
 ===============================
 
-Image patches have two coordinates, ``I[i*W + j] = [i, j]``. Axial RoPE splits each
-head vector into one block of channels per coordinate and rotates block ``c`` with 1-D
-RoPE of coordinate ``c``. This page proves it equal to the definition written out
-independently, proves that it reduces to 1-D RoPE for ``C = 1``, preserves norms, and
-makes the attention logits depend only on the 2-D offset between patches, so a shift of
-the whole grid changes nothing. Flattening the grid and using 1-D RoPE instead keeps the
-shift invariance but loses the geometry: it treats patches at opposite ends of two rows
-as neighbours.
+Image patches have two coordinates, row and column. Axial RoPE splits each head vector
+into one block of channels per coordinate and rotates block ``c`` with 1-D RoPE of
+coordinate ``c``, so attention logits depend only on the 2-D offset between two patches.
+
+**You will learn**
+
+- how a grid of patches gets integer positions ``I`` of shape ``(N, C)``
+- how axial RoPE rotates one block of channels per coordinate
+- why the logits depend only on the 2-D offset, so shifting the grid changes nothing
+- where axial RoPE sits in a self-attention layer (``q`` and ``k`` only)
+- what flattening the grid to 1-D positions loses (an exercise)
+
+**Prerequisites:** :doc:`/generated/positional/plot_04_rope` (1-D RoPE),
+:doc:`/generated/positional/plot_05_rope_attention` (RoPE inside attention).
 """
 
 # %%
@@ -26,196 +32,42 @@ print(f"device: {device}, torch {torch.__version__}")
 
 
 # %%
-# Positions of a patch grid
-# -------------------------
-# The notes' formulation: tokens ``(..., N, D)`` and integer positions ``I`` of shape
-# ``(N, C)``. For an ``H x W`` grid of patches read row by row, ``C = 2`` and
-# ``I[i*W + j] = [i, j]``.
-def grid_positions(H, W):
-    """Row-major integer positions of an H x W grid: (H*W, 2), row i and column j."""
-    rows, cols = torch.arange(H, device=device), torch.arange(W, device=device)
-    i, j = torch.meshgrid(rows, cols, indexing="ij")  # each (H, W)
-    return torch.stack([i, j], dim=-1).reshape(H * W, 2)  # (N, 2)
-
+# The idea
+# --------
+# A head vector of patch :math:`n` at grid position :math:`I_n = (i, j)` is cut into a
+# row block and a column block; the row block turns with 1-D RoPE of :math:`i`, the
+# column block with 1-D RoPE of :math:`j` (:math:`R(p)` rotates each adjacent pair
+# :math:`(2k, 2k+1)` by :math:`p\,\omega_k`, :math:`\omega_k = b^{-2k/(D_h/C)}`). Since
+# rotations compose, a logit sees only the offset:
+#
+# .. math::
+#
+#    \mathrm{rope}(x, I_n) = [R(i)\,x^{\mathrm{row}},\ R(j)\,x^{\mathrm{col}}],
+#
+# .. math::
+#
+#    \langle \mathrm{rope}(q, I_n), \mathrm{rope}(k, I_m) \rangle
+#    = \langle \mathrm{rope}(q, I_n - I_m), k \rangle .
+#
+# For identical tokens ``q = k = 1`` (all ones) each pair contributes
+# :math:`2 \cos(\delta\,\omega_k)`, so a patch's logits form a map of the offset alone,
+# centred on the query (drawn here from that closed form; the page proves below that
+# axial RoPE produces exactly this map).
+import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
 H, W = 16, 16
 N, Dh = H * W, 32  # Dh divisible by 2 * C: each axis gets Dh / 2 = 16 channels, 8 pairs
-I = grid_positions(H, W)  # (N, 2)
-print(f"I: {tuple(I.shape)}, I[0] = {I[0].tolist()}, I[W + 3] = {I[W + 3].tolist()}, "
-      f"I[-1] = {I[-1].tolist()}")
-assert I.shape == (N, 2) and I[W + 3].tolist() == [1, 3]
-assert I[-1].tolist() == [H - 1, W - 1]
-
-
-# %%
-# 1-D RoPE, adjacent pairs
-# ------------------------
-# The book's convention: channels :math:`(2i, 2i+1)` form a pair, read as the complex
-# number :math:`x_{2i} + \mathrm{i}\, x_{2i+1}`, and position :math:`p` multiplies it by
-# :math:`e^{\mathrm{i} p \theta_i}` with :math:`\theta_i = b^{-2i / D_h}` (base
-# :math:`b`, ``base``).
-def frequencies(n, base, dtype):
-    """theta_i = base ** (-2i / n) for i = 0 .. n/2 - 1: (n/2,)."""
-    return base ** (-torch.arange(0, n, 2, device=device, dtype=dtype) / n)
-
-
-def rope_1d(x, pos, base=10000.0):
-    """Rotate pairs (2i, 2i+1) of x by pos * theta_i. x (..., N, Dh), pos (N,)."""
-    Dh = x.shape[-1]
-    angles = pos.to(x.dtype)[:, None] * frequencies(Dh, base, x.dtype)  # (N, Dh/2)
-    pairs = x.reshape(*x.shape[:-1], Dh // 2, 2)  # (..., N, Dh/2, 2): pairs (2i, 2i+1)
-    z = torch.view_as_complex(pairs)  # (..., N, Dh/2), z_i = x[2i] + 1j x[2i+1]
-    rotated = z * torch.polar(torch.ones_like(angles), angles)  # (..., N, Dh/2)
-    return torch.view_as_real(rotated).flatten(-2)  # (..., N, Dh)
-
-
-# %%
-# Axial RoPE in C dimensions
-# --------------------------
-# Split ``Dh`` into ``C`` equal blocks; block ``c`` is rotated by 1-D RoPE of coordinate
-# ``c``, with its own frequency list :math:`\theta_i = b^{-2i / (D_h/C)}` over its
-# ``Dh/C`` channels. Other codes share the frequencies differently (interleaving the
-# axes' pairs, or one list over ``Dh``); every claim below holds for any choice where
-# each angle is linear in one coordinate.
-def rope_nd(x, I, base=10000.0):
-    """Axial RoPE. x (..., N, Dh), I (N, C) integer positions -> (..., N, Dh)."""
-    C, Dh = I.shape[-1], x.shape[-1]
-    assert Dh % (2 * C) == 0, "each coordinate needs an even number of channels"
-    blocks = x.split(Dh // C, dim=-1)  # C blocks, each (..., N, Dh/C)
-    return torch.cat([rope_1d(b, I[:, c], base) for c, b in enumerate(blocks)], dim=-1)
-
-
-# %%
-# An independent reference
-# ------------------------
-# The definition written out, sharing no helper with the code above: every angle
-# computed one at a time in plain Python from :math:`10000^{-2i / (D_h/C)}`, then each
-# adjacent pair turned with an explicit cosine and sine (counter-clockwise:
-# :math:`(u, w) \mapsto (u \cos\phi - w \sin\phi,\ u \sin\phi + w \cos\phi)`).
-# Coordinate ``c`` owns channels ``c*Dh/C .. (c+1)*Dh/C``: for ``C = 2`` the row angles
-# come first, then the columns.
-import math
-
-
-def rope_reference(x, I):
-    """Axial RoPE from the formula. x (..., N, Dh) float64, I (N, C) -> (..., N, Dh)."""
-    Dh, C = x.shape[-1], I.shape[-1]
-    n = Dh // C  # channels per coordinate
-    angles = [[p * 10000 ** (-2 * i / n) for p in row for i in range(n // 2)]
-              for row in I.tolist()]  # N lists of Dh/2 angles, coordinate by coordinate
-    angles = torch.tensor(angles, dtype=torch.float64, device=x.device)  # (N, Dh/2)
-    a, b = x[..., 0::2], x[..., 1::2]  # (..., N, Dh/2): the adjacent pairs
-    cos, sin = angles.cos(), angles.sin()
-    out = torch.stack([a * cos - b * sin, a * sin + b * cos], -1)  # (..., N, Dh/2, 2)
-    return out.flatten(-2)  # (..., N, Dh)
-
-
-# %%
-# With ``C = 1`` (a sequence, ``I[n] = [n]``) axial RoPE is 1-D RoPE over all ``Dh``
-# channels. Both agree with the reference, and so does the 2-D case. In float64: the
-# sequence positions reach 255, an angle of 255 rad, which float32 rounds by up to 8e-6
-# rad, and the reference computes its angles in float64.
-x = torch.randn(2, N, Dh, device=device, dtype=torch.float64)  # (B, N, Dh)
-seq = torch.arange(N, device=device)  # (N,)
-ours_1d = rope_nd(x, seq[:, None])  # I of shape (N, 1)
-ref_1d = rope_reference(x, seq[:, None])  # (B, N, Dh)
-print(f"C = 1: max|rope_nd - rope_1d| = {(ours_1d - rope_1d(x, seq)).abs().max():.2e}, "
-      f"max|rope_nd - reference| = {(ours_1d - ref_1d).abs().max():.2e}")
-torch.testing.assert_close(ours_1d, rope_1d(x, seq))
-torch.testing.assert_close(ours_1d, ref_1d)
-
-ours_2d = rope_nd(x, I)  # (B, N, Dh)
-ref_2d = rope_reference(x, I)  # (B, N, Dh)
-print(f"C = 2: max|rope_nd - reference| = {(ours_2d - ref_2d).abs().max():.2e}")
-torch.testing.assert_close(ours_2d, ref_2d)
-
-# %%
-# Rotations preserve length: every token keeps its norm, whatever its position.
-norm_gap = (ours_2d.norm(dim=-1) - x.norm(dim=-1)).abs().max().item()
-print(f"max| ||rope_nd(x)|| - ||x|| | = {norm_gap:.2e}")
-torch.testing.assert_close(ours_2d.norm(dim=-1), x.norm(dim=-1))
-
-# %%
-# Shifting the whole grid changes no logit
-# ----------------------------------------
-# Give every patch its own query and key, and form the ``(N, N)`` logits
-# ``<rope(q_n, I_n), rope(k_m, I_m)>``. Moving every patch by ``(di, dj)`` rotates each
-# vector by a different amount, yet leaves every logit as it was: only differences of
-# angles survive the dot product. float64: the shifted angles reach 300 rad, where
-# float32 rounds the angle itself by up to ~2e-5 rad, and the logits then drift by a few
-# 1e-5, beyond the default tolerance.
-q64 = torch.randn(N, Dh, device=device, dtype=torch.float64)  # (N, Dh), one per patch
-k64 = torch.randn(N, Dh, device=device, dtype=torch.float64)  # (N, Dh)
-shift = torch.tensor([100, -300], device=device)
-
-
-def logits(q, k, I):
-    """<rope(q_n, I_n), rope(k_m, I_m)> for all pairs: (N, Dh) x 2, (N, C) -> (N, N)."""
-    return rope_nd(q, I) @ rope_nd(k, I).T
-
-
-moved = (rope_nd(q64, I + shift) - rope_nd(q64, I)).abs().max().item()
-gap = (logits(q64, k64, I + shift) - logits(q64, k64, I)).abs().max().item()
-print(f"shift {shift.tolist()}: rotated queries move by up to {moved:.2f}, "
-      f"logits by {gap:.2e}")
-assert moved > 1.0, "the shift no longer rotates the vectors?"
-torch.testing.assert_close(logits(q64, k64, I + shift), logits(q64, k64, I))
-
-# %%
-# Logits depend only on the 2-D offset
-# ------------------------------------
-# Give every patch the same query ``q`` and key ``k``: then the logit of pair ``(n, m)``
-# must be a function ``g`` of the offset ``I_n - I_m`` alone, and it is the relative
-# form ``g(delta) = <rope(q, delta), k>``: the query rotated by the offset, the key not
-# rotated. The 65 536 pairs share only ``(2H - 1)(2W - 1) = 961`` offsets.
-q1, k1 = torch.randn(Dh, device=device), torch.randn(Dh, device=device)  # (Dh,) each
-same = logits(q1.expand(N, Dh), k1.expand(N, Dh), I)  # (N, N)
-offsets = (I[:, None, :] - I[None, :, :]).reshape(N * N, 2)  # (N*N, 2), I_n - I_m
-relative = (rope_nd(q1.expand(N * N, Dh), offsets) @ k1).reshape(N, N)  # g(I_n - I_m)
-n_offsets = len(offsets.unique(dim=0))
-print(f"{N * N} pairs, {n_offsets} distinct 2-D offsets; "
-      f"max|logit - g(offset)| = {(same - relative).abs().max().item():.2e}")
-assert n_offsets == (2 * H - 1) * (2 * W - 1)
-torch.testing.assert_close(same, relative)
-
-# %%
-# "Axial" has a precise meaning here: the row block sees only ``di`` and the column
-# block only ``dj``, so ``g(di, dj) = g(di, 0) + g(0, dj) - g(0, 0)``: a sum of two 1-D
-# profiles, with no term that couples the axes (mixed-frequency variants add one, with
-# angles ``a_i di + b_i dj``).
-zero = torch.zeros_like(offsets)
-g = lambda off: rope_nd(q1.expand(N * N, Dh), off) @ k1  # noqa: E731 (N*N, 2) -> (N*N,)
-separable = g(offsets * torch.tensor([1, 0], device=device)) + g(
-    offsets * torch.tensor([0, 1], device=device)) - g(zero)  # (N*N,)
-print(f"max|g(di, dj) - [g(di, 0) + g(0, dj) - g(0, 0)]| = "
-      f"{(relative.reshape(-1) - separable).abs().max().item():.2e}")
-torch.testing.assert_close(relative.reshape(-1), separable)
-
-# %%
-# One patch's logits over the grid
-# --------------------------------
-# Take ``q = k = 1`` (all ones) for every patch and the patch in the middle of the grid
-# as the query. Its logits peak on itself (a rotation can only lower ``<R q, q>``) and
-# are point symmetric about it: the map is the function of the offset, drawn around the
-# query.
-import matplotlib.pyplot as plt
-
-ones = torch.ones(N, Dh, device=device)  # (N, Dh), identical tokens
-n0 = (H // 2) * W + W // 2  # patch (8, 8)
-row = logits(ones, ones, I)[n0].reshape(H, W)  # (H, W), query n0 against every key
-inner = row[1:, 1:]  # (H-1, W-1): rows/columns 1..15, the box centred on (8, 8)
-print(f"query {I[n0].tolist()}: argmax at {I[row.argmax()].tolist()}, "
-      f"logit {row.max():.1f} = Dh; "
-      f"max|box - box flipped| = {(inner - inner.flip(0, 1)).abs().max().item():.2e}")
-assert row.argmax().item() == n0
-torch.testing.assert_close(inner, inner.flip(0, 1))
-
-from matplotlib.ticker import MaxNLocator
+omega = 10000.0 ** (-torch.arange(0, Dh // 2, 2) / (Dh // 2))  # (8,), per axis
+di = torch.arange(H)[:, None] - H // 2  # (H, 1), key row - query row
+dj = torch.arange(W)[None, :] - W // 2  # (1, W), key column - query column
+closed_map = (2 * torch.cos(di[..., None] * omega).sum(-1)
+              + 2 * torch.cos(dj[..., None] * omega).sum(-1))  # (H, W)
 
 # A square map: a near-square canvas, no grid over the cells, integer patch indices,
 # and the legend below the axes, off the data.
 fig, ax = plt.subplots(figsize=(5.2, 5.2), layout="constrained")
-im = ax.imshow(row.cpu())
+im = ax.imshow(closed_map)
 ax.grid(False)
 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 ax.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -232,6 +84,96 @@ plt.show()
 
 
 # %%
+# Positions of a patch grid
+# -------------------------
+# The notes' formulation: tokens ``(..., N, D)`` and integer positions ``I`` of shape
+# ``(N, C)``. For an ``H x W`` grid of patches read row by row, ``C = 2`` and
+# ``I[i*W + j] = [i, j]``.
+def grid_positions(H, W, device=None):
+    """Row-major integer positions of an H x W grid: (H*W, 2), row i and column j."""
+    rows, cols = torch.arange(H, device=device), torch.arange(W, device=device)
+    i, j = torch.meshgrid(rows, cols, indexing="ij")  # each (H, W)
+    return torch.stack([i, j], dim=-1).reshape(H * W, 2)  # (N, 2)
+
+
+# %%
+I = grid_positions(H, W, device)  # (N, 2)
+print(f"I: {tuple(I.shape)}, I[0] = {I[0].tolist()}, I[W + 3] = {I[W + 3].tolist()}, "
+      f"I[-1] = {I[-1].tolist()}")
+assert I.shape == (N, 2) and I[W + 3].tolist() == [1, 3]
+assert I[-1].tolist() == [H - 1, W - 1]
+
+
+# %%
+# 1-D RoPE, adjacent pairs
+# ------------------------
+# This page's convention: channels :math:`(2k, 2k+1)` form a pair, read as the complex
+# number :math:`x_{2k} + \mathrm{i}\, x_{2k+1}`, and position :math:`p` multiplies it by
+# :math:`e^{\mathrm{i} p \omega_k}` with :math:`\omega_k = b^{-2k / D_h}` (base
+# :math:`b`, ``base``; RoFormer writes :math:`\theta_k`).
+def frequencies(n, base, dtype, device=None):
+    """Per-pair frequencies base ** (-2k / n) for k = 0 .. n/2 - 1: (n/2,)."""
+    return base ** (-torch.arange(0, n, 2, device=device, dtype=dtype) / n)
+
+
+def rope_1d(x, pos, base=10000.0):
+    """Rotate pairs (2k, 2k+1) of x by pos * freq_k. x (..., N, Dh), pos (N,)."""
+    Dh = x.shape[-1]
+    inv_freq = frequencies(Dh, base, x.dtype, x.device)  # (Dh/2,)
+    angles = pos.to(x.dtype)[:, None] * inv_freq  # (N, Dh/2)
+    pairs = x.reshape(*x.shape[:-1], Dh // 2, 2)  # (..., N, Dh/2, 2): pairs (2k, 2k+1)
+    z = torch.view_as_complex(pairs)  # (..., N, Dh/2), z_k = x[2k] + 1j x[2k+1]
+    rotated = z * torch.polar(torch.ones_like(angles), angles)  # (..., N, Dh/2)
+    return torch.view_as_real(rotated).flatten(-2)  # (..., N, Dh)
+
+
+# %%
+# Axial RoPE in C dimensions
+# --------------------------
+# Split ``Dh`` into ``C`` equal blocks; block ``c`` is rotated by 1-D RoPE of coordinate
+# ``c``, with its own frequency list :math:`\omega_k = b^{-2k / (D_h/C)}` over its
+# ``Dh/C`` channels. Other codes share the frequencies differently (interleaving the
+# axes' pairs, or one list over ``Dh``); every claim below holds for any choice where
+# each angle is linear in one coordinate.
+def rope_nd(x, I, base=10000.0):
+    """Axial RoPE. x (..., N, Dh), I (N, C) integer positions -> (..., N, Dh)."""
+    C, Dh = I.shape[-1], x.shape[-1]
+    assert Dh % (2 * C) == 0, "each coordinate needs an even number of channels"
+    blocks = x.split(Dh // C, dim=-1)  # C blocks, each (..., N, Dh/C)
+    return torch.cat([rope_1d(b, I[:, c], base) for c, b in enumerate(blocks)], dim=-1)
+
+
+def axial_logits(q, k, I):
+    """<rope(q_n, I_n), rope(k_m, I_m)> for all pairs: (N, Dh) x 2, (N, C) -> (N, N)."""
+    return rope_nd(q, I) @ rope_nd(k, I).T
+
+
+# %%
+# Rotations preserve length: every token keeps its norm, whatever its position.
+x = torch.randn(2, N, Dh, device=device, dtype=torch.float64)  # (B, N, Dh)
+ours_2d = rope_nd(x, I)  # (B, N, Dh)
+norm_gap = (ours_2d.norm(dim=-1) - x.norm(dim=-1)).abs().max().item()
+print(f"max| ||rope_nd(x)|| - ||x|| | = {norm_gap:.2e}")
+torch.testing.assert_close(ours_2d.norm(dim=-1), x.norm(dim=-1))
+
+# %%
+# Logits depend only on the 2-D offset
+# ------------------------------------
+# Give every patch the same query ``q`` and key ``k``: then the logit of pair ``(n, m)``
+# must be a function ``g`` of the offset ``I_n - I_m`` alone, and it is the relative
+# form ``g(delta) = <rope(q, delta), k>``: the query rotated by the offset, the key not
+# rotated. The 65 536 pairs share only ``(2H - 1)(2W - 1) = 961`` offsets.
+q1, k1 = torch.randn(Dh, device=device), torch.randn(Dh, device=device)  # (Dh,) each
+same = axial_logits(q1.expand(N, Dh), k1.expand(N, Dh), I)  # (N, N)
+offsets = (I[:, None, :] - I[None, :, :]).reshape(N * N, 2)  # (N*N, 2), I_n - I_m
+relative = (rope_nd(q1.expand(N * N, Dh), offsets) @ k1).reshape(N, N)  # g(I_n - I_m)
+n_offsets = len(offsets.unique(dim=0))
+print(f"{N * N} pairs, {n_offsets} distinct 2-D offsets; "
+      f"max|logit - g(offset)| = {(same - relative).abs().max().item():.2e}")
+assert n_offsets == (2 * H - 1) * (2 * W - 1)
+torch.testing.assert_close(same, relative)
+
+# %%
 # Inside self-attention
 # ---------------------
 # RoPE is step 2 of the notes' layer, after QK-norm and before attention: it rotates
@@ -241,7 +183,10 @@ plt.show()
 # it: positions matter. In float64 on every device, for the same large angles as above;
 # whichever kernel ``scaled_dot_product_attention`` picks, the shift claim is an exact
 # identity, compared at float64's default tolerances.
-class RoPESelfAttention(torch.nn.Module):
+import math
+
+
+class AxialRoPESelfAttention(torch.nn.Module):
     """Fused QKV, QK-norm, axial RoPE, attention, out_proj. (B, N, D), (N, C)."""
 
     def __init__(self, D, Nh):
@@ -263,9 +208,56 @@ class RoPESelfAttention(torch.nn.Module):
         return self.out_proj(out.transpose(1, 2).reshape(B, N, D))  # (B, N, D)
 
 
+# %%
+# Proof: shifts of the grid, the figure's map, the layer
+# ------------------------------------------------------
+#
+# Shifting the whole grid changes no logit
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Give every patch its own query and key, and form the ``(N, N)`` logits
+# ``<rope(q_n, I_n), rope(k_m, I_m)>``. Moving every patch by ``(di, dj)`` rotates each
+# vector by a different amount, yet leaves every logit as it was: only differences of
+# angles survive the dot product. float64: the shifted angles reach 300 rad, where
+# float32 rounds the angle itself by up to ~2e-5 rad, and the logits then drift by a few
+# 1e-5, beyond the default tolerance.
+q64 = torch.randn(N, Dh, device=device, dtype=torch.float64)  # (N, Dh), one per patch
+k64 = torch.randn(N, Dh, device=device, dtype=torch.float64)  # (N, Dh)
+shift = torch.tensor([100, -300], device=device)
+
+
+moved = (rope_nd(q64, I + shift) - rope_nd(q64, I)).abs().max().item()
+gap = (axial_logits(q64, k64, I + shift) - axial_logits(q64, k64, I)).abs().max().item()
+print(f"shift {shift.tolist()}: rotated queries move by up to {moved:.2f}, "
+      f"logits by {gap:.2e}")
+assert moved > 1.0, "the shift no longer rotates the vectors?"
+torch.testing.assert_close(axial_logits(q64, k64, I + shift), axial_logits(q64, k64, I))
+
+# %%
+# The figure's map is the logits of axial RoPE
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Take ``q = k = 1`` (all ones) for every patch and the patch in the middle of the grid
+# as the query. Its logits peak on itself (a rotation can only lower ``<R q, q>``) and
+# are point symmetric about it: the map is the function of the offset, drawn around the
+# query. It is the closed-form map of the figure above.
+ones = torch.ones(N, Dh, device=device)  # (N, Dh), identical tokens
+n0 = (H // 2) * W + W // 2  # patch (8, 8)
+row = axial_logits(ones, ones, I)[n0].reshape(H, W)  # (H, W): query n0, every key
+inner = row[1:, 1:]  # (H-1, W-1): rows/columns 1..15, the box centred on (8, 8)
+print(f"query {I[n0].tolist()}: argmax at {I[row.argmax()].tolist()}, "
+      f"logit {row.max():.1f} = Dh; "
+      f"max|box - box flipped| = {(inner - inner.flip(0, 1)).abs().max().item():.2e}")
+assert row.argmax().item() == n0
+torch.testing.assert_close(inner, inner.flip(0, 1))
+print(f"max|map - closed form of the figure| = "
+      f"{(row.cpu() - closed_map).abs().max():.2e}")
+torch.testing.assert_close(row.cpu(), closed_map)
+
+# %%
+# The layer ignores a shift of the grid, not a transposition
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 B, Nh = 2, 4
 D = Nh * Dh  # 128
-layer = RoPESelfAttention(D, Nh).to(device, torch.float64)  # float64: large angles
+layer = AxialRoPESelfAttention(D, Nh).to(device, torch.float64)  # float64: large angles
 patches = torch.randn(B, N, D, device=device, dtype=torch.float64)  # (B, N, D)
 with torch.no_grad():
     y, y_shifted = layer(patches, I), layer(patches, I + shift)
@@ -277,6 +269,65 @@ torch.testing.assert_close(y_shifted, y)
 assert gap > 0.01, "the layer no longer sees the positions?"
 
 # %%
+# Proof: against the definitions written out
+# ------------------------------------------
+#
+# Axial RoPE equals its definition written out
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The definition written out, sharing no helper with the code above: every angle
+# computed one at a time in plain Python from :math:`10000^{-2i / (D_h/C)}`, then each
+# adjacent pair turned with an explicit cosine and sine (counter-clockwise:
+# :math:`(u, w) \mapsto (u \cos\phi - w \sin\phi,\ u \sin\phi + w \cos\phi)`).
+# Coordinate ``c`` owns channels ``c*Dh/C .. (c+1)*Dh/C``: for ``C = 2`` the row angles
+# come first, then the columns.
+def rope_reference(x, I):
+    """Axial RoPE from the formula. x (..., N, Dh) float64, I (N, C) -> (..., N, Dh)."""
+    Dh, C = x.shape[-1], I.shape[-1]
+    n = Dh // C  # channels per coordinate
+    angles = [[p * 10000 ** (-2 * i / n) for p in row for i in range(n // 2)]
+              for row in I.tolist()]  # N lists of Dh/2 angles, coordinate by coordinate
+    angles = torch.tensor(angles, dtype=torch.float64, device=x.device)  # (N, Dh/2)
+    a, b = x[..., 0::2], x[..., 1::2]  # (..., N, Dh/2): the adjacent pairs
+    cos, sin = angles.cos(), angles.sin()
+    out = torch.stack([a * cos - b * sin, a * sin + b * cos], -1)  # (..., N, Dh/2, 2)
+    return out.flatten(-2)  # (..., N, Dh)
+
+
+# %%
+# With ``C = 1`` (a sequence, ``I[n] = [n]``) axial RoPE is 1-D RoPE over all ``Dh``
+# channels. Both agree with the reference, and so does the 2-D case. In float64: the
+# sequence positions reach 255, an angle of 255 rad, which float32 rounds by up to 8e-6
+# rad, and the reference computes its angles in float64.
+seq = torch.arange(N, device=device)  # (N,)
+ours_1d = rope_nd(x, seq[:, None])  # I of shape (N, 1)
+ref_1d = rope_reference(x, seq[:, None])  # (B, N, Dh)
+print(f"C = 1: max|rope_nd - rope_1d| = {(ours_1d - rope_1d(x, seq)).abs().max():.2e}, "
+      f"max|rope_nd - reference| = {(ours_1d - ref_1d).abs().max():.2e}")
+torch.testing.assert_close(ours_1d, rope_1d(x, seq))
+torch.testing.assert_close(ours_1d, ref_1d)
+
+ref_2d = rope_reference(x, I)  # (B, N, Dh)
+print(f"C = 2: max|rope_nd - reference| = {(ours_2d - ref_2d).abs().max():.2e}")
+torch.testing.assert_close(ours_2d, ref_2d)
+
+# %%
+# The logit is a row profile plus a column profile
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# "Axial" has a precise meaning here: the row block sees only ``di`` and the column
+# block only ``dj``, so ``g(di, dj) = g(di, 0) + g(0, dj) - g(0, 0)``: a sum of two 1-D
+# profiles, with no term that couples the axes (mixed-frequency variants add one, with
+# angles ``a_i di + b_i dj``).
+zero = torch.zeros_like(offsets)
+g = lambda off: rope_nd(q1.expand(N * N, Dh), off) @ k1  # noqa: E731 (N*N, 2) -> (N*N,)
+separable = g(offsets * torch.tensor([1, 0], device=device)) + g(
+    offsets * torch.tensor([0, 1], device=device)) - g(zero)  # (N*N,)
+print(f"max|g(di, dj) - [g(di, 0) + g(0, dj) - g(0, 0)]| = "
+      f"{(relative.reshape(-1) - separable).abs().max().item():.2e}")
+torch.testing.assert_close(relative.reshape(-1), separable)
+
+# %%
+# The layer equals attention written head by head
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # Both checks are invariances: a layer that mixes up its heads keeps them (merging the
 # heads without the transpose, ``out.reshape(B, N, D)``, scrambles tokens and heads
 # alike for every grid). So the layer is also compared with a reference written head by
@@ -297,8 +348,12 @@ print(f"max|layer - head-by-head reference| = {(y - y_ref).abs().max().item():.2
 torch.testing.assert_close(y, y_ref)
 
 # %%
-# Flattening the grid to 1-D positions
-# ------------------------------------
+# Try it: flatten the grid and use 1-D RoPE. What does it lose?
+# -------------------------------------------------------------
+# Number the patches ``n = i*W + j`` and apply 1-D RoPE over all ``Dh`` channels. Does
+# a shift of the grid still change nothing? Which patches does it take for neighbours?
+
+# %%
 # A tempting shortcut: number the patches ``n = i*W + j`` and apply 1-D RoPE. On a fixed
 # grid it keeps the shift invariance (a 2-D shift is a uniform 1-D shift by
 # ``di*W + dj``), because the 1-D offset ``di*W + dj`` is a function of the 2-D offset.
@@ -308,11 +363,13 @@ flat = I[:, 0] * W + I[:, 1]  # (N,), row-major index
 assert torch.equal(flat, torch.arange(N, device=device))
 
 
+# %%
 def logits_flat(q, k, pos):
     """1-D RoPE logits over all Dh channels on flattened positions pos (N,): (N, N)."""
     return rope_1d(q, pos) @ rope_1d(k, pos).T
 
 
+# %%
 flat_shifted = logits_flat(q64, k64, flat + 37 * W - 5)  # (N, N)
 gap = (flat_shifted - logits_flat(q64, k64, flat)).abs().max().item()
 flat_offsets = (flat[:, None] - flat[None, :]).unique()
@@ -329,7 +386,7 @@ assert len(flat_offsets) == 2 * N - 1
 # RoPE does not.
 idx = lambda i, j: i * W + j  # noqa: E731 (patch index of row i, column j)
 wrap, neighbour = (idx(1, 0), idx(0, W - 1)), (idx(5, 6), idx(5, 5))
-L1, L2 = logits_flat(ones, ones, flat), logits(ones, ones, I)  # (N, N) each
+L1, L2 = logits_flat(ones, ones, flat), axial_logits(ones, ones, I)  # (N, N) each
 print(f"flattened 1-D RoPE: wrap pair {L1[wrap].item():.3f}, neighbour pair "
       f"{L1[neighbour].item():.3f}")
 print(f"axial 2-D RoPE:     wrap pair {L2[wrap].item():.3f}, neighbour pair "
@@ -343,12 +400,12 @@ assert separation > 3.0, "axial RoPE no longer separates the two pairs?"
 # is ``W`` positions away, so the same 2-D offset ``(1, 0)`` gets a different logit on a
 # wider grid. Axial RoPE gives it the same logit at every resolution.
 W2 = 24
-I2 = grid_positions(H, W2)  # (H*W2, 2)
+I2 = grid_positions(H, W2, device)  # (H*W2, 2)
 ones2 = torch.ones(H * W2, Dh, device=device)  # (H*W2, Dh)
 flat2 = torch.arange(H * W2, device=device)  # (H*W2,)
 vert, vert2 = (idx(1, 0), idx(0, 0)), (W2, 0)  # query (1, 0), key (0, 0) on each grid
 f16, f24 = L1[vert].item(), logits_flat(ones2, ones2, flat2)[vert2].item()
-a16, a24 = L2[vert].item(), logits(ones2, ones2, I2)[vert2].item()
+a16, a24 = L2[vert].item(), axial_logits(ones2, ones2, I2)[vert2].item()
 print(f"offset (1, 0): flattened W={W}: {f16:.3f}, W={W2}: {f24:.3f}; "
       f"axial W={W}: {a16:.3f}, W={W2}: {a24:.3f}")
 assert abs(f16 - f24) > 1.0, "flattened logits no longer depend on the width?"

@@ -3,12 +3,20 @@ ALiBi: attention with linear biases
 ===================================
 
 ALiBi (Press et al., ICLR 2022) puts no positional embedding on the tokens at all: each
-head adds ``-m_h * (l - m)`` to the logit of query ``l`` and key ``m``, a penalty linear
-in the distance with a fixed, head-specific slope ``m_h``. This page builds the slopes
-(including the paper's rule for head counts that are not powers of two), passes the
-bias to ``scaled_dot_product_attention`` as an additive mask and proves it equal to an
-explicit computation, then proves that the bias depends only on offsets and that for
-identical tokens each head's weights fall exactly as ``exp(-m_h * distance)``.
+head adds a penalty to its attention logits that grows linearly with the distance
+between query and key, with a fixed slope per head. Steep heads look locally, shallow
+heads almost uniformly; nothing but the offset between two tokens enters.
+
+**You will learn**
+
+- how the per-head slopes are built, including head counts that are not powers of two
+- how the bias rides into ``scaled_dot_product_attention`` as an additive mask
+- why the bias depends only on offsets, never on absolute positions
+- why each head's weights fall exactly as ``exp(-slope * distance)`` for equal tokens
+
+**Prerequisites:** :doc:`/generated/positional/plot_01_formulation` (what a position
+encoding must do), :doc:`/generated/transformer/plot_03_causal_attention` (the causal
+mask).
 """
 
 # %%
@@ -27,15 +35,52 @@ print(f"device: {device}, torch {torch.__version__}")
 
 
 # %%
+# The idea
+# --------
+# Instead of telling a token where it is, ALiBi tells each head how far apart two tokens
+# are: head :math:`h` subtracts :math:`m_h` times the distance from the logit of query
+# :math:`l` and key :math:`m` (keys after the query stay masked), with slopes forming a
+# geometric sequence for :math:`N_h` heads:
+#
+# .. math::
+#
+#    \mathrm{softmax}_m\!\left(\frac{q_l \cdot k_m}{\sqrt{D_h}} - m_h\,(l - m)\right),
+#    \qquad m_h = 2^{-8 (h + 1) / N_h}, \quad h = 0, \dots, N_h - 1.
+#
+# When every token carries the same query and key, the bias alone sets the weights:
+# the last query's weight at distance :math:`d` is :math:`\propto e^{-m_h d}`, a
+# straight line on a log scale, steep for the first heads and nearly flat for the last
+# (computed here with ``softmax`` alone; the page proves SDPA gives exactly these
+# weights below).
+import matplotlib.pyplot as plt
+
+L_fig, Nh_fig = 64, 8
+slopes_fig = 2.0 ** (-8 * torch.arange(1, Nh_fig + 1) / Nh_fig)  # (Nh,)
+d_fig = torch.arange(L_fig)  # (L,), distance from the last query
+w_fig = torch.softmax(-slopes_fig[:, None] * d_fig, dim=-1)  # (Nh, L)
+
+fig, ax = plt.subplots()
+for h in range(Nh_fig):
+    ax.semilogy(d_fig, w_fig[h], color=f"C{h}",
+                label=f"m = 1/{round(1 / slopes_fig[h].item())}")
+ax.set_xlabel("distance l - m from the last query (tokens)")
+ax.set_ylabel("attention weight (identical tokens)")
+ax.set_title("ALiBi: each head's weight falls as exp(-slope × distance);\n"
+             "steep heads look locally, shallow ones almost uniformly")
+ax.set_ylim(1e-9, 1)
+ax.legend(ncol=2, fontsize="small", loc="lower left")
+plt.show()
+
+
+# %%
 # The slopes
 # ----------
-# For :math:`N_h` a power of two the slopes are the geometric sequence
-# :math:`m_h = 2^{-8 (h + 1) / N_h}`, :math:`h = 0, \dots, N_h - 1`: from
+# For :math:`N_h` a power of two the slopes are the geometric sequence above: from
 # :math:`2^{-8 / N_h}` down to :math:`2^{-8}`. Otherwise the paper takes the :math:`P`
 # slopes of the largest power of two :math:`P < N_h`, then appends the first
 # :math:`N_h - P` slopes of every other one of the :math:`2P`-head sequence (those fall
 # halfway between, in log scale).
-def alibi_slopes(Nh):
+def alibi_slopes(Nh, device=None):
     """ALiBi slope of each head: (Nh,)."""
     P = 2 ** math.floor(math.log2(Nh))  # largest power of two <= Nh
     first = 2.0 ** (-8 * torch.arange(1, P + 1, device=device) / P)  # (P,)
@@ -44,32 +89,12 @@ def alibi_slopes(Nh):
     return torch.cat([first, extra])
 
 
-slopes8 = alibi_slopes(8)
+# %%
+# With 8 heads the slopes halve from head to head, :math:`1/2` down to :math:`1/256`.
+slopes8 = alibi_slopes(8, device)
 print("Nh = 8: ", [f"1/{round(1 / s)}" for s in slopes8.tolist()])
 halving = torch.tensor([2.0 ** -(h + 1) for h in range(8)], device=device)  # (8,)
 assert torch.equal(slopes8, halving)  # powers of two: exact on every device
-
-
-# %%
-# For other head counts, compare with the procedure of the paper's code, written out in
-# plain Python (recursive, no torch) as an independent reference.
-def get_slopes_reference(n):
-    def power_of_2(n):
-        start = 2 ** (-2 ** -(math.log2(n) - 3))  # 2 ** (-8 / n)
-        return [start * start**i for i in range(n)]
-
-    if math.log2(n).is_integer():
-        return power_of_2(n)
-    closest = 2 ** math.floor(math.log2(n))
-    return power_of_2(closest) + get_slopes_reference(2 * closest)[0::2][: n - closest]
-
-
-log2_slopes = [math.log2(s) for s in alibi_slopes(12).tolist()]
-print("Nh = 12: log2(m_h) =", " ".join(f"{e:g}" for e in log2_slopes))
-for n in range(1, 65):
-    ref = torch.tensor(get_slopes_reference(n), device=device)
-    torch.testing.assert_close(alibi_slopes(n), ref)
-print("alibi_slopes(Nh) matches the reference procedure for Nh = 1 .. 64")
 
 
 # %%
@@ -88,16 +113,16 @@ def alibi_bias(pos, slopes, causal=True):
     return bias.masked_fill(rel < 0, float("-inf"))  # keys after the query: -inf
 
 
+# %%
+# SDPA with the bias as ``attn_mask`` equals the attention written out. On CUDA a float
+# ``attn_mask`` rules out the flash kernel, and float32 inputs get the memory-efficient
+# one; on CPU the math path. Both are float32, compared at float32's default tolerances.
 B, L, Nh, Dh = 2, 64, 8, 16
-slopes = alibi_slopes(Nh)  # (Nh,)
+slopes = alibi_slopes(Nh, device)  # (Nh,)
 pos = torch.arange(L, device=device)  # (L,)
 bias = alibi_bias(pos, slopes)  # (Nh, L, L)
 q, k, v = torch.randn(3, B, Nh, L, Dh, device=device).unbind(0)  # each (B, Nh, L, Dh)
 
-# %%
-# On CUDA a float ``attn_mask`` rules out the flash kernel, and float32 inputs get the
-# memory-efficient one; on CPU the math path. The explicit computation fuses nothing;
-# both are float32, compared at float32's default tolerances on every device.
 sdpa = torch.nn.functional.scaled_dot_product_attention
 fused = sdpa(q, k, v, attn_mask=bias)  # (B, Nh, L, Dh)
 logits = torch.einsum("bhld,bhmd->bhlm", q, k) / math.sqrt(Dh) + bias  # (B, Nh, L, L)
@@ -105,16 +130,6 @@ explicit = torch.einsum("bhlm,bhmd->bhld", logits.softmax(dim=-1), v)  # (B, Nh,
 print(f"max|SDPA(attn_mask=bias) - explicit| = "
       f"{(fused - explicit).abs().max().item():.2e}")
 torch.testing.assert_close(fused, explicit)
-
-# %%
-# The ``-inf`` sits on the right side: with all slopes zero, the bias is just the causal
-# mask.
-no_slope = alibi_bias(pos, torch.zeros_like(slopes))  # (Nh, L, L)
-causal = sdpa(q, k, v, is_causal=True)  # (B, Nh, L, Dh)
-masked = sdpa(q, k, v, attn_mask=no_slope)  # (B, Nh, L, Dh)
-zero_gap = (masked - causal).abs().max().item()
-print(f"slopes = 0: max|SDPA(attn_mask) - SDPA(is_causal=True)| = {zero_gap:.2e}")
-torch.testing.assert_close(masked, causal)
 
 # %%
 # Only offsets matter
@@ -134,41 +149,14 @@ assert torch.equal(bias[:, 1:, 1:], bias[:, :-1, :-1])
 assert torch.equal(alibi_bias(pos + 1000, slopes), bias)
 
 # %%
-# The paper's code adds ``m_h * m`` (the key position only, the same row for every
-# query) instead. That differs from ``-m_h * (l - m)`` by ``-m_h * l``, a constant along
-# each row, and softmax ignores constants per row: a different mask, the same attention.
-key_only = (slopes[:, None, None] * pos.to(slopes.dtype)).expand(Nh, L, L)  # m_h * m
-key_only = key_only.masked_fill(torch.isinf(bias), float("-inf"))  # (Nh, L, L)
-mask_gap = (key_only - bias)[:, -1, 0].abs().max().item()  # l = L-1, m = 0: m_h (L-1)
-out_key_only = sdpa(q, k, v, attn_mask=key_only)  # (B, Nh, L, Dh)
-print(f"masks differ by up to {mask_gap:.1f}; max|output difference| = "
-      f"{(out_key_only - fused).abs().max().item():.2e}")
-assert mask_gap > 1.0  # m_h (L - 1), printed above
-torch.testing.assert_close(out_key_only, fused)
-
-# %%
-# Either mask gives the keys after the query a weight of exactly zero,
-# :math:`e^{-\infty} = 0` (``v = eye(L)`` makes SDPA return the weights). A large finite
-# fill such as ``-100`` would leave them near :math:`e^{-100} = 4 \cdot 10^{-44}`,
-# invisible next to the other weights, which is why the outputs above cannot tell, but
-# not zero where that is a float32 denormal (unless the hardware flushes denormals).
-eye_v = torch.eye(L, device=device).expand(B, Nh, L, L)  # as values: out = weights
-future = torch.isinf(bias[0])  # (L, L), keys after the query
-n_future = future.sum().item() * B * Nh  # weights on keys after the query
-nonzero = {name: (sdpa(q, k, eye_v, attn_mask=mask)[..., future] != 0).sum().item()
-           for name, mask in (("bias", bias), ("key-only", key_only))}
-print(f"nonzero weights on keys after the query, of {n_future}:",
-      ", ".join(f"{name} {n}" for name, n in nonzero.items()))
-assert nonzero == {"bias": 0, "key-only": 0}
-
-# %%
 # Steeper heads look more locally
 # -------------------------------
 # Give every token the same query and key: :math:`q \cdot k / \sqrt{D_h}` is then the
 # same for every pair, and the bias alone decides the weights. The last query
 # :math:`l = L-1` sees keys at distance :math:`d = 0, \dots, L-1`, so its weights are
 # :math:`r^d (1 - r) / (1 - r^L)` with :math:`r = e^{-m_h}`: a normalized geometric
-# sequence. Passing ``v = eye(L)`` makes SDPA return the weights themselves.
+# sequence, the curves of the figure above. Passing ``v = eye(L)`` makes SDPA return the
+# weights themselves.
 same = torch.randn(Dh, device=device).expand(B, Nh, L, Dh)  # (B, Nh, L, Dh), all equal
 eye = torch.eye(L, device=device).expand(B, Nh, L, L)  # as values: out = weights
 weights = sdpa(same, same, eye, attn_mask=bias)  # (B, Nh, L, L)
@@ -183,40 +171,101 @@ print("weight on the query itself, per head:",
 torch.testing.assert_close(last, closed)
 
 # %%
-# On a log scale each head's weights fall on a straight line of slope :math:`-m_h`: the
-# steepest head (:math:`m = 1/2`) puts :math:`1 - e^{-1/2}`, 39%, of its weight on the
-# query itself and less than ``1e-4`` on any key beyond 20 tokens; the shallowest
+# The steepest head (:math:`m = 1/2`) puts :math:`1 - e^{-1/2}` =
+# :measured:`self_weight:.3f` of its weight on the query itself and at most
+# :measured:`far_weight:.1e` on any key beyond 20 tokens; the shallowest
 # (:math:`m = 1/256`) is nearly uniform, its weights varying by only
-# :math:`e^{63/256} = 1.28` times over all 64 keys.
-import matplotlib.pyplot as plt
-
+# :math:`e^{(L - 1) m} = e^{63/256}` = :measured:`spread:.3f` times over all 64 keys.
+self_weight = last[0, 0].item()
+far_weight = last[0, 21:].max().item()
 spread = (last[-1].max() / last[-1].min()).item()
-print(f"m = 1/2: weight on itself {last[0, 0]:.3f}, largest beyond 20 tokens "
-      f"{last[0, 21:].max():.1e}")
+print(f"m = 1/2: weight on itself {self_weight:.3f}, largest beyond 20 tokens "
+      f"{far_weight:.1e}")
 print(f"m = 1/256: max/min weight {spread:.3f}")
 torch.testing.assert_close(last[0, 0], 1 - torch.exp(torch.tensor(-0.5, device=device)))
 assert last[0, 21:].max() < 1e-4
 assert abs(spread - math.exp(63 / 256)) < 1e-3  # the closed form, e^((L - 1) m)
 
-fig, ax = plt.subplots()
-for h in range(Nh):
-    ax.semilogy(dist.cpu(), closed[h].cpu(), color=f"C{h}",
-                label=f"m = 1/{round(1 / slopes[h].item())}")
-    ax.semilogy(dist.cpu(), last[h].cpu(), "o", ms=2.5, color=f"C{h}")
-ax.set_xlabel("distance l - m from the last query (tokens)")
-ax.set_ylabel("attention weight (identical tokens)")
-ax.set_title("ALiBi: each head's weight falls as exp(-slope × distance);\n"
-             "high-slope heads look locally (dots: SDPA, lines: closed form)")
-ax.set_ylim(1e-9, 1)
-ax.legend(ncol=2, fontsize="small", loc="lower left")
-plt.show()
+# %%
+# Proof: the slopes follow the paper's procedure for every head count
+# -------------------------------------------------------------------
+# For head counts that are not powers of two, compare with the procedure of the paper's
+# code, written out in plain Python (recursive, no torch) as an independent reference.
+def get_slopes_reference(n):
+    """The paper's slopes for n heads, as a list of floats."""
+    def power_of_2(n):
+        start = 2 ** (-2 ** -(math.log2(n) - 3))  # 2 ** (-8 / n)
+        return [start * start**i for i in range(n)]
+
+    if math.log2(n).is_integer():
+        return power_of_2(n)
+    closest = 2 ** math.floor(math.log2(n))
+    return power_of_2(closest) + get_slopes_reference(2 * closest)[0::2][: n - closest]
+
 
 # %%
-# The symmetric variant
-# ---------------------
+log2_slopes = [math.log2(s) for s in alibi_slopes(12, device).tolist()]
+print("Nh = 12: log2(m_h) =", " ".join(f"{e:g}" for e in log2_slopes))
+for n in range(1, 65):
+    ref = torch.tensor(get_slopes_reference(n), device=device)
+    torch.testing.assert_close(alibi_slopes(n, device), ref)
+print("alibi_slopes(Nh) matches the reference procedure for Nh = 1 .. 64")
+
+# %%
+# Proof: with all slopes zero the bias is the causal mask
+# -------------------------------------------------------
+# The ``-inf`` sits on the right side: with all slopes zero, the bias is just the causal
+# mask, and SDPA with it equals SDPA with ``is_causal=True``.
+no_slope = alibi_bias(pos, torch.zeros_like(slopes))  # (Nh, L, L)
+causal = sdpa(q, k, v, is_causal=True)  # (B, Nh, L, Dh)
+masked = sdpa(q, k, v, attn_mask=no_slope)  # (B, Nh, L, Dh)
+zero_gap = (masked - causal).abs().max().item()
+print(f"slopes = 0: max|SDPA(attn_mask) - SDPA(is_causal=True)| = {zero_gap:.2e}")
+torch.testing.assert_close(masked, causal)
+
+# %%
+# Try it: bias by the key position alone. Does attention change?
+# --------------------------------------------------------------
+# The paper's code adds :math:`m_h m` (the key position only, the same row for every
+# query) instead of :math:`-m_h (l - m)`. Build it, compare the masks and SDPA's
+# outputs, and check which weights the keys after the query get.
+
+# %%
+# The two masks differ by :math:`-m_h l`, a constant along each row, and softmax ignores
+# constants per row: a different mask, the same attention.
+key_only = (slopes[:, None, None] * pos.to(slopes.dtype)).expand(Nh, L, L)  # m_h * m
+key_only = key_only.masked_fill(torch.isinf(bias), float("-inf"))  # (Nh, L, L)
+mask_gap = (key_only - bias)[:, -1, 0].abs().max().item()  # l = L-1, m = 0: m_h (L-1)
+out_key_only = sdpa(q, k, v, attn_mask=key_only)  # (B, Nh, L, Dh)
+print(f"masks differ by up to {mask_gap:.1f}; max|output difference| = "
+      f"{(out_key_only - fused).abs().max().item():.2e}")
+assert mask_gap > 1.0  # m_h (L - 1), printed above
+torch.testing.assert_close(out_key_only, fused)
+
+# %%
+# Either mask gives the keys after the query a weight of exactly zero,
+# :math:`e^{-\infty} = 0` (``v = eye(L)`` makes SDPA return the weights). A large finite
+# fill such as ``-100`` would leave them near :math:`e^{-100}`, invisible next to the
+# other weights, which is why the outputs above cannot tell, but not zero where that is
+# a float32 denormal (unless the hardware flushes denormals).
+eye_v = torch.eye(L, device=device).expand(B, Nh, L, L)  # as values: out = weights
+future = torch.isinf(bias[0])  # (L, L), keys after the query
+n_future = future.sum().item() * B * Nh  # weights on keys after the query
+nonzero = {name: (sdpa(q, k, eye_v, attn_mask=mask)[..., future] != 0).sum().item()
+           for name, mask in (("bias", bias), ("key-only", key_only))}
+print(f"nonzero weights on keys after the query, of {n_future}:",
+      ", ".join(f"{name} {n}" for name, n in nonzero.items()))
+assert nonzero == {"bias": 0, "key-only": 0}
+
+# %%
+# Try it: drop the causal mask. How does the middle query attend?
+# ---------------------------------------------------------------
 # Encoders, where every token sees every other, use :math:`-m_h |l - m|` without the
-# causal mask. For identical tokens, the middle query's weights are then
-# :math:`e^{-m_h |d|}`, normalized, on both sides.
+# causal mask (``alibi_bias(..., causal=False)``). Predict the middle query's weights
+# for identical tokens, then check.
+
+# %%
+# They are :math:`e^{-m_h |d|}`, normalized, on both sides; the bias is symmetric.
 sym = alibi_bias(pos, slopes, causal=False)  # (Nh, L, L)
 mid = L // 2
 w_sym = sdpa(same, same, eye, attn_mask=sym)  # (B, Nh, L, L)

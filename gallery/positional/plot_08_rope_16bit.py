@@ -2,15 +2,23 @@
 RoPE in 16 bits
 ===============
 
-RoPE turns pair ``i`` of a head vector at position ``p`` by the angle ``p * theta_i``,
-a number as large as the position itself, and a 16-bit float cannot hold it: bfloat16
-keeps 8 significant bits, float16 11. This page proves which positions each dtype holds
-exactly, that the angle computed in 16 bits is off by the dtype's rounding of ``p *
-theta`` (more than pi radians from position 1028 in bfloat16, 8196 in float16), that
-float16 cannot even hold Llama 3's base, and that the recipe of today's implementations
-(angles and cos/sin in float32, only cos/sin cast to 16 bits) matches the float64
-rotation within the dtype's rounding plus float32's own, bounded, angle error, while
-the naive one breaks the relative position property of the attention logits.
+RoPE turns pair ``i`` of a head vector at position ``p`` by the angle
+``p * inv_freq[i]``, a number as large as the position itself, and a 16-bit float
+cannot hold it: bfloat16 keeps 8 significant bits, float16 11. Computed in 16 bits,
+the angle is off by the rounding of the position; the recipe of today's implementations
+(angles and cos/sin in float32, only cos/sin cast to 16 bits) keeps RoPE's
+relative-position property.
+
+**You will learn**
+
+- which positions bfloat16 and float16 hold exactly, and how the rest round
+- why 16-bit angles miss by over pi from position 1028 (bfloat16), 8196 (float16)
+- why float16 cannot even hold Llama 3's base
+- the recipe: float32 angles, 16-bit cos and sin, and how close it stays to float64
+- how 16-bit angles break the relative position property of the logits
+
+**Prerequisites:** :doc:`/generated/positional/plot_04_rope` (RoPE, both layouts),
+:doc:`/generated/normalization/plot_09_norms_16bit` (floating-point formats, rounding).
 """
 
 # %%
@@ -19,11 +27,59 @@ the naive one breaks the relative position property of the attention logits.
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import math
+
 import torch
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
+
+# %%
+# The idea
+# --------
+# Pair :math:`i` turns by the angle :math:`p\,\omega_i`, :math:`\omega_i = b^{-2i/D_h}`
+# (``inv_freq``, base :math:`b`). The fastest pair has :math:`\omega_0 = 1`: its angle
+# *is* the position. A float with :math:`t` significant bits holds every integer up to
+# :math:`2^t`; above, it rounds :math:`p \in [2^e, 2^{e+1})` to a multiple of
+# :math:`2^{e+1-t}`, so
+#
+# .. math::
+#
+#    |\mathrm{fl}(p\,\omega_0) - p\,\omega_0| = |\mathrm{fl}(p) - p|
+#    \le 2^{\lfloor \log_2 p \rfloor - t} \quad\text{rad},
+#
+# more than :math:`\pi` (a rotation that may point anywhere) once :math:`p` reaches
+# :math:`2^{t+2}`: with :math:`t = 8` (bfloat16) or 11 (float16), RoPE's fastest pair
+# turns at random from position about a thousand or eight thousand. The figure casts
+# every position below :math:`2^{17}` with ``.to(dtype)``, nothing else.
+import matplotlib.pyplot as plt
+
+DTYPES = (torch.bfloat16, torch.float16)
+P = 2**17 - 1
+pos = torch.arange(1, P + 1, device=device)  # (P,) positions 1 .. 131071
+p64 = pos.double()  # exact
+bucket = (8 * torch.log2(p64)).floor().long()  # (P,) eighth-of-an-octave index
+n_buckets = int(bucket.max()) + 1
+x_bucket = 2.0 ** (torch.arange(n_buckets, dtype=torch.float64) / 8)  # left edges
+
+fig, ax = plt.subplots()
+for dtype, color in zip(DTYPES, ("C1", "C2")):  # float32: exact to 2^24, no line
+    rounding = (pos.to(dtype).double() - p64).abs()  # (P,) |fl(p) - p|
+    worst = torch.zeros(n_buckets, dtype=torch.float64, device=device)
+    worst = worst.scatter_reduce(0, bucket, rounding, "amax", include_self=False)
+    shown = (worst > 0).cpu()  # exact positions: nothing to draw on a log scale
+    ax.loglog(x_bucket[shown], worst.cpu()[shown], color=color,
+              label=str(dtype).removeprefix("torch."))
+ax.axhline(math.pi, color="gray", lw=0.8)
+ax.text(1.5, math.pi * 1.3, "π", color="gray")
+ax.set_xlim(1, 2**17)
+ax.set_xlabel("position p")
+ax.set_ylabel("|fl(p) - p|: error of the fastest angle (rad)")
+ax.set_title("A 16-bit position is off by more than π from p ≈ 1000 (bfloat16)\n"
+             "and p ≈ 8000 (float16); float32 holds every position to 2^24")
+ax.legend(loc="lower right")
+plt.show()
 
 # %%
 # Which positions a 16-bit float holds
@@ -33,51 +89,11 @@ print(f"device: {device}, torch {torch.__version__}")
 # :math:`[2^e, 2^{e+1})` are :math:`2^{e+1-\text{bits}}` apart, so a position is rounded
 # to the nearest multiple of that spacing. ``finfo(dtype).eps`` is the spacing at 1,
 # :math:`2^{1-\text{bits}}`: 8 bits for bfloat16, 11 for float16, 24 for float32.
-import math
-
-DTYPES = (torch.bfloat16, torch.float16)
-
 
 def significant_bits(dtype):
     """1 + the stored mantissa bits, read off finfo: eps = 2 ** (1 - bits)."""
     return 1 - int(math.log2(torch.finfo(dtype).eps))
 
-
-for dtype in DTYPES:
-    bits = significant_bits(dtype)
-    ints = torch.arange(2**bits + 2, device=device)  # (2^bits + 2,): 0 .. 2^bits + 1
-    back = ints.to(dtype).to(torch.int64)
-    print(f"{str(dtype):15s} {bits:2d} significant bits: integers exact up to "
-          f"{2**bits}, {2**bits + 1} -> {back[-1].item()}")
-    inexact = ints[back != ints].tolist()
-    assert inexact == [2**bits + 1], "not exact up to 2^bits, then inexact?"
-    assert back[-1] == 2**bits, "2^bits + 1 does not round (to even) to 2^bits?"
-print(f"torch.float32   {significant_bits(torch.float32)} significant bits: "
-      f"integers exact up to {2**24}")
-
-# %%
-# The cast rounds each position once, to the nearest multiple of its spacing (ties to
-# even), checked for every position below :math:`2^{17}`: the model is computed in
-# float64 from ``frexp`` (:math:`p = m\, 2^e`, :math:`m \in [0.5, 1)`), and the cast
-# must match it bit for bit. The largest error in :math:`[2^{14}, 2^{15})` is half a
-# spacing: 64 positions in bfloat16, 8 in float16.
-P = 2**17 - 1
-pos = torch.arange(1, P + 1, device=device)  # (P,) positions 1 .. 131071
-p64 = pos.double()  # exact
-_, e = torch.frexp(p64)  # p = m * 2^e, m in [0.5, 1)
-for dtype in DTYPES:
-    bits = significant_bits(dtype)
-    spacing = torch.ldexp(torch.ones_like(p64), e - bits)  # (P,) 2^(e - bits)
-    model = torch.round(p64 / spacing) * spacing  # nearest multiple, ties to even
-    rounded = pos.to(dtype)  # (P,)
-    fits = model <= torch.finfo(dtype).max  # float16 overflows above, see below
-    # Exact: a cast is one correctly rounded operation on every device.
-    torch.testing.assert_close(rounded[fits], model[fits].to(dtype), rtol=0, atol=0)
-    assert torch.isinf(rounded[~fits]).all(), "a position past the largest is finite?"
-    octave = (pos >= 2**14) & (pos < 2**15)
-    worst = (rounded.double() - p64)[octave].abs().max().item()
-    print(f"{str(dtype):15s} max|p - fl(p)| on [2^14, 2^15) = {worst:g} positions")
-    assert worst == 2.0 ** (14 - bits), "not half a spacing?"  # 64 and 8
 
 # %%
 # float16's largest number is 65504, and the spacing there is 32: every position from
@@ -103,36 +119,186 @@ assert base_exact.to(torch.bfloat16) == 499_712, "bfloat16 rounds 500000 elsewhe
 # The angle in each dtype
 # -----------------------
 # The angle table of RoPE (:doc:`page 04 <plot_04_rope>`), every step in one dtype: the
-# base, :math:`\theta_i = \text{base}^{-2i/D_h}` (as ``1 / base ** (2i / Dh)``, the form
+# base, :math:`\omega_i = \text{base}^{-2i/D_h}` (as ``1 / base ** (2i / Dh)``, the form
 # of Llama's code), the position and the product. In float32 this is what
 # implementations compute; in bfloat16 or float16 it is what happens when the whole
 # model, RoPE included, runs in 16 bits. The reference is float64, with
-# :math:`\theta_i` from Python's ``math.pow``.
+# :math:`\omega_i` from Python's ``math.pow``.
 def rope_angles(pos, Dh, base, dtype):
-    """p * theta_i with every step in `dtype`. pos (L,) integers -> (L, Dh/2)."""
+    """p * inv_freq_i with every step in `dtype`. pos (L,) integers -> (L, Dh/2)."""
     base = torch.tensor(base, device=pos.device).to(dtype)  # the base too
     two_i = torch.arange(0, Dh, 2, device=pos.device).to(dtype)  # (Dh/2,)
-    inv_freq = 1.0 / base ** (two_i / Dh)  # (Dh/2,) theta_i
+    inv_freq = 1.0 / base ** (two_i / Dh)  # (Dh/2,)
     return pos.to(dtype)[:, None] * inv_freq[None, :]  # (L, Dh/2)
 
 
-def theta_reference(Dh, base):
-    """RoFormer's theta_i = base ** (-2i / Dh) in float64: (Dh/2,)."""
+def inv_freq_reference(Dh, base, device=None):
+    """inv_freq_i = base ** (-2i / Dh) in float64 (RoFormer's theta_i): (Dh/2,)."""
     return torch.tensor([math.pow(base, -2 * i / Dh) for i in range(Dh // 2)],
                         dtype=torch.float64, device=device)
 
 
+# %%
+# Llama's head width, and position 1, where the angles are the frequencies.
 Dh = 128  # Llama's head width
 BASES = (10_000.0, 500_000.0)
-one = torch.tensor([1], device=device)  # (1,) position 1: the angles are the thetas
+one = torch.tensor([1], device=device)  # (1,) position 1: the angles are inv_freq
+
+
+# %%
+# The recipe: float32 angles, 16-bit cos and sin
+# ----------------------------------------------
+# Llama's code in Hugging Face computes the angles and their cos and sin in float32 and
+# casts only cos and sin to the model's dtype. Both go through the same function here;
+# only the dtype of the angles differs.
+def rope_cos_sin_16bit(pos, Dh, base, angle_dtype, dtype):
+    """cos and sin of the angles computed in `angle_dtype`, cast to `dtype`.
+
+    pos (L,) -> cos, sin, each (L, Dh/2)."""
+    angles = rope_angles(pos, Dh, base, angle_dtype)  # (L, Dh/2)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+# %%
+# Rotating a query in 16 bits
+# ---------------------------
+# This page's layout, adjacent pairs :math:`(2i, 2i+1)`, applied in the 16-bit dtype
+# with the cast tables. To make one tolerance fit every entry, each pair of ``q`` is a
+# unit vector at a random angle (a rotation keeps it one, so every output entry is at
+# most 1). The reference rotates the same 16-bit ``q`` in float64, as complex numbers
+# times :math:`e^{\mathrm{i}\,p\,\omega_i}`.
+def rotate_pairs(x, cos, sin):
+    """Turn adjacent pairs of x (..., L, Dh) by cos, sin (L, Dh/2). Same shape as x."""
+    x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., L, Dh/2)
+    out_even = x_even * cos - x_odd * sin  # out[2i]
+    out_odd = x_even * sin + x_odd * cos  # out[2i+1]
+    return torch.stack([out_even, out_odd], dim=-1).flatten(-2)  # interleaved, Dh
+
+
+def unit_pairs(L, Dh, generator, device=None):
+    """(L, Dh) float64 whose adjacent pairs are unit vectors at random angles."""
+    phi = 2 * math.pi * torch.rand(L, Dh // 2, dtype=torch.float64,
+                                   generator=generator).to(device)  # (L, Dh/2)
+    return torch.stack([phi.cos(), phi.sin()], dim=-1).flatten(-2)  # (L, Dh)
+
+
+def rotate_reference(x, angles):
+    """float64: x (L, Dh) times exp(1j * angles (L, Dh/2)) as complex pairs."""
+    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], -1, 2).contiguous())
+    return torch.view_as_real(z * torch.polar(torch.ones_like(angles), angles)
+                              ).flatten(-2)  # (L, Dh)
+
+
+# %%
+# The logits: relative position in 16 bits
+# ----------------------------------------
+# :math:`\langle R_m q, R_n k\rangle` depends only on :math:`n - m`
+# (:doc:`page 04 <plot_04_rope>`), so shifting every position by ``s`` must leave the
+# ``(L, L)`` logits unchanged. With the recipe they stay within the dtype's own
+# rounding plus float32's bounded angle error (the budget below, derived in the last
+# Proof section); angles in the 16-bit dtype move the logits by
+# :measured:`naive_shift_min:.1f` to :measured:`naive_shift_max:.1f`: over ten times
+# that budget. Each pair of ``q`` and ``k`` is a unit vector at a random angle, so one
+# tolerance fits every entry; base 500,000, Llama 3's.
+base = 500_000.0
+freqs64 = inv_freq_reference(Dh, base, device)  # (Dh/2,)
+gen = torch.Generator().manual_seed(0)
+L = 16
+q64 = unit_pairs(L, Dh, gen, device)  # (L, Dh)
+k64 = unit_pairs(L, Dh, gen, device)  # (L, Dh)
+pos0 = torch.arange(L, device=device)  # (L,)
+
+
+# %%
+def rope_logits_16bit(q, k, pos, Dh, base, angle_dtype):
+    """(L, Dh) x 2 -> (L, L) logits <R_m q_m, R_n k_n>, rotated and multiplied in q's
+    dtype with cos/sin from `angle_dtype` angles."""
+    cos, sin = rope_cos_sin_16bit(pos, Dh, base, angle_dtype, q.dtype)
+    return rotate_pairs(q, cos, sin) @ rotate_pairs(k, cos, sin).T
+
+
+# %%
+shifts = (1_000, 30_000, 60_000)  # float16 positions stay below 65520
+naive_shifts = []  # max|logits(p + s) - logits(p)| with 16-bit angles, per dtype and s
+for dtype in DTYPES:
+    q, k = q64.to(dtype), k64.to(dtype)  # (L, Dh) each
+    a0 = pos0.double()[:, None] * freqs64[None, :]  # (L, Dh/2)
+    ref = (rotate_reference(q, a0) @ rotate_reference(k, a0).T).to(dtype)  # (L, L)
+    at0 = rope_logits_16bit(q, k, pos0, Dh, base, torch.float32)  # (L, L)
+    # the dtype's rounding alone: float64's rotated q and k, cast, multiplied in dtype
+    q0, k0 = rotate_reference(q, a0).to(dtype), rotate_reference(k, a0).to(dtype)
+    E0 = ((q0 @ k0.T).double() - ref.double()).abs().max().item()
+    print(f"{str(dtype):15s} E0 = {E0:.1e} (logits up to {ref.abs().max():.1f})")
+    for s in shifts:
+        a_s = (pos0 + s).double()[:, None] * freqs64[None, :]  # (L, Dh/2)
+        d_i = (rope_angles(pos0 + s, Dh, base, torch.float32).double()
+               - a_s).abs().amax(dim=0)  # (Dh/2,) delta_i(s)
+        budget = 2 * E0 + 2 * d_i.sum().item()  # the model above
+        ours = rope_logits_16bit(q, k, pos0 + s, Dh, base, torch.float32)  # (L, L)
+        bad = rope_logits_16bit(q, k, pos0 + s, Dh, base, dtype)
+        err_s = (ours.double() - ref.double()).abs().max().item()
+        gap = (ours.double() - at0.double()).abs().max().item()
+        bad_gap = (bad.double() - at0.double()).abs().max().item()
+        print(f"  s={s:6d}: vs float64 {err_s:.1e} (<= {budget:.1e}), "
+              f"shift {gap:.1e} (<= {E0 + budget:.1e}); naive {bad_gap:4.1f}")
+        torch.testing.assert_close(ours, at0, rtol=0, atol=E0 + budget)  # shift
+        torch.testing.assert_close(ours, ref, rtol=0, atol=budget)  # vs float64
+        assert bad_gap > 10 * (E0 + budget), "naive 16-bit angles keep it?"
+        naive_shifts.append(bad_gap)
+naive_shift_min, naive_shift_max = min(naive_shifts), max(naive_shifts)
+
+# %%
+# Proof: what each dtype rounds, and by how much
+# ----------------------------------------------
+#
+# Integers exact up to 2^bits, then rounded once, ties to even
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+for dtype in DTYPES:
+    bits = significant_bits(dtype)
+    ints = torch.arange(2**bits + 2, device=device)  # (2^bits + 2,): 0 .. 2^bits + 1
+    back = ints.to(dtype).to(torch.int64)
+    print(f"{str(dtype):15s} {bits:2d} significant bits: integers exact up to "
+          f"{2**bits}, {2**bits + 1} -> {back[-1].item()}")
+    inexact = ints[back != ints].tolist()
+    assert inexact == [2**bits + 1], "not exact up to 2^bits, then inexact?"
+    assert back[-1] == 2**bits, "2^bits + 1 does not round (to even) to 2^bits?"
+print(f"torch.float32   {significant_bits(torch.float32)} significant bits: "
+      f"integers exact up to {2**24}")
+
+# %%
+# The cast rounds each position once, to the nearest multiple of its spacing (ties to
+# even), checked for every position below :math:`2^{17}`: the model is computed in
+# float64 from ``frexp`` (:math:`p = m\, 2^e`, :math:`m \in [0.5, 1)`), and the cast
+# must match it bit for bit. The largest error in :math:`[2^{14}, 2^{15})` is half a
+# spacing: 64 positions in bfloat16, 8 in float16.
+_, e = torch.frexp(p64)  # p = m * 2^e, m in [0.5, 1)
+for dtype in DTYPES:
+    bits = significant_bits(dtype)
+    spacing = torch.ldexp(torch.ones_like(p64), e - bits)  # (P,) 2^(e - bits)
+    model = torch.round(p64 / spacing) * spacing  # nearest multiple, ties to even
+    rounded = pos.to(dtype)  # (P,)
+    fits = model <= torch.finfo(dtype).max  # float16 overflows above, see below
+    # Exact: a cast is one correctly rounded operation on every device.
+    torch.testing.assert_close(rounded[fits], model[fits].to(dtype), rtol=0, atol=0)
+    assert torch.isinf(rounded[~fits]).all(), "a position past the largest is finite?"
+    octave = (pos >= 2**14) & (pos < 2**15)
+    worst = (rounded.double() - p64)[octave].abs().max().item()
+    print(f"{str(dtype):15s} max|p - fl(p)| on [2^14, 2^15) = {worst:g} positions")
+    assert worst == 2.0 ** (14 - bits), "not half a spacing?"  # 64 and 8
+
+# %%
+# Each dtype's angle error, within a few roundings
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Every position below :math:`2^{17}`, every pair, both bases, each dtype, against
+# float64.
 angle64, err = {}, {}  # per base: (P, Dh/2) reference; per (base, dtype): |error|
 naive0 = {}  # per (base, dtype): (P,) the 16-bit angle of the fastest pair
 for base in BASES:
-    theta64 = theta_reference(Dh, base)  # (Dh/2,)
-    angle64[base] = p64[:, None] * theta64[None, :]  # (P, Dh/2)
-    theta32 = rope_angles(one, Dh, base, torch.float32)[0]  # (Dh/2,)
+    inv_freq64 = inv_freq_reference(Dh, base, device)  # (Dh/2,)
+    angle64[base] = p64[:, None] * inv_freq64[None, :]  # (P, Dh/2)
+    inv_freq32 = rope_angles(one, Dh, base, torch.float32)[0]  # (Dh/2,)
     # float32's frequencies are float64's rounded, to float32's default tolerance
-    torch.testing.assert_close(theta32, theta64.float())
+    torch.testing.assert_close(inv_freq32, inv_freq64.float())
     for dtype in (torch.float32, *DTYPES):
         angles = rope_angles(pos, Dh, base, dtype)  # (P, Dh/2)
         err[base, dtype] = angles.double().sub_(angle64[base]).abs_()  # (P, Dh/2)
@@ -140,20 +306,20 @@ for base in BASES:
 
 # %%
 # float32 keeps the angle within a few unit roundoffs :math:`u = 2^{-24}` of
-# :math:`p\,\theta_i`: the frequency (``pow`` within 4 ulps, a generous bound for a
+# :math:`p\,\omega_i`: the frequency (``pow`` within 4 ulps, a generous bound for a
 # float32 math library, then a correctly rounded reciprocal) and the product each
-# round it. That bound is :math:`10\,u\,p\,\theta_i`, below 0.08 rad for every
+# round it. That bound is :math:`10\,u\,p\,\omega_i`, below 0.08 rad for every
 # position up to :math:`2^{17}`; the measured error reaches
 # :measured:`rel32_max_u:.1f` u.
 u32 = torch.finfo(torch.float32).eps / 2
-rel32, err128k = {}, {}  # per base: max |error| / (p theta) in u; max |error|, rad
+rel32, err128k = {}, {}  # per base: max |error| / (p inv_freq), in u; max |error|, rad
 for base in BASES:
     rel = (err[base, torch.float32] / angle64[base]).max().item() / u32
     at_32k = err[base, torch.float32][: 2**15].max().item()
     at_128k = err[base, torch.float32].max().item()
     print(f"float32  base {base:>7,.0f}: max|angle - float64| {at_32k:.1e} rad "
           f"(p < 32k), {at_128k:.1e} (p < 128k)")
-    print(f"{'':22s} max|angle - float64| / (p theta) = {rel:.2f} u")
+    print(f"{'':22s} max|angle - float64| / (p inv_freq) = {rel:.2f} u")
     assert rel <= 10, "float32 angle error above 10 unit roundoffs?"
     rel32[base], err128k[base] = rel, at_128k
 rel32_max_u = max(rel32.values())
@@ -162,8 +328,8 @@ err128k_500k = err128k[500_000.0]  # rad, every position below 2^17, base 500,00
 # %%
 # In 16 bits the same roundings (the base, ``pow``, the reciprocal, the position, the
 # product) cost :math:`u = 2^{-8}` (bfloat16) or :math:`2^{-11}` (float16) each: the
-# error stays within :math:`5\,u\,p\,\theta_i`, with the fastest pair
-# (:math:`\theta_0 = \text{base}^0 = 1` exactly, in every dtype) carrying the whole
+# error stays within :math:`5\,u\,p\,\omega_i`, with the fastest pair
+# (:math:`\omega_0 = \text{base}^0 = 1` exactly, in every dtype) carrying the whole
 # rounding of the position. Its angle *is* the rounded position, so its error reaches
 # half a spacing of the position in each octave, and passes :math:`\pi` (a rotation
 # that points anywhere) at :math:`2^{\text{bits}+2} + 4`: position 1028 in bfloat16,
@@ -178,32 +344,30 @@ for base in BASES:
               f"{e16[: 2**15].max().item():7.1f} rad (p < 32k), > pi from p = {first}")
         if not (dtype == torch.float16 and base == 500_000.0):  # base inf: below
             rel = (e16 / angle64[base])[finite].max().item() / u
-            print(f"{'':22s} max|angle - float64| / (p theta) = {rel:.2f} u")
+            print(f"{'':22s} max|angle - float64| / (p inv_freq) = {rel:.2f} u")
             assert rel <= 5, "16-bit angle error above five roundings?"
-        # exact: theta_0 = 1, so the product does not round
+        # exact: inv_freq_0 = 1, so the product does not round
         torch.testing.assert_close(naive0[base, dtype][finite], pos[finite].to(dtype),
                                    rtol=0, atol=0)
         assert first == 2 ** (bits + 2) + 4, "the error passes pi elsewhere?"
 
 # %%
 # float16 with Llama 3's base is worse than rounding: the base is ``inf``, so
-# :math:`\theta_i = 1 / \infty^{2i/D_h} = 0` for every pair but the first. All other
+# :math:`\omega_i = 1 / \infty^{2i/D_h} = 0` for every pair but the first. All other
 # pairs never turn, at any position.
-theta16 = rope_angles(one, Dh, 500_000.0, torch.float16)[0]  # (Dh/2,)
-print(f"float16, base 500,000: theta = {theta16[:3].tolist()} ..., "
-      f"{int((theta16 == 0).sum())} of {Dh // 2} are 0")
-assert theta16[0] == 1 and (theta16[1:] == 0).all(), "float16 holds base 500000?"
+inv_freq16 = rope_angles(one, Dh, 500_000.0, torch.float16)[0]  # (Dh/2,)
+print(f"float16, base 500,000: inv_freq = {inv_freq16[:3].tolist()} ..., "
+      f"{int((inv_freq16 == 0).sum())} of {Dh // 2} are 0")
+assert inv_freq16[0] == 1 and (inv_freq16[1:] == 0).all(), "float16 holds base 500000?"
 
 # %%
+# Every pair, both bases, every position below 2^17
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # The error against the position: the worst pair at each position, bucketed in eighths
 # of an octave. The dashed lines are half a spacing of the position in each 16-bit
 # dtype, the rounding of the position alone. float16 with base 500,000 is the line on
-# top (its thetas are 0), and it ends at 65520 (dotted), where its positions are inf.
-import matplotlib.pyplot as plt
-
-bucket = (8 * torch.log2(p64)).floor().long()  # (P,) eighth-of-an-octave index
-n_buckets = int(bucket.max()) + 1
-x_bucket = 2.0 ** (torch.arange(n_buckets, dtype=torch.float64) / 8)  # left edges
+# top (its frequencies are 0), and it ends at 65520 (dotted), where its positions are
+# inf.
 filled = torch.bincount(bucket, minlength=n_buckets) > 0  # below p = 8 most are empty
 fig, axs = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True, layout="constrained")
 colors = {torch.float32: "C0", torch.bfloat16: "C1", torch.float16: "C2"}
@@ -232,30 +396,20 @@ fig.suptitle("RoPE angles in 16 bits: the error grows with p and passes π at 10
 plt.show()
 
 # %%
-# The recipe: float32 angles, 16-bit cos and sin
+# Proof: the recipe stays within its error model
 # ----------------------------------------------
-# Llama's code in Hugging Face computes the angles and their cos and sin in float32 and
-# casts only cos and sin to the model's dtype. Both go through the same function here;
-# only the dtype of the angles differs.
-def rope_cos_sin(pos, Dh, base, angle_dtype, dtype):
-    """cos and sin of the angles computed in `angle_dtype`, cast to `dtype`.
-
-    pos (L,) -> cos, sin, each (L, Dh/2)."""
-    angles = rope_angles(pos, Dh, base, angle_dtype)  # (L, Dh/2)
-    return angles.cos().to(dtype), angles.sin().to(dtype)
-
-
-# %%
+#
+# The cos and sin tables, within the error model
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # Against float64's cos and sin rounded to the dtype, for every position below
 # :math:`2^{15}` and base 500,000. An error model in one line: cos and sin move by at
 # most the angle's float32 error :math:`\delta` (measured here, on the same positions),
 # float32's cos/sin add at most 2 ulps, and each of the two roundings to the dtype at
 # most a quarter of eps (both values lie in [-1, 1]). The naive tables, angles in the
 # dtype, miss by up to :measured:`naive_table_gap:.2f`.
-base = 500_000.0
 L32k = 2**15
 pos32k = torch.arange(L32k, device=device)  # (L,) positions 0 .. 32767
-a64 = pos32k.double()[:, None] * theta_reference(Dh, base)[None, :]  # (L, Dh/2)
+a64 = pos32k.double()[:, None] * freqs64[None, :]  # (L, Dh/2)
 cs64 = (a64.cos(), a64.sin())
 delta = (rope_angles(pos32k, Dh, base, torch.float32).double() - a64).abs().max().item()
 eps32 = torch.finfo(torch.float32).eps
@@ -263,8 +417,8 @@ naive_gaps = []  # max|naive table - float64| per dtype and function
 for dtype in DTYPES:
     eps = torch.finfo(dtype).eps
     atol = delta + 2 * eps32 + eps / 2  # the model above
-    recipe = rope_cos_sin(pos32k, Dh, base, torch.float32, dtype)
-    naive = rope_cos_sin(pos32k, Dh, base, dtype, dtype)
+    recipe = rope_cos_sin_16bit(pos32k, Dh, base, torch.float32, dtype)
+    naive = rope_cos_sin_16bit(pos32k, Dh, base, dtype, dtype)
     for name, ours, bad, ref in zip(("cos", "sin"), recipe, naive, cs64):
         ref = ref.to(dtype)  # float64's, rounded once
         gap = (ours.double() - ref.double()).abs().max().item()
@@ -290,51 +444,20 @@ print(f"delta = {delta:.1e} rad; float16 rounds cos and sin to {half_eps16:.1e}:
 assert delta_over_half_eps16 > 2, "float32 angles finer than float16 at 32k?"
 
 # %%
-# Rotating a query in 16 bits
-# ---------------------------
-# The book's convention, adjacent pairs :math:`(2i, 2i+1)`, applied in the 16-bit dtype
-# with the cast tables. To make one tolerance fit every entry, each pair of ``q`` is a
-# unit vector at a random angle (a rotation keeps it one, so every output entry is at
-# most 1). The reference rotates the same 16-bit ``q`` in float64, as complex numbers
-# times :math:`e^{\mathrm{i}\,p\,\theta_i}`.
-def rotate(x, cos, sin):
-    """Turn adjacent pairs of x (..., L, Dh) by cos, sin (L, Dh/2). Same shape as x."""
-    x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., L, Dh/2)
-    out_even = x_even * cos - x_odd * sin  # out[2i]
-    out_odd = x_even * sin + x_odd * cos  # out[2i+1]
-    return torch.stack([out_even, out_odd], dim=-1).flatten(-2)  # interleaved, Dh
-
-
-def unit_pairs(L, Dh, generator):
-    """(L, Dh) float64 whose adjacent pairs are unit vectors at random angles."""
-    phi = 2 * math.pi * torch.rand(L, Dh // 2, dtype=torch.float64,
-                                   generator=generator).to(device)  # (L, Dh/2)
-    return torch.stack([phi.cos(), phi.sin()], dim=-1).flatten(-2)  # (L, Dh)
-
-
-def rotate_reference(x, angles):
-    """float64: x (L, Dh) times exp(1j * angles (L, Dh/2)) as complex pairs."""
-    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], -1, 2).contiguous())
-    return torch.view_as_real(z * torch.polar(torch.ones_like(angles), angles)
-                              ).flatten(-2)  # (L, Dh)
-
-
-# %%
+# A rotated query, within the error model
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # The model: each output ``x_e cos - x_o sin`` takes the tables' error
 # (:math:`\delta` + a quarter of eps, times :math:`|x_e| + |x_o| \le \sqrt 2`) and four
 # roundings of at most half an eps (two products, the difference, the reference's cast):
 # within :math:`2\delta + 3\,\mathrm{eps}`. At position 30000 the naive rotation is off
 # by the size of the entries themselves.
-gen = torch.Generator().manual_seed(0)
-L = 16
 pos_far = 30_000 + torch.arange(L, device=device)  # (L,) far positions
-a_far = pos_far.double()[:, None] * theta_reference(Dh, base)[None, :]  # (L, Dh/2)
-q64 = unit_pairs(L, Dh, gen)  # (L, Dh)
+a_far = pos_far.double()[:, None] * freqs64[None, :]  # (L, Dh/2)
 for dtype in DTYPES:
     q = q64.to(dtype)  # (L, Dh) the 16-bit query
     ref = rotate_reference(q, a_far).to(dtype)  # (L, Dh)
-    ours = rotate(q, *rope_cos_sin(pos_far, Dh, base, torch.float32, dtype))
-    bad = rotate(q, *rope_cos_sin(pos_far, Dh, base, dtype, dtype))
+    ours = rotate_pairs(q, *rope_cos_sin_16bit(pos_far, Dh, base, torch.float32, dtype))
+    bad = rotate_pairs(q, *rope_cos_sin_16bit(pos_far, Dh, base, dtype, dtype))
     atol = 2 * delta + 3 * torch.finfo(dtype).eps
     gap = (ours.double() - ref.double()).abs().max().item()
     bad_gap = (bad.double() - ref.double()).abs().max().item()
@@ -344,37 +467,8 @@ for dtype in DTYPES:
     assert bad_gap > 0.5, "the naive rotation is about right?"
 
 # %%
-# The naive rotation is still a rotation: cos and sin are rounded from one angle, so
-# :math:`\cos^2 + \sin^2 = 1` to the dtype's precision and every pair keeps its length
-# (checked at the dtype's default tolerance). A norm check cannot see a wrong angle.
-for dtype in DTYPES:
-    q = q64.to(dtype)  # (L, Dh)
-    pair_len_in = q.double().reshape(L, Dh // 2, 2).norm(dim=-1)  # (L, Dh/2)
-    for angle_dtype in (torch.float32, dtype):  # the recipe, the naive one
-        rotated = rotate(q, *rope_cos_sin(pos_far, Dh, base, angle_dtype, dtype))
-        pair_len = rotated.double().reshape(L, Dh // 2, 2).norm(dim=-1)  # (L, Dh/2)
-        torch.testing.assert_close(pair_len.to(dtype), pair_len_in.to(dtype))
-
-# %%
-# The two layouts round alike. Llama in Hugging Face pairs channel ``i`` with
-# ``i + Dh/2`` ("rotate half", :doc:`page 04 <plot_04_rope>`). In 16 bits it performs
-# the same two products and one sum per entry, so after the channel permutation it is
-# bit for bit the adjacent-pairs result.
-perm = torch.cat([torch.arange(0, Dh, 2), torch.arange(1, Dh, 2)]).to(device)  # (Dh,)
-for dtype in DTYPES:
-    cos, sin = rope_cos_sin(pos_far, Dh, base, torch.float32, dtype)  # (L, Dh/2)
-    q = q64.to(dtype)[:, perm]  # (L, Dh) halves layout: pair i is (i, i + Dh/2)
-    cos2, sin2 = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)  # (L, Dh)
-    x1, x2 = q.chunk(2, dim=-1)  # (L, Dh/2) each
-    halves = q * cos2 + torch.cat([-x2, x1], dim=-1) * sin2  # Llama's formula
-    adjacent = rotate(q64.to(dtype), cos, sin)[:, perm]  # (L, Dh)
-    print(f"{str(dtype):15s} max|rotate half - adjacent pairs| = "
-          f"{(halves - adjacent).abs().max().item():.1e}")
-    torch.testing.assert_close(halves, adjacent, rtol=0, atol=0)  # bit for bit
-
-# %%
-# The logits: relative position in 16 bits
-# ----------------------------------------
+# The budget of the logits' check
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # :math:`\langle R_m q, R_n k\rangle` depends only on :math:`n - m`
 # (:doc:`page 04 <plot_04_rope>`), so shifting every position by ``s`` must leave the
 # ``(L, L)`` logits unchanged. In 16 bits each logit carries the dtype's rounding,
@@ -389,59 +483,48 @@ for dtype in DTYPES:
 # the shifted logits differ from the unshifted ones by at most :math:`E_0` more. The
 # page asserts the shift first (the property attention relies on), then the stronger
 # comparison with float64, which also catches an error that every position shares.
-# Angles in the 16-bit dtype move the logits by :measured:`naive_shift_min:.1f` to
-# :measured:`naive_shift_max:.1f`: over ten times the model.
-k64 = unit_pairs(L, Dh, gen)  # (L, Dh)
-pos0 = torch.arange(L, device=device)  # (L,)
+
+# %%
+# Proof: the rotate-half layout, and CUDA
+# ---------------------------------------
+#
+# The rotate-half layout rounds bit for bit alike
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Llama in Hugging Face pairs channel ``i`` with ``i + Dh/2`` ("rotate half",
+# :doc:`page 04 <plot_04_rope>`). In 16 bits it performs the same two products and one
+# sum per entry, so after the channel permutation it is bit for bit the adjacent-pairs
+# result.
 
 
-def logits(q, k, pos, angle_dtype):
-    """(L, Dh) x 2 -> (L, L) logits <R_m q_m, R_n k_n>, rotated and multiplied in q's
-    dtype with cos/sin from `angle_dtype` angles."""
-    cos, sin = rope_cos_sin(pos, Dh, base, angle_dtype, q.dtype)
-    return rotate(q, cos, sin) @ rotate(k, cos, sin).T
+# Copied from positional/plot_04_rope.py: rotate_half
+def rotate_half(x):
+    """(x1, x2) -> (-x2, x1) on the two halves of the last dim: x (..., Dh)."""
+    x1, x2 = x.chunk(2, dim=-1)  # (..., Dh/2) each
+    return torch.cat([-x2, x1], dim=-1)
 
 
-shifts = (1_000, 30_000, 60_000)  # float16 positions stay below 65520
-naive_shifts = []  # max|logits(p + s) - logits(p)| with 16-bit angles, per dtype and s
+# Copied from positional/plot_04_rope.py: rope
+def rope(x, cos, sin):
+    """Rotate-half RoPE: x (..., L, Dh); cos, sin broadcast to it, e.g. (L, Dh) or
+    (B, 1, L, Dh) for x (B, Nh, L, Dh)."""
+    return x * cos + rotate_half(x) * sin
+
+
+# %%
+perm = torch.cat([torch.arange(0, Dh, 2), torch.arange(1, Dh, 2)]).to(device)  # (Dh,)
 for dtype in DTYPES:
-    q, k = q64.to(dtype), k64.to(dtype)  # (L, Dh) each
-    a0 = pos0.double()[:, None] * theta_reference(Dh, base)[None, :]  # (L, Dh/2)
-    ref = (rotate_reference(q, a0) @ rotate_reference(k, a0).T).to(dtype)  # (L, L)
-    at0 = logits(q, k, pos0, torch.float32)  # (L, L)
-    # the dtype's rounding alone: float64's rotated q and k, cast, multiplied in dtype
-    q0, k0 = rotate_reference(q, a0).to(dtype), rotate_reference(k, a0).to(dtype)
-    E0 = ((q0 @ k0.T).double() - ref.double()).abs().max().item()
-    print(f"{str(dtype):15s} E0 = {E0:.1e} (logits up to {ref.abs().max():.1f})")
-    for s in shifts:
-        a_s = (pos0 + s).double()[:, None] * theta_reference(Dh, base)[None, :]
-        d_i = (rope_angles(pos0 + s, Dh, base, torch.float32).double()
-               - a_s).abs().amax(dim=0)  # (Dh/2,) delta_i(s)
-        budget = 2 * E0 + 2 * d_i.sum().item()  # the model above
-        ours = logits(q, k, pos0 + s, torch.float32)  # (L, L)
-        bad = logits(q, k, pos0 + s, dtype)
-        err_s = (ours.double() - ref.double()).abs().max().item()
-        gap = (ours.double() - at0.double()).abs().max().item()
-        bad_gap = (bad.double() - at0.double()).abs().max().item()
-        print(f"  s={s:6d}: vs float64 {err_s:.1e} (<= {budget:.1e}), "
-              f"shift {gap:.1e} (<= {E0 + budget:.1e}); naive {bad_gap:4.1f}")
-        torch.testing.assert_close(ours, at0, rtol=0, atol=E0 + budget)  # shift
-        torch.testing.assert_close(ours, ref, rtol=0, atol=budget)  # vs float64
-        assert bad_gap > 10 * (E0 + budget), "naive 16-bit angles keep it?"
-        naive_shifts.append(bad_gap)
-naive_shift_min, naive_shift_max = min(naive_shifts), max(naive_shifts)
+    cos, sin = rope_cos_sin_16bit(pos_far, Dh, base, torch.float32, dtype)  # (L, Dh/2)
+    q = q64.to(dtype)[:, perm]  # (L, Dh) halves layout: pair i is (i, i + Dh/2)
+    cos2, sin2 = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)  # (L, Dh)
+    halves = rope(q, cos2, sin2)  # Llama's formula
+    adjacent = rotate_pairs(q64.to(dtype), cos, sin)[:, perm]  # (L, Dh)
+    print(f"{str(dtype):15s} max|rotate half - adjacent pairs| = "
+          f"{(halves - adjacent).abs().max().item():.1e}")
+    torch.testing.assert_close(halves, adjacent, rtol=0, atol=0)  # bit for bit
 
 # %%
-# Position 65520 and beyond do not exist in float16: the naive angle is ``inf`` and its
-# cos is NaN, which propagates to every logit that touches it.
-cos_nan, _ = rope_cos_sin(torch.tensor([65_519, 65_520], device=device), Dh, 10_000.0,
-                          torch.float16, torch.float16)
-print(f"float16 angles, cos at p = 65519 and 65520: {cos_nan[:, 0].tolist()}")
-assert not cos_nan[0].isnan().any() and cos_nan[1].isnan().all(), "no NaN at 65520?"
-
-# %%
-# On CUDA
-# -------
+# What to expect on CUDA
+# ~~~~~~~~~~~~~~~~~~~~~~
 # Nothing here branches on the device. Casts, products, sums and the reciprocal are
 # IEEE operations, correctly rounded on CPU and CUDA alike, so the exact (``rtol=0,
 # atol=0``) checks must hold on both, and no device difference is expected. ``pow``,
@@ -450,6 +533,38 @@ assert not cos_nan[0].isnan().any() and cos_nan[1].isnan().all(), "no NaN at 655
 # ``pow``, 2 for cos and sin) and use the float32 angle error measured on the device
 # that runs the page. This is expected, not verified: no GPU build of the book has run
 # this page yet, and the ledger shows on which devices it has.
+
+# %%
+# Try it: check the norms. Can a norm check see a wrong angle?
+# ------------------------------------------------------------
+# Rotate the unit-pair query with the recipe and with 16-bit angles, and compare the
+# length of every pair before and after.
+
+# %%
+# No: the naive rotation is still a rotation: cos and sin are rounded from one angle, so
+# :math:`\cos^2 + \sin^2 = 1` to the dtype's precision and every pair keeps its length
+# (checked at the dtype's default tolerance). A norm check cannot see a wrong angle.
+for dtype in DTYPES:
+    q = q64.to(dtype)  # (L, Dh)
+    pair_len_in = q.double().reshape(L, Dh // 2, 2).norm(dim=-1)  # (L, Dh/2)
+    for angle_dtype in (torch.float32, dtype):  # the recipe, the naive one
+        cos, sin = rope_cos_sin_16bit(pos_far, Dh, base, angle_dtype, dtype)
+        rotated = rotate_pairs(q, cos, sin)  # (L, Dh)
+        pair_len = rotated.double().reshape(L, Dh // 2, 2).norm(dim=-1)  # (L, Dh/2)
+        torch.testing.assert_close(pair_len.to(dtype), pair_len_in.to(dtype))
+
+# %%
+# Try it: float16 angles at position 65520. What do cos and sin give?
+# -------------------------------------------------------------------
+# Build the naive float16 tables for positions 65519 and 65520.
+
+# %%
+# Position 65520 and beyond do not exist in float16: the naive angle is ``inf`` and its
+# cos is NaN, which propagates to every logit that touches it.
+edge_pos = torch.tensor([65_519, 65_520], device=device)  # last finite, first inf
+cos_nan, _ = rope_cos_sin_16bit(edge_pos, Dh, 10_000.0, torch.float16, torch.float16)
+print(f"float16 angles, cos at p = 65519 and 65520: {cos_nan[:, 0].tolist()}")
+assert not cos_nan[0].isnan().any() and cos_nan[1].isnan().all(), "no NaN at 65520?"
 
 # %%
 # References
