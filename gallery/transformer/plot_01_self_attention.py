@@ -57,11 +57,12 @@ fig, ax = plt.subplots()
 im = ax.imshow(w_toy, cmap="viridis", vmin=0)
 for i in range(6):
     for j in range(6):
-        ax.text(j, i, f"{w_toy[i, j]:.2f}", ha="center", va="center", color="w",
-                fontsize=8)
+        ax.text(j, i, f"{w_toy[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                color="k" if w_toy[i, j] > 0.25 else "w")
 ax.set_xlabel("key position m (what is looked at)")
 ax.set_ylabel("query position l (who looks)")
-ax.set_title("softmax(q k^T / √Dh): each query's weights are positive and sum to 1")
+ax.set_title("softmax(q k^T / √Dh): each query's row of weights\n"
+             "is positive and sums to 1")
 fig.colorbar(im, ax=ax, label="attention weight")
 plt.show()
 
