@@ -251,17 +251,16 @@ class NotesSelfAttention(torch.nn.Module):
 
 
 token_dim, num_heads = 1024, 16  # the notes' example sizes
-self_attention = NotesSelfAttention(token_dim, num_heads)
 try:
-    self_attention.cuda()
+    NotesSelfAttention(token_dim, num_heads).cuda()
 except (AssertionError, RuntimeError) as err:  # a CPU-only build / no GPU
     print(f"notes' .cuda(): {type(err).__name__}: {err}")
-    assert not torch.cuda.is_available()
+    assert not torch.cuda.is_available() and str(err)  # torch's message, not an assert
 else:
     print("notes' .cuda() works here: this machine has a GPU (it fails on one without)")
     assert torch.cuda.is_available()
 
-self_attention = self_attention.to(device)
+self_attention = NotesSelfAttention(token_dim, num_heads).to(device)
 x_notes = torch.randn(3, 5, token_dim, device=device)  # (B, L, D): the notes' B, L
 try:
     self_attention(x_notes)
@@ -349,7 +348,7 @@ plt.show()
 
 # %%
 # Try it: reshape to ``(B, L, Nh, 3, Dh)`` instead. Do you still get ``q``?
-# --------------------------------------------------------------------------
+# -------------------------------------------------------------------------
 # The fused projection's output is ``(B, L, 3D)``. What if the reshape put the heads
 # before the ``3``?
 #

@@ -249,7 +249,7 @@ torch.testing.assert_close(w_lbd, ref_w)
 
 # %%
 # Proof: cross-attention, and keys and values of other widths
-# ------------------------------------------------------------
+# -----------------------------------------------------------
 # Queries from one sequence of ``L`` tokens, keys and values from another of ``M``
 # tokens (an encoder's output, say). The weights are ``(B, L, M)``: one row per query,
 # one column per key.

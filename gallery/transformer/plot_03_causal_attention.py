@@ -452,7 +452,7 @@ assert shapes == {name: tuple(t.shape) for name, t in plain.state_dict().items()
 # .. _errata-causal-3d-only:
 #
 # Proof: the notes' layer takes only 3-D inputs
-# ----------------------------------------------
+# ---------------------------------------------
 # The notes' comments promise shapes ``..., n_batch, d_model``: any leading dims. Their
 # ``Conv1D`` keeps that promise (it flattens every leading dim), but ``split_heads``
 # ends with ``permute(0, 2, 1, 3)``, which needs exactly four dims after the head split,
@@ -500,7 +500,7 @@ torch.testing.assert_close(four, four_ref)
 # .. _errata-causal-no-scale:
 #
 # Proof: the notes' layer has no mask and no scale
-# -------------------------------------------------
+# ------------------------------------------------
 # Its ``_attn`` is called with ``attn_mask=None`` and ``scale=False`` is the default, so
 # it is attention with *no mask and no scale*: PyTorch's attention with ``scale=1`` and
 # nothing else. GPT-2's model builds this layer with ``scale=True`` and applies its
