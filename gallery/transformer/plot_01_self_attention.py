@@ -54,16 +54,16 @@ q_toy, k_toy = torch.randn(2, 6, 8, generator=gen)  # (L, Dh) each
 w_toy = (q_toy @ k_toy.T / 8**0.5).softmax(dim=-1)  # (L, L): rows = queries
 
 fig, ax = plt.subplots()
-im = ax.imshow(w_toy, cmap="viridis", vmin=0)
+ax.imshow(w_toy, cmap="viridis", vmin=0)
+w_rows = w_toy.tolist()  # the weights, written in their cells
 for i in range(6):
     for j in range(6):
-        ax.text(j, i, f"{w_toy[i, j]:.2f}", ha="center", va="center", fontsize=8,
-                color="k" if w_toy[i, j] > 0.25 else "w")
+        ax.text(j, i, f"{w_rows[i][j]:.2f}", ha="center", va="center", fontsize=8,
+                color="k" if w_rows[i][j] > 0.25 else "w")
 ax.set_xlabel("key position m (what is looked at)")
 ax.set_ylabel("query position l (who looks)")
 ax.set_title("softmax(q k^T / √Dh): each query's row of weights\n"
              "is positive and sums to 1")
-fig.colorbar(im, ax=ax, label="attention weight")
 plt.show()
 
 # %%
@@ -351,14 +351,15 @@ plt.show()
 # -------------------------------------------------------------------------
 # The fused projection's output is ``(B, L, 3D)``. What if the reshape put the heads
 # before the ``3``?
-#
-# No: swapping the ``3`` and ``Nh`` axes interleaves ``q``, ``k`` and ``v`` features
-# inside every head, and the "q" it slices is a mix of all three.
 with torch.no_grad():
     q_swapped = proj.reshape(B, L, Nh, 3, Dh).permute(3, 0, 2, 1, 4)[0]  # (B,Nh,L,Dh)
     gap = (q_swapped - q_raw).abs().max().item()
 print(f"reshape(B, L, Nh, 3, Dh) instead: max|q_swapped - q| = {gap:.2f}")
 assert gap > 0.1, "the axis order of the reshape no longer matters?"
+
+# %%
+# No: swapping the ``3`` and ``Nh`` axes interleaves ``q``, ``k`` and ``v`` features
+# inside every head, and the "q" it slices is a mix of all three.
 
 # %%
 # References

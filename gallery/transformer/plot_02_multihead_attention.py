@@ -299,11 +299,6 @@ torch.testing.assert_close(ours_kv, ref_kv)
 # Try it: change the key bias. What happens to the output?
 # --------------------------------------------------------
 # Replace ``b_k`` by another vector and run the layer again.
-#
-# Nothing changes, so no output can test the key bias:
-# ``q . (k_m + b_k) = q . k_m + q . b_k`` shifts every logit of a row by the same
-# amount, and a softmax ignores a shift. Any other key bias gives the same output and
-# weights.
 with torch.no_grad():
     b_k_other = b_k + torch.randn_like(b_k)  # (D,), a different key bias
     other, other_w = multi_head_attention(x, x, x, W_q, W_k, W_v, b_q, b_k_other, b_v,
@@ -315,13 +310,15 @@ torch.testing.assert_close(other, ours)
 torch.testing.assert_close(other_w, ours_w)
 
 # %%
+# Nothing changes, so no output can test the key bias:
+# ``q . (k_m + b_k) = q . k_m + q . b_k`` shifts every logit of a row by the same
+# amount, and a softmax ignores a shift. Any other key bias gives the same output and
+# weights.
+
+# %%
 # Try it: hand a ``(B, L, D)`` tensor to ``batch_first=False``. Does it raise?
 # ----------------------------------------------------------------------------
 # The module built with the default layout expects ``(L, B, D)``.
-#
-# It raises nothing: the module reads
-# ``B`` as the number of tokens and ``L`` as the batch, attends across the batch, and
-# returns a tensor of the expected shape holding other numbers.
 with torch.no_grad():
     y_wrong, _ = mha_lbd(x, x, x)  # (B, L, D) read as (L', B', D) with L' = B, B' = L
 gap = (y_wrong - ref).abs().max().item()
@@ -330,14 +327,15 @@ print(f"(B, L, D) into batch_first=False: shape {tuple(y_wrong.shape)}, "
 assert y_wrong.shape == ref.shape and gap > 0.1
 
 # %%
+# It raises nothing: the module reads
+# ``B`` as the number of tokens and ``L`` as the batch, attends across the batch, and
+# returns a tensor of the expected shape holding other numbers.
+
+# %%
 # Try it: what do the weights returned by default hold?
 # -----------------------------------------------------
 # ``mha(x, x, x)`` returns weights of shape ``(B, L, L)``, though each of the ``Nh``
 # heads has its own. Which ones are they?
-#
-# Their plain mean (``average_attn_weights=True``). Each head has its own distribution
-# over the keys, and the mean can look flatter than any single head. Here, one query's
-# row in every head.
 row = ours_w[0, :, 0].cpu()  # (Nh, L): query 0 of batch element 0, every head
 peaks = ", ".join(f"{p:.2f}" for p in row.amax(dim=-1).tolist())
 print(f"query 0: largest weight per head {peaks}; "
@@ -355,6 +353,11 @@ ax.set_title("average_attn_weights=True (the default)\n"
 ax.set_ylim(-0.02, 1.2)  # headroom for the legend
 ax.legend(loc="upper center", ncol=3, fontsize="small")
 plt.show()
+
+# %%
+# Their plain mean (``average_attn_weights=True``). Each head has its own distribution
+# over the keys, and the mean can look flatter than any single head: the figure shows
+# one query's row in every head.
 
 # %%
 # References

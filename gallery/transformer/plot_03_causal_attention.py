@@ -228,42 +228,6 @@ for name, out in versions.items():
     torch.testing.assert_close(out, ref)
 
 # %%
-# Padding masks
-# -------------
-# Sequences of different lengths are batched by padding the short ones. Here the second
-# sequence has ``6`` real tokens and ``4`` padding tokens after them. In *bidirectional*
-# attention (an encoder) the padding keys must get zero weight; the ``(B, 1, 1, L)``
-# boolean mask below (``True`` = attend) broadcasts over heads and queries.
-n = 6  # real tokens in the second sequence
-lengths = torch.tensor([L, n], device=device)
-real = torch.arange(L, device=device) < lengths[:, None]  # (B, L), True = real token
-x_pad = x.clone()  # the padding positions hold arbitrary vectors
-
-
-def encoder_attention(layer, x, mask=None):
-    """layer's projections, bidirectional attention; x (B, L, D), mask (B, 1, 1, L)."""
-    q, k, v = qkv_heads(layer, x)  # each (B, Nh, L, Dh)
-    heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, Nh, L, Dh)
-    return layer.c_proj(layer.merge_heads(heads))  # (B, L, D)
-
-
-with torch.no_grad():
-    q, k, v = qkv_heads(gpt2, x_pad)
-    logits = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(Dh)  # (B, Nh, L, L)
-    pad_weights = logits.masked_fill(~real[:, None, None, :], float("-inf"))
-    pad_weights = pad_weights.softmax(dim=-1)  # (B, Nh, L, L)
-    y_masked = encoder_attention(gpt2, x_pad, real[:, None, None, :])  # (B, L, D)
-    y_unmasked = encoder_attention(gpt2, x_pad)
-    y_alone = encoder_attention(gpt2, x_pad[1:, :n])  # the second sequence, no padding
-err = (y_masked[1, :n] - y_alone[0]).abs().max().item()
-gap = (y_unmasked[1, :n] - y_alone[0]).abs().max().item()
-print(f"weight on padded keys: {pad_weights[1, ..., n:].max().item()}")
-print(f"real tokens vs the sequence alone: masked {err:.2e}, unmasked {gap:.2f}")
-assert (pad_weights[1, ..., n:] == 0).all()
-torch.testing.assert_close(y_masked[1, :n], y_alone[0])
-assert gap > 0.1, "padding no longer changes the real tokens' outputs?"
-
-# %%
 # Proof: cached keys, where ``ns - nd`` matters
 # ---------------------------------------------
 # Without a cache ``nd = ns`` and the slice is the buffer's top-left corner, so nothing
@@ -530,13 +494,51 @@ print(f"notes' layer: past outputs move by up to {leak_notes:.2f} "
 assert leak_notes > 0.1
 
 # %%
+# Try it: pad a sequence. Do its real tokens notice, in an encoder?
+# -----------------------------------------------------------------
+# Sequences of different lengths are batched by padding the short ones: give the second
+# sequence ``6`` real tokens and ``4`` padding tokens after them, and run
+# *bidirectional* attention (an encoder) with and without a padding mask. Do the real
+# tokens' outputs match the sequence run alone?
+n = 6  # real tokens in the second sequence
+lengths = torch.tensor([L, n], device=device)
+real = torch.arange(L, device=device) < lengths[:, None]  # (B, L), True = real token
+x_pad = x.clone()  # the padding positions hold arbitrary vectors
+
+
+def encoder_attention(layer, x, mask=None):
+    """layer's projections, bidirectional attention; x (B, L, D), mask (B, 1, 1, L)."""
+    q, k, v = qkv_heads(layer, x)  # each (B, Nh, L, Dh)
+    heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, Nh, L, Dh)
+    return layer.c_proj(layer.merge_heads(heads))  # (B, L, D)
+
+
+with torch.no_grad():
+    q, k, v = qkv_heads(gpt2, x_pad)
+    logits = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(Dh)  # (B, Nh, L, L)
+    pad_weights = logits.masked_fill(~real[:, None, None, :], float("-inf"))
+    pad_weights = pad_weights.softmax(dim=-1)  # (B, Nh, L, L)
+    y_masked = encoder_attention(gpt2, x_pad, real[:, None, None, :])  # (B, L, D)
+    y_unmasked = encoder_attention(gpt2, x_pad)
+    y_alone = encoder_attention(gpt2, x_pad[1:, :n])  # the second sequence, no padding
+err = (y_masked[1, :n] - y_alone[0]).abs().max().item()
+gap = (y_unmasked[1, :n] - y_alone[0]).abs().max().item()
+print(f"weight on padded keys: {pad_weights[1, ..., n:].max().item()}")
+print(f"real tokens vs the sequence alone: masked {err:.2e}, unmasked {gap:.2f}")
+assert (pad_weights[1, ..., n:] == 0).all()
+torch.testing.assert_close(y_masked[1, :n], y_alone[0])
+assert gap > 0.1, "padding no longer changes the real tokens' outputs?"
+
+# %%
+# Only with the mask. Unmasked, the real tokens attend to the padding and move; the
+# ``(B, 1, 1, L)`` boolean mask (``True`` = attend) broadcasts over heads and queries
+# and gives the padding keys exactly zero weight.
+
+# %%
 # Try it: does a causal layer need a padding mask for trailing padding?
 # ---------------------------------------------------------------------
 # Run the causal layer on the padded batch without any padding mask, and compare the
 # real tokens with the sequence alone.
-#
-# No: *trailing* padding needs nothing more: every padding key lies
-# after every real query, so the causal mask already hides it.
 with torch.no_grad():
     y_causal_pad, y_causal_alone = gpt2(x_pad), gpt2(x_pad[1:, :n])
 print(f"causal layer, real tokens vs alone: "
@@ -544,17 +546,14 @@ print(f"causal layer, real tokens vs alone: "
 torch.testing.assert_close(y_causal_pad[1, :n], y_causal_alone[0])
 
 # %%
+# No: *trailing* padding needs nothing more: every padding key lies
+# after every real query, so the causal mask already hides it.
+
+# %%
 # Try it: give ``nn.MultiheadAttention`` the mask ``real`` as ``key_padding_mask``
 # --------------------------------------------------------------------------------
 # ``real`` is ``True`` on the tokens to attend, as ``scaled_dot_product_attention``
 # wants. What does ``nn.MultiheadAttention`` do with it?
-#
-# It ignores exactly the real tokens. ``nn.MultiheadAttention`` takes the padding as
-# ``key_padding_mask`` of shape ``(B, L)`` where ``True`` marks a key to **ignore**:
-# the opposite of ``scaled_dot_product_attention``'s boolean ``attn_mask``, where
-# ``True`` means attend.
-# So ``key_padding_mask = ~real``. The weights map across by transposing: ``Conv1D``
-# stores ``(nx, nf)``, ``nn.Linear`` stores ``(nf, nx)``.
 mha = nn.MultiheadAttention(D, Nh, batch_first=True).to(device)
 mha.load_state_dict({"in_proj_weight": gpt2.c_attn.weight.T,
                      "in_proj_bias": gpt2.c_attn.bias,
@@ -572,6 +571,14 @@ print(f"key_padding_mask=real (True read as ignore): max|diff| on real tokens = 
 torch.testing.assert_close(y_mha, y_masked)
 assert (w_mha[1, :, n:] == 0).all()  # (B, L, L) weights: padded keys get none
 assert gap > 0.1 and y_flipped[0].isnan().all()
+
+# %%
+# It ignores exactly the real tokens. ``nn.MultiheadAttention`` takes the padding as
+# ``key_padding_mask`` of shape ``(B, L)`` where ``True`` marks a key to **ignore**:
+# the opposite of ``scaled_dot_product_attention``'s boolean ``attn_mask``, where
+# ``True`` means attend.
+# So ``key_padding_mask = ~real``. The weights map across by transposing: ``Conv1D``
+# stores ``(nx, nf)``, ``nn.Linear`` stores ``(nf, nx)``.
 
 # %%
 # References

@@ -118,29 +118,6 @@ with torch.no_grad():
 
 
 # %%
-# Why "Conv1D": a convolution of kernel width 1
-# ---------------------------------------------
-# Slide an ``nn.Conv1d(D, 4D, kernel_size=1)`` along the token axis and it applies the
-# same ``D -> 4D`` map to every token. ``nn.Conv1d`` wants channels before positions,
-# ``(B, D, L)``, and stores its weight as ``(out, in, kernel)``.
-#
-# On CUDA, cuDNN may run a float32 convolution in TF32 (a 10-bit mantissa): that is its
-# default, while matmuls run in full float32 by default. TF32 is switched off for this
-# comparison, so that both sides compute in float32 and the default tolerances apply;
-# on CPU the flag changes nothing.
-conv1d = nn.Conv1d(D, 4 * D, kernel_size=1).to(device)
-tf32 = torch.backends.cudnn.allow_tf32
-torch.backends.cudnn.allow_tf32 = False
-with torch.no_grad():
-    conv1d.weight.copy_(conv.weight.T.unsqueeze(-1))  # (4D, D, 1)
-    conv1d.bias.copy_(conv.bias)  # (4D,)
-    ours = conv(x)  # (B, L, 4D)
-    ref = conv1d(x.transpose(1, 2)).transpose(1, 2)  # (B, D, L) -> (B, 4D, L) -> back
-torch.backends.cudnn.allow_tf32 = tf32
-print(f"max|Conv1D - nn.Conv1d(kernel_size=1)| = {(ours - ref).abs().max().item():.2e}")
-torch.testing.assert_close(ours, ref)
-
-# %%
 # The feed-forward block
 # ----------------------
 # GPT-2's order is ``Conv1D(n_state, nx)``: ``c_fc = Conv1D(4D, D)`` and
@@ -200,11 +177,7 @@ torch.testing.assert_close(ours, ref)
 # PyTorch ships the same formula as ``approximate="tanh"``. Measured in float64 on
 # ``[-6, 6]``, the exact and the tanh forms differ by at most :measured:`max_gap:.1e`,
 # at :math:`x = \pm`\ :measured:`at_abs:.2f`: small, but far above what
-# ``assert_close`` allows in float32,
-# :math:`\mathrm{atol} + \mathrm{rtol} \cdot |\mathrm{ref}|` with ``atol = 1e-5`` and
-# ``rtol = 1.3e-6``: :measured:`ratio_at:.0f` times more at the positive point,
-# :measured:`ratio_max:.0f` times at the negative one, where the GELU is near 0 and the
-# tolerance is ``atol`` alone.
+# ``assert_close`` allows in float32 (a Proof section below measures by how much).
 
 
 # Copied from transformer/plot_08_gpt2_vs_hugging_face.py: gelu_tanh
@@ -228,19 +201,6 @@ max_gap, at = gap.abs().max().item(), xs[gap.abs().argmax()].item()
 print(f"max|exact - tanh| = {max_gap:.2e} at x = {at:.2f} (and at x = {-at:.2f})")
 at_abs = abs(at)
 assert 2e-4 < max_gap < 1e-3  # printed above: different functions, close ones
-ATOL, RTOL = 1e-5, 1.3e-6  # assert_close's defaults for float32
-over = gap.abs() / (ATOL + RTOL * F.gelu(xs, approximate="tanh").abs())  # (2401,)
-for point in (at, -at):
-    i = (xs - point).abs().argmin()
-    tol = ATOL + RTOL * F.gelu(xs[i], approximate="tanh").abs().item()
-    print(f"x = {point:5.2f}: |exact - tanh| = {over[i].item():.0f} x the float32 "
-          f"tolerance {tol:.2e}")
-ratio_at = over[(xs - at).abs().argmin()].item()  # at the positive point
-ratio_max = over.max().item()
-print(f"largest ratio {ratio_max:.0f} at x = {xs[over.argmax()].item():.2f}")
-assert 30 < ratio_at < 40 and 40 < ratio_max < 55  # the two ratios printed above
-assert xs[over.argmax()].item() == -at_abs  # the largest ratio: where GELU is near 0
-
 # %%
 # The gap over the whole range: it vanishes at ``x = 0`` and for large ``|x|``, where
 # both forms tend to 0 and to ``x``, and is largest near ``|x| =``
@@ -367,6 +327,27 @@ assert conv.weight.shape[0] == D and ff_notes.c_fc.weight.shape[0] == 4 * D_MODE
 
 
 # %%
+# Proof: the gap is far above ``assert_close``'s float32 tolerance
+# ----------------------------------------------------------------
+# ``assert_close`` allows :math:`\mathrm{atol} + \mathrm{rtol} \cdot |\mathrm{ref}|`
+# in float32, with ``atol = 1e-5`` and ``rtol = 1.3e-6``. The exact-tanh gap is
+# :measured:`ratio_at:.0f` times more at the positive point,
+# :measured:`ratio_max:.0f` times at the negative one, where the GELU is near 0 and the
+# tolerance is ``atol`` alone.
+ATOL, RTOL = 1e-5, 1.3e-6  # assert_close's defaults for float32
+over = gap.abs() / (ATOL + RTOL * F.gelu(xs, approximate="tanh").abs())  # (2401,)
+for point in (at, -at):
+    i = (xs - point).abs().argmin()
+    tol = ATOL + RTOL * F.gelu(xs[i], approximate="tanh").abs().item()
+    print(f"x = {point:5.2f}: |exact - tanh| = {over[i].item():.0f} x the float32 "
+          f"tolerance {tol:.2e}")
+ratio_at = over[(xs - at).abs().argmin()].item()  # at the positive point
+ratio_max = over.max().item()
+print(f"largest ratio {ratio_max:.0f} at x = {xs[over.argmax()].item():.2f}")
+assert 30 < ratio_at < 40 and 40 < ratio_max < 55  # the two ratios printed above
+assert xs[over.argmax()].item() == -at_abs  # the largest ratio: where GELU is near 0
+
+# %%
 # Proof: the largest ratio is the tolerance factor ``isclose`` needs
 # ------------------------------------------------------------------
 # The largest ratio is exactly the factor by which both tolerances would have to grow:
@@ -420,17 +401,48 @@ print(f"survivors: max|y - x / (1 - p)| = {(y[kept] - scaled).abs().max().item()
 torch.testing.assert_close(y[kept], scaled)
 
 # %%
+# Try it: why "Conv1D"? Compare it with ``nn.Conv1d(D, 4D, kernel_size=1)``
+# -------------------------------------------------------------------------
+# Copy ``conv``'s weights into a convolution of kernel width 1 that slides along the
+# token axis, and compare the outputs.
+#
+# (``nn.Conv1d`` wants channels before positions, ``(B, D, L)``, and stores its weight
+# as ``(out, in, kernel)``.)
+conv1d = nn.Conv1d(D, 4 * D, kernel_size=1).to(device)
+
+# %%
+# On CUDA, cuDNN may run a float32 convolution in TF32 (a 10-bit mantissa): that is its
+# default, while matmuls run in full float32 by default. TF32 is switched off for this
+# comparison, so that both sides compute in float32 and the default tolerances apply;
+# on CPU the flag changes nothing.
+tf32 = torch.backends.cudnn.allow_tf32
+torch.backends.cudnn.allow_tf32 = False
+with torch.no_grad():
+    conv1d.weight.copy_(conv.weight.T.unsqueeze(-1))  # (4D, D, 1)
+    conv1d.bias.copy_(conv.bias)  # (4D,)
+    ours = conv(x)  # (B, L, 4D)
+    ref = conv1d(x.transpose(1, 2)).transpose(1, 2)  # (B, D, L) -> (B, 4D, L) -> back
+torch.backends.cudnn.allow_tf32 = tf32
+print(f"max|Conv1D - nn.Conv1d(kernel_size=1)| = {(ours - ref).abs().max().item():.2e}")
+torch.testing.assert_close(ours, ref)
+
+# %%
+# They are equal: the convolution applies the same ``D -> 4D`` map to every token, and
+# that is all ``Conv1D`` does.
+
+# %%
 # Try it: the block uses ``F.gelu``, the exact form. Does it reproduce GPT-2?
 # ---------------------------------------------------------------------------
 # Load GPT-2's weights into ``FeedForward`` (as the notes' block, it uses ``F.gelu``):
 # does it compute what GPT-2 computes?
-#
-# No: GPT-2 uses the tanh form, and on the block above the tanh form moves
-# the output by more than ``assert_close`` allows. Pass ``approximate="tanh"`` to match
-# GPT-2.
 with torch.no_grad():
     h = ff.c_fc(x)  # (B, L, 4D)
     y_tanh, y_exact = ff.c_proj(F.gelu(h, approximate="tanh")), ff.c_proj(F.gelu(h))
     moved = (y_tanh - y_exact).abs().max().item()
 print(f"FeedForward output, max|tanh GELU - exact GELU| = {moved:.1e}")
 assert moved > 1e-4
+
+# %%
+# No: GPT-2 uses the tanh form, and on the block above the tanh form moves
+# the output by more than ``assert_close`` allows. Pass ``approximate="tanh"`` to match
+# GPT-2.

@@ -56,7 +56,7 @@ print(f"device: {device}, torch {torch.__version__}")
 #
 #    x \leftarrow \mathrm{LN}_1(x + \mathrm{Attn}(x)), \qquad
 #    x \leftarrow \mathrm{LN}_2(x + \mathrm{MLP}(x)).
-fig, axes = plt.subplots(1, 2, figsize=(8, 6))
+fig, axes = plt.subplots(1, 2, figsize=(7.5, 5))
 styles = {"LN": "tab:orange", "Attn": "tab:blue", "MLP": "tab:green", "+": "0.8",
           "x": "0.95", "out": "0.95"}
 orders = {  # (label, height), bottom to top; skips: residual (from, to) heights
@@ -210,57 +210,6 @@ for norm_first in (True, False):
         torch.testing.assert_close(ours, theirs.detach())
 
 # %%
-# What each order does to the residual stream
-# -------------------------------------------
-# Stack eight freshly initialized blocks of each order and follow the root mean square
-# of a token's vector, :math:`\sqrt{\frac{1}{D} \sum_d x_d^2}`, block by block. Post-LN
-# ends every block with a LayerNorm (weight 1, bias 0 at init), so each token leaves it
-# with unit RMS, up to :math:`\epsilon / (2 v)` (row variance :math:`v`). Pre-LN never
-# normalizes the stream: each block *adds* its sublayer outputs, so the RMS grows with
-# depth (GPT-2 ends its stack with one more LayerNorm, ``ln_f``).
-def stream_rms(norm_first, Nh, device, depth=8):
-    """RMS over D of the residual stream after each of `depth` fresh blocks."""
-    torch.manual_seed(1)  # the same input and the same draw of weights for both orders
-    h = torch.randn(4, 16, 64, device=device)  # (B, L, D), unit-variance tokens
-    states = [h]
-    with torch.no_grad():
-        for _ in range(depth):
-            h = TransformerBlock(64, Nh, norm_first).to(device)(h)
-            states.append(h)
-    return torch.stack(states).pow(2).mean(dim=-1).sqrt()  # (depth + 1, B, L)
-
-
-pre, post = stream_rms(True, Nh, device), stream_rms(False, Nh, device)
-# The RMS itself, checked on the input stream drawn again: the vector norm over D
-# divided by sqrt(D), computed by torch.linalg instead.
-torch.manual_seed(1)
-h0 = torch.randn(4, 16, 64, device=device)  # (B, L, D), the stream before block 1
-rms0 = torch.linalg.vector_norm(h0, dim=-1) / math.sqrt(64)  # (B, L)
-print(f"before block 1: max|RMS - norm / sqrt(D)| = "
-      f"{(pre[0] - rms0).abs().max().item():.1e}, token RMS from "
-      f"{rms0.min().item():.2f} to {rms0.max().item():.2f}")
-torch.testing.assert_close(pre[0], rms0)
-pre_mean, post_mean = pre.mean(dim=(1, 2)), post.mean(dim=(1, 2))  # (depth + 1,)
-print("pre-LN  RMS by block:", " ".join(f"{r:.3f}" for r in pre_mean.tolist()))
-print("post-LN RMS by block:", " ".join(f"{r:.3f}" for r in post_mean.tolist()))
-print(f"post-LN: max|token RMS - 1| after a block = "
-      f"{(post[1:] - 1).abs().max().item():.1e}")
-assert (post[1:] - 1).abs().max() < 1e-4  # LayerNorm's eps: off by eps / (2 var) ~ 5e-6
-assert len(pre_mean) == 9 and torch.all(pre_mean[1:] > pre_mean[:-1])  # at all 8 blocks
-assert pre_mean[-1] > 1.1 * pre_mean[0]  # the last RMS printed above
-
-# %%
-fig, ax = plt.subplots()
-ax.plot(pre_mean.cpu(), "o-", label="pre-LN (GPT-2): x + f(LN(x))")
-ax.plot(post_mean.cpu(), "s-", label="post-LN (2017): LN(x + f(x))")
-ax.set_xlabel("blocks applied")
-ax.set_ylabel("RMS of a token's vector (mean over tokens)")
-ax.set_title("Pre-LN lets the residual stream grow block by block;\n"
-             "post-LN resets every token to unit RMS")
-ax.legend()
-plt.show()
-
-# %%
 # Proof: both orders, with and without a causal mask, on both of PyTorch's paths
 # ------------------------------------------------------------------------------
 # In eval mode, under ``torch.no_grad()``, ``TransformerEncoderLayer`` takes its
@@ -369,11 +318,64 @@ torch.testing.assert_close(ours_tanh, no_fast)
 
 
 # %%
+# Try it: stack eight fresh blocks. Whose residual stream grows?
+# --------------------------------------------------------------
+# Follow the root mean square of a token's vector, :math:`\sqrt{\frac{1}{D} \sum_d
+# x_d^2}`, block by block, through eight freshly initialized blocks of each order.
+
+
+def stream_rms(norm_first, Nh, device, depth=8):
+    """RMS over D of the residual stream after each of `depth` fresh blocks."""
+    torch.manual_seed(1)  # the same input and the same draw of weights for both orders
+    h = torch.randn(4, 16, 64, device=device)  # (B, L, D), unit-variance tokens
+    states = [h]
+    with torch.no_grad():
+        for _ in range(depth):
+            h = TransformerBlock(64, Nh, norm_first).to(device)(h)
+            states.append(h)
+    return torch.stack(states).pow(2).mean(dim=-1).sqrt()  # (depth + 1, B, L)
+
+
+pre, post = stream_rms(True, Nh, device), stream_rms(False, Nh, device)
+# The RMS itself, checked on the input stream drawn again: the vector norm over D
+# divided by sqrt(D), computed by torch.linalg instead.
+torch.manual_seed(1)
+h0 = torch.randn(4, 16, 64, device=device)  # (B, L, D), the stream before block 1
+rms0 = torch.linalg.vector_norm(h0, dim=-1) / math.sqrt(64)  # (B, L)
+print(f"before block 1: max|RMS - norm / sqrt(D)| = "
+      f"{(pre[0] - rms0).abs().max().item():.1e}, token RMS from "
+      f"{rms0.min().item():.2f} to {rms0.max().item():.2f}")
+torch.testing.assert_close(pre[0], rms0)
+pre_mean, post_mean = pre.mean(dim=(1, 2)), post.mean(dim=(1, 2))  # (depth + 1,)
+print("pre-LN  RMS by block:", " ".join(f"{r:.3f}" for r in pre_mean.tolist()))
+print("post-LN RMS by block:", " ".join(f"{r:.3f}" for r in post_mean.tolist()))
+print(f"post-LN: max|token RMS - 1| after a block = "
+      f"{(post[1:] - 1).abs().max().item():.1e}")
+assert (post[1:] - 1).abs().max() < 1e-4  # LayerNorm's eps: off by eps / (2 var) ~ 5e-6
+assert len(pre_mean) == 9 and torch.all(pre_mean[1:] > pre_mean[:-1])  # at all 8 blocks
+assert pre_mean[-1] > 1.1 * pre_mean[0]  # the last RMS printed above
+
+# %%
+fig, ax = plt.subplots()
+ax.plot(pre_mean.cpu(), "o-", label="pre-LN (GPT-2): x + f(LN(x))")
+ax.plot(post_mean.cpu(), "s-", label="post-LN (2017): LN(x + f(x))")
+ax.set_xlabel("blocks applied")
+ax.set_ylabel("RMS of a token's vector (mean over tokens)")
+ax.set_title("Pre-LN lets the residual stream grow block by block;\n"
+             "post-LN resets every token to unit RMS")
+ax.legend()
+plt.show()
+
+# %%
+# Post-LN ends every block with a LayerNorm (weight 1, bias 0 at init), so each token
+# leaves it with unit RMS, up to :math:`\epsilon / (2 v)` (row variance :math:`v`).
+# Pre-LN never normalizes the stream: each block *adds* its sublayer outputs, so the
+# RMS grows with depth (GPT-2 ends its stack with one more LayerNorm, ``ln_f``).
+
+# %%
 # Try it: drop the causal mask. Does the block notice?
 # ----------------------------------------------------
 # Run the same pre-LN block with ``causal=False`` and compare.
-#
-# Yes: the causal mask is not decoration here, the block gives other numbers.
 layer = torch_layer(D, Nh, True, device=device)
 block = block_from_torch(layer, NAMES)
 with torch.no_grad():
@@ -382,21 +384,13 @@ print(f"pre-LN, max|causal - full| = {gap:.2f}")
 assert gap > 0.1
 
 # %%
+# Yes: the causal mask is not decoration here, the block gives other numbers.
+
+# %%
 # Try it: which order passes more gradient back to the first block?
 # -----------------------------------------------------------------
 # Stack 24 fresh blocks of each order and follow the gradient of a loss at the top back
 # down the residual stream. Which order delivers more of it to block 1?
-#
-# Pre-LN. Its stream has a path from the last block back to the first that no LayerNorm
-# and no branch touches: ``x + f(LN(x))`` passes the gradient it receives back
-# unchanged and adds its branch's part. In post-LN every gradient passes two LayerNorms
-# per block on the way back. Measure it: a deeper stack of 24 fresh blocks of each
-# order, GPT-2's final LayerNorm (no affine) and a fixed random linear readout as the
-# loss, and the norm of the gradient that reaches the stream before each block. For
-# this seed and PyTorch's default init, a measured fact and not a bound: going back, the
-# pre-LN gradient grows at every block, to :measured:`r_pre:.2f` times its size at the
-# top; the post-LN gradient reaches the first block at :measured:`r_post:.2f` times its
-# size at the top.
 def stream_grads(norm_first, Nh, device, depth=24):
     """Norms of the loss's gradient w.r.t. the stream before each block, and the top."""
     torch.manual_seed(1)
@@ -420,6 +414,18 @@ for r, g in ((r_pre, g_pre), (r_post, g_post)):
     torch.testing.assert_close(r, (g[:-1].double() / g[1:].double()).prod().item())
 assert r_pre > 1.3  # pre-LN: the gradient reaching block 1 is larger than at the top
 assert r_post < 0.95  # post-LN: smaller
+
+# %%
+# Pre-LN. Its stream has a path from the last block back to the first that no LayerNorm
+# and no branch touches: ``x + f(LN(x))`` passes the gradient it receives back
+# unchanged and adds its branch's part. In post-LN every gradient passes two LayerNorms
+# per block on the way back. Measure it: a deeper stack of 24 fresh blocks of each
+# order, GPT-2's final LayerNorm (no affine) and a fixed random linear readout as the
+# loss, and the norm of the gradient that reaches the stream before each block. For
+# this seed and PyTorch's default init, a measured fact and not a bound: going back, the
+# pre-LN gradient grows at every block, to :measured:`r_pre:.2f` times its size at the
+# top; the post-LN gradient reaches the first block at :measured:`r_post:.2f` times its
+# size at the top.
 
 # %%
 fig, ax = plt.subplots()

@@ -151,11 +151,11 @@ peak_full_qk, peak_causal_qk = peak[True, False], peak[True, True]
 # --------------------------------------------------------
 # Compare the mean largest weight of a row in the causal maps with the full ones, with
 # and without QK-norm.
-#
-# The causal ones, both ways: query :math:`l` sees only :math:`l + 1` keys, so its
-# largest weight is at least :math:`1 / (l + 1)`, and the first rows hold one or two
-# keys.
 print(f"causal - full: {peak_causal - peak_full:.2f} without QK-norm, "
       f"{peak_causal_qk - peak_full_qk:.2f} with it")
 assert peak_causal > peak_full and peak_causal_qk > peak_full_qk
 
+# %%
+# The causal ones, both ways: query :math:`l` sees only :math:`l + 1` keys, so its
+# largest weight is at least :math:`1 / (l + 1)`, and the first rows hold one or two
+# keys.

@@ -223,10 +223,6 @@ del q, k, v, scores
 # ----------------------------------------------------
 # Both do :math:`O(L^2 D_h)` work per head; only the manual one writes the ``L x L``
 # scores to memory and reads them back. Time them with ``torch.utils.benchmark``.
-#
-# It depends on the machine, so the timings are printed and plotted, never asserted.
-# ``torch.utils.benchmark.Timer`` handles warm-up and CUDA synchronization and by
-# default runs on one thread.
 from torch.utils import benchmark
 
 times = {"manual": [], "fused": []}
@@ -238,6 +234,11 @@ for L in Ls:
         times[fn.__name__].append(timer.blocked_autorange(min_run_time=0.02).median)
     print(f"L={L:5d}: manual {times['manual'][-1] * 1e3:8.3f} ms, "
           f"fused {times['fused'][-1] * 1e3:8.3f} ms")
+
+# %%
+# It depends on the machine, so the timings are printed and plotted, never asserted.
+# ``torch.utils.benchmark.Timer`` handles warm-up and CUDA synchronization and by
+# default runs on one thread.
 
 # %%
 fig, ax = plt.subplots()
