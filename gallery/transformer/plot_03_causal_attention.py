@@ -245,6 +245,7 @@ def attention_with_cache(layer, x_new, k_past, v_past):
     return layer.c_proj(layer.merge_heads(layer._attn(q, k, v)))  # (B, nd, D)
 
 
+# %%
 n_past = 6
 with torch.no_grad():
     x_past, x_new = x[:, :n_past].contiguous(), x[:, n_past:].contiguous()
@@ -367,6 +368,22 @@ class NotesAttention(nn.Module):
         return out
 
 
+# Used in the 3-D section below: the notes' layer, split and merge over the last dims.
+class NotesAttentionAnyDims(NotesAttention):
+    """The notes' layer with split_heads and merge_heads over the last dims only."""
+
+    def split_heads(self, x):  # (..., L, D) -> (..., Nh, L, Dh)
+        x = x.view(*x.size()[:-1], self.n_head, x.size(-1) // self.n_head)
+        return x.transpose(-3, -2)
+
+    def merge_heads(self, x):  # (..., Nh, L, Dh) -> (..., L, D)
+        x = x.transpose(-3, -2).contiguous()  # (..., L, Nh, Dh)
+        return x.view(*x.size()[:-2], x.size(-2) * x.size(-1))
+
+
+
+# %%
+# Built as the notes build it, at GPT-2's width, the layer fails on its first call.
 try:
     NotesAttention().to(device)(torch.randn(1, 10, 768, device=device))  # D = 768
 except RuntimeError as err:
@@ -434,19 +451,8 @@ for shape in ((L, D), (3, B, L, D)):
 # %%
 # Splitting and merging over the *last* dims keeps the promise: ``transpose(-3, -2)``
 # instead of ``permute(0, 2, 1, 3)``. With the notes' weights, one sequence gives its
-# row of the batched output, and ``(N, B, L, D)`` gives the ``(N * B, L, D)`` output.
-class NotesAttentionAnyDims(NotesAttention):
-    """The notes' layer with split_heads and merge_heads over the last dims only."""
-
-    def split_heads(self, x):  # (..., L, D) -> (..., Nh, L, Dh)
-        x = x.view(*x.size()[:-1], self.n_head, x.size(-1) // self.n_head)
-        return x.transpose(-3, -2)
-
-    def merge_heads(self, x):  # (..., Nh, L, Dh) -> (..., L, D)
-        x = x.transpose(-3, -2).contiguous()  # (..., L, Nh, Dh)
-        return x.view(*x.size()[:-2], x.size(-2) * x.size(-1))
-
-
+# row of the batched output, and ``(N, B, L, D)`` gives the ``(N * B, L, D)`` output
+# (``NotesAttentionAnyDims``, defined next to the notes' layer above).
 any_dims = NotesAttentionAnyDims(d_model=D, n_head=Nh, n_ctx=n_ctx)
 any_dims.c_attn = Conv1D(3 * D, D)
 any_dims.load_state_dict(notes.state_dict())
@@ -500,10 +506,6 @@ assert leak_notes > 0.1
 # sequence ``6`` real tokens and ``4`` padding tokens after them, and run
 # *bidirectional* attention (an encoder) with and without a padding mask. Do the real
 # tokens' outputs match the sequence run alone?
-n = 6  # real tokens in the second sequence
-lengths = torch.tensor([L, n], device=device)
-real = torch.arange(L, device=device) < lengths[:, None]  # (B, L), True = real token
-x_pad = x.clone()  # the padding positions hold arbitrary vectors
 
 
 def encoder_attention(layer, x, mask=None):
@@ -513,6 +515,12 @@ def encoder_attention(layer, x, mask=None):
     return layer.c_proj(layer.merge_heads(heads))  # (B, L, D)
 
 
+# %%
+# Masked, unmasked, and the second sequence alone.
+n = 6  # real tokens in the second sequence
+lengths = torch.tensor([L, n], device=device)
+real = torch.arange(L, device=device) < lengths[:, None]  # (B, L), True = real token
+x_pad = x.clone()  # the padding positions hold arbitrary vectors
 with torch.no_grad():
     q, k, v = qkv_heads(gpt2, x_pad)
     logits = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(Dh)  # (B, Nh, L, L)

@@ -249,6 +249,7 @@ class NotesConv1D(nn.Module):
         return x
 
 
+# %%
 notes_conv = NotesConv1D(4 * D, D).to(device)
 notes_conv.load_state_dict(conv.state_dict())
 with torch.no_grad():
@@ -294,6 +295,8 @@ class NotesFeedForward(nn.Module):
          return self.dropout(self.c_proj(self.act(self.c_fc(x))))
 
 
+# %%
+# Called on a batch of tokens at ``d_model = 768``:
 ff_notes = NotesFeedForward(dropout=0.1).to(device)
 x768 = torch.randn(B, L, D_MODEL, device=device)  # (B, L, 768)
 try:

@@ -237,6 +237,7 @@ def run_profiled(fn):
     return out, {e.key for e in prof.key_averages()}
 
 
+# %%
 fast_gelu = "tanh" if FAST_GELU == "tanh" else "exact"
 print(f"max|ours - torch|, ours with the exact GELU against the plain path\n"
       f"and with the {fast_gelu} GELU against the fast path:")
@@ -336,6 +337,7 @@ def stream_rms(norm_first, Nh, device, depth=8):
     return torch.stack(states).pow(2).mean(dim=-1).sqrt()  # (depth + 1, B, L)
 
 
+# %%
 pre, post = stream_rms(True, Nh, device), stream_rms(False, Nh, device)
 # The RMS itself, checked on the input stream drawn again: the vector norm over D
 # divided by sqrt(D), computed by torch.linalg instead.
@@ -404,6 +406,7 @@ def stream_grads(norm_first, Nh, device, depth=24):
     return torch.stack([h.grad.norm() for h in stream])  # (depth + 1,)
 
 
+# %%
 g_pre, g_post = stream_grads(True, Nh, device), stream_grads(False, Nh, device)
 r_pre, r_post = (g_pre[0] / g_pre[-1]).item(), (g_post[0] / g_post[-1]).item()
 print(f"|grad| before block 1 / at the top: pre-LN {r_pre:.2f}, post-LN {r_post:.2f}")

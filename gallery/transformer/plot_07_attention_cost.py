@@ -145,6 +145,8 @@ def peak_bytes_cpu(prof, label):
     return max(itertools.accumulate((e.nbytes() for e in mem), initial=0))
 
 
+# %%
+# Measure both paths at every length.
 for fn in (manual, fused):  # warm-up: one-time allocations do not belong to any L
     fn(*qkv_of_length(Ls[0], B, Nh, Dh, device))
 
