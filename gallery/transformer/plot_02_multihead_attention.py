@@ -4,11 +4,19 @@ Multi-head attention as PyTorch packs it
 
 ``torch.nn.MultiheadAttention`` holds the same four projections as a from-scratch layer,
 packed differently: the query, key and value weights are stacked into one
-``in_proj_weight`` of shape ``(3D, D)``. This page maps a from-scratch layer's weights
-onto it and proves the outputs and the returned attention weights equal, with
-``batch_first`` either way, for cross-attention, and for keys and values of other widths
-(``kdim``, ``vdim``). On the way: the one bias no output can test, and which code runs
-(the fast path, the fused kernel) as the profiler names it.
+``in_proj_weight`` of shape ``(3D, D)``. This page writes multi-head attention from
+scratch, maps its weights onto PyTorch's module and proves the outputs and the returned
+attention weights equal.
+
+**You will learn**
+
+- how ``Nh`` heads each attend on their own slice of ``Dh = D // Nh`` features
+- how ``in_proj_weight`` packs ``W_q``, ``W_k``, ``W_v``, so a fused QKV loads as is
+- what ``batch_first``, ``need_weights`` and ``average_attn_weights`` change
+- why no output can test the key bias
+
+**Prerequisites:** :doc:`/generated/transformer/plot_01_self_attention` (one attention
+layer, its heads and its shapes).
 """
 
 # %%
@@ -17,6 +25,7 @@ onto it and proves the outputs and the returned attention weights equal, with
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import matplotlib.pyplot as plt
 import torch
 
 torch.manual_seed(0)
@@ -24,8 +33,47 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
 # %%
-# Multi-head attention from scratch
-# ---------------------------------
+# The idea
+# --------
+# Each head ``i`` has its own slice of the query, key and value projections, attends
+# on its own, and the heads' outputs are concatenated and projected back to ``D``:
+#
+# .. math::
+#
+#    \mathrm{head}_i = \mathrm{softmax}\!\left(\frac{Q_i K_i^\top}{\sqrt{D_h}}\right)
+#    V_i, \qquad
+#    \mathrm{out} = [\mathrm{head}_0, \dots, \mathrm{head}_{N_h - 1}]\, W_o^\top + b_o,
+#
+# with :math:`Q_i = (x W_q^\top + b_q)[:, i D_h : (i + 1) D_h]` and likewise
+# :math:`K_i, V_i`. PyTorch stores the three input projections as one matrix:
+fig, ax = plt.subplots(figsize=(6.4, 4.2))
+colors = {"W_q": "tab:blue", "W_k": "tab:orange", "W_v": "tab:green"}
+Nh_fig = 4
+row_ranges = ("0 .. D-1", "D .. 2D-1", "2D .. 3D-1")
+for j, ((name, color), rows) in enumerate(zip(colors.items(), row_ranges)):
+    for h in range(Nh_fig):
+        top = 3 * Nh_fig - (j * Nh_fig + h)  # rows run downwards
+        ax.add_patch(plt.Rectangle((0, top - 1), 4, 1, fc=color, ec="w",
+                                   alpha=0.45 + 0.12 * h))
+        ax.text(2, top - 0.5, f"head {h}: Dh rows", ha="center", va="center",
+                fontsize=8)
+    ax.text(-0.3, 3 * Nh_fig - j * Nh_fig - Nh_fig / 2,
+            f"{name}\nrows {rows}", ha="right", va="center", fontsize=9)
+ax.annotate("", xy=(7.2, 6), xytext=(4.3, 6),
+            arrowprops={"arrowstyle": "->", "lw": 2})
+ax.text(5.75, 6.4, "reshape(B, L, 3, Nh, Dh)", ha="center", fontsize=8)
+ax.text(7.4, 6, "q, k, v:\n(B, Nh, L, Dh)\neach", va="center", fontsize=9)
+ax.text(2, -0.6, "D input features (columns)", ha="center", fontsize=9)
+ax.set_xlim(-3.5, 9.5)
+ax.set_ylim(-1, 3 * Nh_fig + 0.3)
+ax.axis("off")
+ax.set_title("in_proj_weight (3D, D) stacks W_q, W_k, W_v;\n"
+             "each splits into Nh heads of Dh rows")
+plt.show()
+
+# %%
+# From scratch
+# ------------
 # Three projections make ``q``, ``k``, ``v``; each is split into ``Nh`` heads of width
 # ``Dh = D // Nh``; every head attends on its own; the heads are concatenated and
 # projected. Queries come from ``x_q`` (``L`` tokens), keys and values from ``x_k``,
@@ -50,6 +98,9 @@ def multi_head_attention(x_q, x_k, x_v, W_q, W_k, W_v, b_q, b_k, b_v, W_o, b_o, 
     return out, weights
 
 
+# %%
+# The sizes, the input and weights with nonzero biases, so that a bias copied to the
+# wrong place shows (all but one: see the exercises).
 B, L, D, Nh = 2, 6, 32, 4
 Dh = D // Nh
 x = torch.randn(B, L, D, device=device)  # (B, L, D)
@@ -79,8 +130,7 @@ assert torch.nn.MultiheadAttention(D, Nh).batch_first is False
 # Mapping the weights
 # -------------------
 # ``in_proj_weight`` is ``cat(W_q, W_k, W_v)`` along the output features,
-# ``in_proj_bias`` likewise; ``out_proj`` is an ordinary ``nn.Linear``. The biases here
-# are nonzero so that a bias copied to the wrong place shows (all but one: see below).
+# ``in_proj_bias`` likewise; ``out_proj`` is an ordinary ``nn.Linear``.
 with torch.no_grad():
     mha.in_proj_weight.copy_(torch.cat([W_q, W_k, W_v]))  # (3D, D)
     mha.in_proj_bias.copy_(torch.cat([b_q, b_k, b_v]))  # (3D,)
@@ -101,75 +151,6 @@ print(f"per-head weights {tuple(ref_w_heads.shape)}: "
 torch.testing.assert_close(ours, ref)
 torch.testing.assert_close(ours_w.mean(dim=1), ref_w)  # (B, L, L): mean over the heads
 torch.testing.assert_close(ours_w, ref_w_heads)  # (B, Nh, L, L)
-
-# %%
-# The exception is the key bias, which no output can test because it changes nothing:
-# ``q . (k_m + b_k) = q . k_m + q . b_k`` shifts every logit of a row by the same
-# amount, and a softmax ignores a shift. Any other key bias gives the same output and
-# weights.
-with torch.no_grad():
-    b_k_other = b_k + torch.randn_like(b_k)  # (D,), a different key bias
-    other, other_w = multi_head_attention(x, x, x, W_q, W_k, W_v, b_q, b_k_other, b_v,
-                                          W_o, b_o, Nh)
-print(f"another key bias: max|output change| = "
-      f"{(other - ours).abs().max().item():.2e}, "
-      f"max|weight change| = {(other_w - ours_w).abs().max().item():.2e}")
-torch.testing.assert_close(other, ours)
-torch.testing.assert_close(other_w, ours_w)
-
-# %%
-# ``need_weights=False`` returns ``None`` for the weights; the output does not change.
-mha.eval()
-with torch.no_grad():
-    fast, none = mha(x, x, x, need_weights=False)
-print(f"need_weights=False: weights {none}, "
-      f"max|ours - torch| = {(ours - fast).abs().max():.2e}")
-assert none is None
-torch.testing.assert_close(ours, fast)
-
-# %%
-# Which code computes it
-# ----------------------
-# That is a PyTorch-internals fact, read here from the profiler's op names (checked with
-# torch 2.13). In eval mode without autograd the module takes its *fast path*, one
-# native op, ``aten::_native_multi_head_attention``. With autograd on it runs its Python
-# path, which hands the attention to ``scaled_dot_product_attention`` (a fused kernel)
-# when no weights are asked for, and computes the weights with ``bmm`` and ``softmax``
-# when they are. So the fused kernel is not what the fast path runs on CPU: there the
-# native op computes ``bmm`` and ``softmax`` itself, and ``need_weights=False`` reaches
-# SDPA's CPU flash kernel only on the Python path. On CUDA the kernels underneath depend
-# on dtype and shape; the page prints them and asserts the dispatch that does not depend
-# on the device (and that no ``_for_cpu`` kernel ran) until a GPU build of the book
-# records them.
-def aten_ops(fn):
-    """The names of the aten ops that fn() dispatches, as the profiler records them."""
-    # The autograd profiler without Kineto: it records the same op names and starts in
-    # milliseconds, not the second or so that Kineto's first start takes.
-    with torch.autograd.profiler.profile(use_kineto=False) as prof:
-        fn()
-    return {e.key for e in prof.key_averages() if e.key.startswith("aten::")}
-
-
-KERNELS = {"aten::bmm", "aten::_softmax"}  # the unfused attention's two kernels
-with torch.no_grad():
-    ops_fast = aten_ops(lambda: mha(x, x, x, need_weights=False))  # eval, no autograd
-ops_sdpa = aten_ops(lambda: mha(x, x, x, need_weights=False))  # autograd on
-ops_weights = aten_ops(lambda: mha(x, x, x, need_weights=True))
-for name, ops in (("no_grad", ops_fast), ("autograd, need_weights=False", ops_sdpa),
-                  ("autograd, need_weights=True", ops_weights)):
-    print(f"{name}:", *(op for op in sorted(ops) if "attention" in op or op in KERNELS),
-          sep="\n    ")
-assert "aten::_native_multi_head_attention" in ops_fast
-assert "aten::_native_multi_head_attention" not in ops_sdpa | ops_weights
-assert "aten::scaled_dot_product_attention" in ops_sdpa
-assert "aten::scaled_dot_product_attention" not in ops_weights
-assert KERNELS <= ops_weights
-if device == "cpu":  # the CPU kernels, torch 2.13
-    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in ops_sdpa
-    assert KERNELS <= ops_fast
-    assert not any("scaled_dot_product" in op for op in ops_fast)
-else:  # CUDA tensors dispatch no CPU kernel; which CUDA ones is printed, not asserted
-    assert not any(op.endswith("_for_cpu") for op in ops_fast | ops_sdpa | ops_weights)
 
 # %%
 # A fused QKV projection loads as it is
@@ -196,8 +177,64 @@ print(f"fused Linear(D, 3D) layer vs MultiheadAttention: "
 torch.testing.assert_close(y_fused, y_mha)
 
 # %%
-# ``batch_first=False`` expects ``(L, B, D)``
-# -------------------------------------------
+# Proof: which code computes it (fast path, fused kernel)
+# -------------------------------------------------------
+# ``need_weights=False`` returns ``None`` for the weights; the output does not change.
+mha.eval()
+with torch.no_grad():
+    fast, none = mha(x, x, x, need_weights=False)
+print(f"need_weights=False: weights {none}, "
+      f"max|ours - torch| = {(ours - fast).abs().max():.2e}")
+assert none is None
+torch.testing.assert_close(ours, fast)
+
+# %%
+# Which code runs is a PyTorch-internals fact, read here from the profiler's op names
+# (checked with torch 2.13). In eval mode without autograd the module takes its *fast
+# path*, one native op, ``aten::_native_multi_head_attention``. With autograd on it runs
+# its Python path, which hands the attention to ``scaled_dot_product_attention`` (a
+# fused kernel) when no weights are asked for, and computes the weights with ``bmm``
+# and ``softmax`` when they are. So the fused kernel is not what the fast path runs on
+# CPU: there the native op computes ``bmm`` and ``softmax`` itself, and
+# ``need_weights=False`` reaches SDPA's CPU flash kernel only on the Python path. On
+# CUDA the kernels underneath depend on dtype and shape; the page prints them and
+# asserts the dispatch that does not depend on the device (and that no ``_for_cpu``
+# kernel ran) until a GPU build of the book records them.
+def aten_ops(fn):
+    """The names of the aten ops that fn() dispatches, as the profiler records them."""
+    # The autograd profiler without Kineto: it records the same op names and starts in
+    # milliseconds, not the second or so that Kineto's first start takes.
+    with torch.autograd.profiler.profile(use_kineto=False) as prof:
+        fn()
+    return {e.key for e in prof.key_averages() if e.key.startswith("aten::")}
+
+
+# %%
+# Each path, profiled: the ops it dispatched.
+KERNELS = {"aten::bmm", "aten::_softmax"}  # the unfused attention's two kernels
+with torch.no_grad():
+    ops_fast = aten_ops(lambda: mha(x, x, x, need_weights=False))  # eval, no autograd
+ops_sdpa = aten_ops(lambda: mha(x, x, x, need_weights=False))  # autograd on
+ops_weights = aten_ops(lambda: mha(x, x, x, need_weights=True))
+for name, ops in (("no_grad", ops_fast), ("autograd, need_weights=False", ops_sdpa),
+                  ("autograd, need_weights=True", ops_weights)):
+    print(f"{name}:", *(op for op in sorted(ops) if "attention" in op or op in KERNELS),
+          sep="\n    ")
+assert "aten::_native_multi_head_attention" in ops_fast
+assert "aten::_native_multi_head_attention" not in ops_sdpa | ops_weights
+assert "aten::scaled_dot_product_attention" in ops_sdpa
+assert "aten::scaled_dot_product_attention" not in ops_weights
+assert KERNELS <= ops_weights
+if device == "cpu":  # the CPU kernels, torch 2.13
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in ops_sdpa
+    assert KERNELS <= ops_fast
+    assert not any("scaled_dot_product" in op for op in ops_fast)
+else:  # CUDA tensors dispatch no CPU kernel; which CUDA ones is printed, not asserted
+    assert not any(op.endswith("_for_cpu") for op in ops_fast | ops_sdpa | ops_weights)
+
+# %%
+# Proof: ``batch_first=False`` expects ``(L, B, D)``
+# --------------------------------------------------
 # The default layout puts the tokens first. With the same weights, transposing the input
 # and the output gives the same numbers; the returned weights stay ``(B, L, L)`` in both
 # layouts.
@@ -213,19 +250,8 @@ torch.testing.assert_close(y_lbd.transpose(0, 1), ref)
 torch.testing.assert_close(w_lbd, ref_w)
 
 # %%
-# Handing a ``(B, L, D)`` tensor to the default layout raises nothing: the module reads
-# ``B`` as the number of tokens and ``L`` as the batch, attends across the batch, and
-# returns a tensor of the expected shape holding other numbers.
-with torch.no_grad():
-    y_wrong, _ = mha_lbd(x, x, x)  # (B, L, D) read as (L', B', D) with L' = B, B' = L
-gap = (y_wrong - ref).abs().max().item()
-print(f"(B, L, D) into batch_first=False: shape {tuple(y_wrong.shape)}, "
-      f"max|diff| = {gap:.2f}")
-assert y_wrong.shape == ref.shape and gap > 0.1
-
-# %%
-# Cross-attention
-# ---------------
+# Proof: cross-attention, and keys and values of other widths
+# -----------------------------------------------------------
 # Queries from one sequence of ``L`` tokens, keys and values from another of ``M``
 # tokens (an encoder's output, say). The weights are ``(B, L, M)``: one row per query,
 # one column per key.
@@ -242,8 +268,6 @@ torch.testing.assert_close(ours_x, ref_x)
 torch.testing.assert_close(ours_xw.mean(dim=1), ref_xw)
 
 # %%
-# Keys and values of other widths
-# -------------------------------
 # With ``kdim`` or ``vdim`` different from ``D`` the three input projections no longer
 # share a shape, so the module stores them apart: ``q_proj_weight (D, D)``,
 # ``k_proj_weight (D, kdim)``, ``v_proj_weight (D, vdim)``, and ``in_proj_weight`` is
@@ -274,13 +298,46 @@ print(f"kdim={Dk}, vdim={Dv}: "
 torch.testing.assert_close(ours_kv, ref_kv)
 
 # %%
-# What ``average_attn_weights`` averages
-# --------------------------------------
-# Each head has its own distribution over the keys; the default return value is their
-# plain mean, which can look flatter than any single head. Here, one query's row in
-# every head.
-import matplotlib.pyplot as plt
+# Try it: change the key bias. What happens to the output?
+# --------------------------------------------------------
+# Replace ``b_k`` by another vector and run the layer again.
+with torch.no_grad():
+    b_k_other = b_k + torch.randn_like(b_k)  # (D,), a different key bias
+    other, other_w = multi_head_attention(x, x, x, W_q, W_k, W_v, b_q, b_k_other, b_v,
+                                          W_o, b_o, Nh)
+print(f"another key bias: max|output change| = "
+      f"{(other - ours).abs().max().item():.2e}, "
+      f"max|weight change| = {(other_w - ours_w).abs().max().item():.2e}")
+torch.testing.assert_close(other, ours)
+torch.testing.assert_close(other_w, ours_w)
 
+# %%
+# Nothing changes, so no output can test the key bias:
+# ``q . (k_m + b_k) = q . k_m + q . b_k`` shifts every logit of a row by the same
+# amount, and a softmax ignores a shift. Any other key bias gives the same output and
+# weights.
+
+# %%
+# Try it: hand a ``(B, L, D)`` tensor to ``batch_first=False``. Does it raise?
+# ----------------------------------------------------------------------------
+# The module built with the default layout expects ``(L, B, D)``.
+with torch.no_grad():
+    y_wrong, _ = mha_lbd(x, x, x)  # (B, L, D) read as (L', B', D) with L' = B, B' = L
+gap = (y_wrong - ref).abs().max().item()
+print(f"(B, L, D) into batch_first=False: shape {tuple(y_wrong.shape)}, "
+      f"max|diff| = {gap:.2f}")
+assert y_wrong.shape == ref.shape and gap > 0.1
+
+# %%
+# It raises nothing: the module reads
+# ``B`` as the number of tokens and ``L`` as the batch, attends across the batch, and
+# returns a tensor of the expected shape holding other numbers.
+
+# %%
+# Try it: what do the weights returned by default hold?
+# -----------------------------------------------------
+# ``mha(x, x, x)`` returns weights of shape ``(B, L, L)``, though each of the ``Nh``
+# heads has its own. Which ones are they?
 row = ours_w[0, :, 0].cpu()  # (Nh, L): query 0 of batch element 0, every head
 peaks = ", ".join(f"{p:.2f}" for p in row.amax(dim=-1).tolist())
 print(f"query 0: largest weight per head {peaks}; "
@@ -298,6 +355,11 @@ ax.set_title("average_attn_weights=True (the default)\n"
 ax.set_ylim(-0.02, 1.2)  # headroom for the legend
 ax.legend(loc="upper center", ncol=3, fontsize="small")
 plt.show()
+
+# %%
+# Their plain mean (``average_attn_weights=True``). Each head has its own distribution
+# over the keys, and the mean can look flatter than any single head: the figure shows
+# one query's row in every head.
 
 # %%
 # References

@@ -2,14 +2,22 @@
 Causal attention and padding masks
 ==================================
 
-A decoder such as GPT-2 must not let token ``t`` see the tokens after it. The source
-notes' GPT-2 ``Attention`` registers a causal mask and never applies it. This page
-repairs the argument swap that keeps the notes' layer from running, shows that its head
-split takes only 3-D inputs and that it leaks the future, proves GPT-2's mask right with
-cached keys, and proves four ways of writing the causal mask equal: GPT-2's
-``w * b - 1e4 * (1 - b)``, a boolean mask, an additive ``-inf`` mask and
-``is_causal=True``. It ends with padding masks, including ``nn.MultiheadAttention``'s
-opposite boolean convention.
+A decoder such as GPT-2 must not let token ``t`` see the tokens after it: a causal mask
+gives every future key exactly zero weight. This page builds GPT-2's attention layer
+with its mask, proves it blind to the future and equal to PyTorch's attention with
+``is_causal=True``, writes the same mask four ways, and masks padding. The source notes'
+layer, which registers the mask and never applies it, follows in its own sections.
+
+**You will learn**
+
+- how a causal mask sets every logit above the diagonal to :math:`-\\infty`
+- how to test causality: change the future, watch the past not move
+- four equal ways to write the mask: GPT-2's, boolean, additive, ``is_causal=True``
+- how padding masks work, and ``nn.MultiheadAttention``'s opposite convention
+
+**Prerequisites:** :doc:`/generated/transformer/plot_01_self_attention` (attention and
+its heads), :doc:`/generated/transformer/plot_04_conv1d_feedforward` (GPT-2's
+``Conv1D``).
 """
 
 # %%
@@ -18,42 +26,286 @@ opposite boolean convention.
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import math
+
+import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
 # %%
-# The notes' ``Conv1D`` and ``Attention``, verbatim
-# -------------------------------------------------
-# ``Conv1D`` is GPT-2's name for a linear layer whose weight is stored ``(nx, nf)``,
-# input width first. The notes' ``Conv1D`` snippet uses ``nn`` and ``Parameter`` without
-# importing them.
-import math
+# The idea
+# --------
+# Token ``l`` may attend to keys ``m <= l`` only. Adding :math:`-\infty` to every logit
+# above the diagonal before the softmax gives those keys weight exactly 0, and the
+# softmax renormalizes the rest:
+#
+# .. math::
+#
+#    \mathrm{CausalAttention}(Q, K, V) = \mathrm{softmax}\!\left(
+#    \frac{Q K^\top}{\sqrt{D_h}} + M\right) V, \qquad
+#    M_{lm} = \begin{cases} 0 & m \le l \\ -\infty & m > l. \end{cases}
+#
+# Six tokens with random queries and keys, without and with the mask:
+gen = torch.Generator().manual_seed(1)  # its own stream: the page's numbers stay put
+q_toy, k_toy = torch.randn(2, 6, 8, generator=gen)  # (L, Dh) each
+logits_toy = q_toy @ k_toy.T / 8**0.5  # (L, L)
+future_toy = torch.ones(6, 6, dtype=torch.bool).triu(1)  # (L, L), True = future
+w_full = logits_toy.softmax(dim=-1)  # (L, L)
+w_causal = logits_toy.masked_fill(future_toy, float("-inf")).softmax(dim=-1)
 
-from torch import nn
-from torch.nn import Parameter
+fig, axes = plt.subplots(1, 2, figsize=(8, 4.2), sharey=True, layout="constrained")
+names = ("full attention", "causal (M added)")
+for ax, w, name in zip(axes, (w_full, w_causal), names):
+    im = ax.imshow(w, vmin=0, vmax=1)
+    ax.grid(False)
+    ax.set_title(name)
+    ax.set_xlabel("key position m")
+axes[0].set_ylabel("query position l")
+fig.colorbar(im, ax=axes, label="attention weight", shrink=0.8)
+fig.suptitle("The causal mask zeroes every weight above the diagonal; "
+             "rows still sum to 1")
+plt.show()
+
+# %%
+# From scratch
+# ------------
+# The mask as a boolean matrix, ``True`` where query ``i`` may attend to key ``j``.
 
 
+def causal_mask(L, device=None):
+    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
+    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
+
+
+# %%
+# GPT-2's linear layer, ``Conv1D(nf, nx)``: ``nn.Linear(nx, nf)`` with the weight stored
+# ``(nx, nf)``, input width first (the feed-forward page proves it).
+
+
+# Copied from transformer/plot_04_conv1d_feedforward.py: Conv1D
 class Conv1D(nn.Module):
+    """GPT-2's linear layer, y = x @ weight + bias; weight (nx, nf), input first."""
+
     def __init__(self, nf, nx):
-        super(Conv1D, self).__init__()
+        super().__init__()
         self.nf = nf
-        w = torch.empty(nx, nf)
-        nn.init.normal_(w, std=0.02)
-        self.weight = Parameter(w)
-        self.bias = Parameter(torch.zeros(nf))
+        self.weight = nn.Parameter(torch.randn(nx, nf) * 0.02)  # (nx, nf)
+        self.bias = nn.Parameter(torch.zeros(nf))  # (nf,)
+
+    def forward(self, x):  # (..., nx) -> (..., nf)
+        size_out = x.shape[:-1] + (self.nf,)
+        x = torch.addmm(self.bias, x.reshape(-1, x.size(-1)), self.weight)  # (N, nf)
+        return x.view(size_out)
+
+
+# %%
+# GPT-2's attention layer. Its ``_attn`` scales the logits and uses the buffer it
+# registered: ``b`` is 1 on and below the diagonal, so ``w * b - 1e4 * (1 - b)`` keeps
+# the visible logits and sets every future one to ``-1e4``. (The slice ``ns - nd``
+# lines the mask up when cached past keys make ``ns > nd``.) OpenAI's code and the
+# notes' reference use ``1e10``; Hugging Face's port used ``1e4``.
+
+
+class CausalAttention(nn.Module):
+    """GPT-2's attention layer: c_attn, heads, masked scaled attention, c_proj.
+
+    (B, L, D) -> (B, L, D); the mask buffer is named `bias`, as in GPT-2's code.
+    """
+
+    def __init__(self, d_model, n_head, n_ctx):
+        super().__init__()
+        self.n_head, self.d_model = n_head, d_model
+        self.c_attn = Conv1D(3 * d_model, d_model)  # D -> 3D
+        self.register_buffer(  # (1, 1, n_ctx, n_ctx): 1 where key <= query
+            "bias", torch.tril(torch.ones(n_ctx, n_ctx)).view(1, 1, n_ctx, n_ctx))
+        self.c_proj = Conv1D(d_model, d_model)
+
+    def split_heads(self, x):  # (B, L, D) -> (B, Nh, L, Dh)
+        return x.unflatten(-1, (self.n_head, -1)).transpose(1, 2)
+
+    def merge_heads(self, x):  # (B, Nh, L, Dh) -> (B, L, D)
+        return x.transpose(1, 2).flatten(-2)
+
+    def _attn(self, q, k, v):
+        w = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(v.size(-1))  # (B,Nh,nd,ns)
+        nd, ns = w.size(-2), w.size(-1)  # queries, keys (ns > nd with cached keys)
+        b = self.bias[:, :, ns - nd:ns, :ns]  # (1, 1, nd, ns): 1 where key <= query
+        w = w * b - 1e4 * (1 - b)
+        return torch.matmul(w.softmax(dim=-1), v)  # (B, Nh, nd, Dh)
 
     def forward(self, x):
-        size_out = x.size()[:-1] + (self.nf,)
-        # x.size(-1) should be equal to nx
-        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
-        x = x.view(*size_out)
-        return x
+        q, k, v = self.c_attn(x).split(self.d_model, dim=-1)  # each (B, L, D)
+        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)
+        return self.c_proj(self.merge_heads(self._attn(q, k, v)))  # (B, L, D)
 
 
-class Attention(nn.Module):
+def qkv_heads(attn, x):
+    """The layer's own projection and head split: q, k, v each (B, Nh, L, Dh)."""
+    q, k, v = attn.c_attn(x).split(attn.d_model, dim=-1)  # each (B, L, D)
+    return attn.split_heads(q), attn.split_heads(k), attn.split_heads(v)
+
+
+def draw_weights(layer):
+    """Redraw c_attn and c_proj for a small D: std 1/sqrt(nx), nonzero biases."""
+    with torch.no_grad():
+        for conv in (layer.c_attn, layer.c_proj):
+            conv.weight.normal_(std=conv.weight.shape[0] ** -0.5)  # weight is (nx, nf)
+            conv.bias.normal_(std=0.1)
+    return layer
+
+
+# %%
+# The decisive test of causality: change every token after position ``t`` and check
+# that the outputs at positions ``0 .. t`` do not move, for every ``t``.
+
+
+def future_leak(layer, x):
+    """Largest change of the outputs at positions <= t when tokens after t change.
+
+    layer maps (B, L, D) -> (B, L, D); x (B, L, D)."""
+    B, L, D = x.shape
+    g = torch.Generator(device=x.device).manual_seed(1)
+    leak = 0.0
+    with torch.no_grad():
+        y = layer(x)  # (B, L, D)
+        for t in range(L - 1):
+            x_new = x.clone()
+            x_new[:, t + 1:] = torch.randn(B, L - t - 1, D, device=x.device,
+                                          generator=g)
+            moved = (layer(x_new)[:, : t + 1] - y[:, : t + 1]).abs().max().item()
+            leak = max(leak, moved)
+    return leak
+
+# %%
+# ``Conv1D`` initializes with ``std=0.02``, GPT-2's choice for ``D = 768``; at this
+# page's ``D = 32`` that makes every attention row almost uniform, so the weights are
+# redrawn. ``n_ctx`` is larger than ``L``: the mask buffer is sliced to the sequence.
+# ``L = 10`` differs from ``Dh = 8``, so that neither size can stand in for the other
+# unnoticed. The layer is blind to the future, exactly, and equals PyTorch's attention
+# with ``is_causal=True`` between the same projections.
+B, L, D, Nh, n_ctx = 2, 10, 32, 4, 16
+Dh = D // Nh
+gpt2 = draw_weights(CausalAttention(D, Nh, n_ctx)).to(device).eval()
+x = torch.randn(B, L, D, device=device)  # (B, L, D)
+with torch.no_grad():
+    q, k, v = qkv_heads(gpt2, x)  # each (B, Nh, L, Dh)
+    masked = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, Nh, L, Dh)
+    causal = gpt2.c_proj(gpt2.merge_heads(masked))  # (B, L, D)
+    y_gpt2 = gpt2(x)
+leak_gpt2 = future_leak(gpt2, x)
+print(f"GPT-2 layer: past outputs move by {leak_gpt2} when the future changes")
+print(f"max|GPT-2 layer - causal SDPA layer| = "
+      f"{(y_gpt2 - causal).abs().max().item():.2e}")
+assert leak_gpt2 == 0.0  # exactly: the future's weights are exactly zero
+torch.testing.assert_close(y_gpt2, causal)
+
+# %%
+# Four ways to write the same mask
+# --------------------------------
+# ``scaled_dot_product_attention`` takes a **boolean** ``attn_mask`` where ``True``
+# means *may attend*, or a **float** mask that is *added* to the logits (``0`` to keep,
+# ``-inf`` to drop), or ``is_causal=True``, which builds the lower-triangular mask
+# itself.
+with torch.no_grad():
+    q, k, v = qkv_heads(gpt2, x)  # each (B, Nh, L, Dh)
+    keep = causal_mask(L, device)  # (L, L), True = attend
+    additive = torch.zeros(L, L, device=device).masked_fill(~keep, float("-inf"))
+    versions = {
+        "GPT-2 w * b - 1e4 * (1 - b)": gpt2._attn(q, k, v),
+        "boolean attn_mask (True = attend)":
+            F.scaled_dot_product_attention(q, k, v, attn_mask=keep),
+        "additive attn_mask (0 / -inf)":
+            F.scaled_dot_product_attention(q, k, v, attn_mask=additive),
+    }
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, Nh, L, Dh)
+for name, out in versions.items():
+    print(f"{name:34s} max|diff to is_causal| = {(out - ref).abs().max().item():.2e}")
+    torch.testing.assert_close(out, ref)
+
+# %%
+# Proof: cached keys, where ``ns - nd`` matters
+# ---------------------------------------------
+# Without a cache ``nd = ns`` and the slice is the buffer's top-left corner, so nothing
+# above would notice ``self.bias[:, :, :nd, :ns]`` instead. It matters when GPT-2
+# generates: the keys and values of the tokens already seen are cached (``layer_past``
+# in its code) and only the new tokens are projected, so ``nd`` queries meet ``ns > nd``
+# keys. Query ``i`` of the new block sits at position ``ns - nd + i`` and needs that row
+# of the mask. Here the first 6 tokens are cached and the last ``nd = 4`` are new: their
+# outputs must be the last 4 rows of the full computation.
+def attention_with_cache(layer, x_new, k_past, v_past):
+    """The layer on new tokens (B, nd, D), given cached keys, values (B, Nh, *, Dh)."""
+    q, k, v = qkv_heads(layer, x_new)  # each (B, Nh, nd, Dh)
+    k = torch.cat([k_past, k], dim=-2)  # (B, Nh, ns, Dh)
+    v = torch.cat([v_past, v], dim=-2)  # (B, Nh, ns, Dh)
+    return layer.c_proj(layer.merge_heads(layer._attn(q, k, v)))  # (B, nd, D)
+
+
+# %%
+n_past = 6
+with torch.no_grad():
+    x_past, x_new = x[:, :n_past].contiguous(), x[:, n_past:].contiguous()
+    _, k_past, v_past = qkv_heads(gpt2, x_past)  # the cache, (B, Nh, 6, Dh) each
+    y_cached = attention_with_cache(gpt2, x_new, k_past, v_past)  # (B, 4, D)
+print(f"nd = {L - n_past} new tokens, ns = {L} keys: max|cached - full, last rows| = "
+      f"{(y_cached - y_gpt2[:, n_past:]).abs().max().item():.2e}")
+torch.testing.assert_close(y_cached, y_gpt2[:, n_past:])
+
+# %%
+# Proof: why ``-1e4`` is enough here, and why it is not ``-inf``
+# --------------------------------------------------------------
+# In float32 :math:`e^{-10^4 - z_{\max}}` (:math:`z_{\max}` the row's largest logit)
+# underflows to exactly 0, so the future gets weight exactly zero; but a finite constant
+# works only while it lies far below every real logit (and fits the dtype), which fails
+# for logits of magnitude ``1e4`` and, for OpenAI's ``1e10``, in float16.
+with torch.no_grad():
+    logits = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(Dh)  # (B, Nh, L, L)
+    b = gpt2.bias[:, :, :L, :L]  # (1, 1, L, L)
+    weights = (logits * b - 1e4 * (1 - b)).softmax(dim=-1)  # (B, Nh, L, L)
+above = weights[..., ~keep]  # every weight above the diagonal
+print(f"float32: logits in [{logits.min():.1f}, {logits.max():.1f}], "
+      f"largest future weight "
+      f"{above.max().item()}")
+assert (above == 0).all()
+
+big = torch.full((L, L), -2e4, device=device)  # every logit -2e4: below the mask value
+leaky = (big * b[0, 0] - 1e4 * (1 - b[0, 0])).softmax(dim=-1)  # (L, L)
+exact = (big + additive).softmax(dim=-1)  # (L, L)
+print(f"logits at -2e4: weight on the future with -1e4 {leaky[0, 1:].sum().item():.2f} "
+      f"(query 0), with -inf {exact[0, 1:].sum().item():.2f}")
+assert leaky[0, 1:].sum() > 0.99 and (exact[~keep] == 0).all()
+
+mask_value16 = torch.tensor(1e10, dtype=torch.float16)  # float16's largest: 65504
+print(f"float16(1e10) = {mask_value16.item()}, so (1 - b) * it has NaN where b = 1")
+assert mask_value16.isinf() and ((1 - b.half()) * mask_value16).isnan().any()
+
+# %%
+# Without the mask (the notes' layer, scaled here, so only the mask differs) every query
+# spreads weight over the future; with it, the rows still sum to 1.
+with torch.no_grad():
+    full = logits.softmax(dim=-1)  # (B, Nh, L, L), no mask
+print(f"weight above the diagonal: full attention {full[0, 0][~keep].sum().item():.2f} "
+      f"(over all queries), causal {weights[0, 0][~keep].sum().item()}")
+assert full[0, 0][~keep].sum() > 1.0
+torch.testing.assert_close(weights.sum(dim=-1), torch.ones(B, Nh, L, device=device))
+
+# %%
+# .. _errata-causal-does-not-run:
+#
+# Proof: the notes' layer does not run
+# ------------------------------------
+# The source notes' GPT-2 ``Attention``, verbatim but renamed ``NotesAttention`` (their
+# ``Conv1D`` is the one above, with ``view`` for ``reshape``; their snippet uses ``nn``
+# and ``Parameter`` without importing them). ``Conv1D(nf, nx)`` takes the *output* width
+# first, but the notes build ``Conv1D(d_model, d_model * 3)``: a weight that maps
+# ``3 * 768`` features to ``768``, so the first call fails. GPT-2 writes
+# ``Conv1D(3 * D, D)``. (``c_proj = Conv1D(d_model, d_model)`` is square, so its
+# argument order cannot go wrong.)
+class NotesAttention(nn.Module):
 
     def __init__(
         self,
@@ -116,47 +368,41 @@ class Attention(nn.Module):
         return out
 
 
+# Used in the 3-D section below: the notes' layer, split and merge over the last dims.
+class NotesAttentionAnyDims(NotesAttention):
+    """The notes' layer with split_heads and merge_heads over the last dims only."""
+
+    def split_heads(self, x):  # (..., L, D) -> (..., Nh, L, Dh)
+        x = x.view(*x.size()[:-1], self.n_head, x.size(-1) // self.n_head)
+        return x.transpose(-3, -2)
+
+    def merge_heads(self, x):  # (..., Nh, L, Dh) -> (..., L, D)
+        x = x.transpose(-3, -2).contiguous()  # (..., L, Nh, Dh)
+        return x.view(*x.size()[:-2], x.size(-2) * x.size(-1))
+
+
+
 # %%
-# .. _errata-causal-does-not-run:
-#
-# The notes' layer does not run
-# -----------------------------
-# ``Conv1D(nf, nx)`` takes the *output* width first, but the notes build
-# ``Conv1D(d_model, d_model * 3)``: a weight that maps ``3 * 768`` features to ``768``,
-# so the first call fails. GPT-2 writes ``Conv1D(3 * D, D)``.
-# (``c_proj = Conv1D(d_model, d_model)`` is square, so its argument order cannot go
-# wrong.)
+# Built as the notes build it, at GPT-2's width, the layer fails on its first call.
 try:
-    Attention().to(device)(torch.randn(1, 10, 768, device=device))  # GPT-2's D = 768
+    NotesAttention().to(device)(torch.randn(1, 10, 768, device=device))  # D = 768
 except RuntimeError as err:
     print(f"RuntimeError: {err}")
 else:
     raise AssertionError("expected the notes' Attention to fail on its c_attn shapes")
 
+
 # %%
-# With ``c_attn`` rebuilt in GPT-2's order the layer runs. ``Conv1D`` initializes with
-# ``std=0.02``, GPT-2's choice for ``D = 768``; at this page's ``D = 32`` that makes
-# every attention row almost uniform, so the weights are redrawn with
-# ``std = 1 / sqrt(nx)`` and nonzero biases. ``n_ctx`` is larger than ``L``: the mask
-# buffer is sliced to the sequence. ``L = 10`` differs from ``Dh = 8``, so that neither
-# size can stand in for the other unnoticed.
-B, L, D, Nh, n_ctx = 2, 10, 32, 4, 16
-Dh = D // Nh
-
-
-def notes_attention(**kwargs):
-    """The notes' Attention, c_attn fixed (Conv1D(3D, D)), weights drawn for small D."""
-    attn = Attention(d_model=D, n_head=Nh, n_ctx=n_ctx, **kwargs)
-    attn.c_attn = Conv1D(3 * D, D)
-    with torch.no_grad():
-        for conv in (attn.c_attn, attn.c_proj):
-            conv.weight.normal_(std=conv.weight.shape[0] ** -0.5)  # weight is (nx, nf)
-            conv.bias.normal_(std=0.1)
-    return attn.to(device)
-
-
-notes = notes_attention()
-x = torch.randn(B, L, D, device=device)  # (B, L, D)
+# The mask the notes register is the causal mask (their layer never reads it). With
+# ``c_attn`` rebuilt in GPT-2's order and the GPT-2 layer's weights loaded (same names,
+# same mask buffer), the layer runs.
+notes = NotesAttention(d_model=D, n_head=Nh, n_ctx=n_ctx)
+print(f"notes' buffer == causal_mask(n_ctx): "
+      f"{torch.equal(notes.bias[0, 0], causal_mask(n_ctx).float())}")
+assert torch.equal(notes.bias[0, 0], causal_mask(n_ctx).float())
+notes.c_attn = Conv1D(3 * D, D)
+notes.load_state_dict(gpt2.state_dict())
+notes = notes.to(device)
 print(f"c_attn.weight {tuple(notes.c_attn.weight.shape)}, "
       f"output {tuple(notes(x).shape)}, scale={notes.scale}, "
       f"dropout p={notes.dropout.p}")
@@ -175,9 +421,9 @@ with torch.no_grad():
     eval_gap = (notes(x) - notes(x)).abs().max().item()
 print(f"two calls differ by {train_gap:.2f} in train mode, by {eval_gap} in eval mode")
 assert train_gap > 0.01 and eval_gap == 0
-odd = Attention(d_model=D, n_head=Nh, n_ctx=n_ctx, d_head=1000, bias=False)
+odd = NotesAttention(d_model=D, n_head=Nh, n_ctx=n_ctx, d_head=1000, bias=False)
 shapes = {name: tuple(t.shape) for name, t in odd.state_dict().items()}
-plain = Attention(d_model=D, n_head=Nh, n_ctx=n_ctx)
+plain = NotesAttention(d_model=D, n_head=Nh, n_ctx=n_ctx)
 print("d_head=1000, bias=False: the default state_dict")
 for name, shape in shapes.items():
     print(f"    {name} {shape}")
@@ -186,8 +432,8 @@ assert shapes == {name: tuple(t.shape) for name, t in plain.state_dict().items()
 # %%
 # .. _errata-causal-3d-only:
 #
-# Only 3-D inputs
-# ---------------
+# Proof: the notes' layer takes only 3-D inputs
+# ---------------------------------------------
 # The notes' comments promise shapes ``..., n_batch, d_model``: any leading dims. Their
 # ``Conv1D`` keeps that promise (it flattens every leading dim), but ``split_heads``
 # ends with ``permute(0, 2, 1, 3)``, which needs exactly four dims after the head split,
@@ -205,20 +451,9 @@ for shape in ((L, D), (3, B, L, D)):
 # %%
 # Splitting and merging over the *last* dims keeps the promise: ``transpose(-3, -2)``
 # instead of ``permute(0, 2, 1, 3)``. With the notes' weights, one sequence gives its
-# row of the batched output, and ``(N, B, L, D)`` gives the ``(N * B, L, D)`` output.
-class AttentionAnyDims(Attention):
-    """The notes' layer with split_heads and merge_heads over the last dims only."""
-
-    def split_heads(self, x):  # (..., L, D) -> (..., Nh, L, Dh)
-        x = x.view(*x.size()[:-1], self.n_head, x.size(-1) // self.n_head)
-        return x.transpose(-3, -2)
-
-    def merge_heads(self, x):  # (..., Nh, L, Dh) -> (..., L, D)
-        x = x.transpose(-3, -2).contiguous()  # (..., L, Nh, Dh)
-        return x.view(*x.size()[:-2], x.size(-2) * x.size(-1))
-
-
-any_dims = AttentionAnyDims(d_model=D, n_head=Nh, n_ctx=n_ctx)
+# row of the batched output, and ``(N, B, L, D)`` gives the ``(N * B, L, D)`` output
+# (``NotesAttentionAnyDims``, defined next to the notes' layer above).
+any_dims = NotesAttentionAnyDims(d_model=D, n_head=Nh, n_ctx=n_ctx)
 any_dims.c_attn = Conv1D(3 * D, D)
 any_dims.load_state_dict(notes.state_dict())
 any_dims = any_dims.to(device).eval()
@@ -234,29 +469,18 @@ torch.testing.assert_close(four, four_ref)
 # %%
 # .. _errata-causal-no-scale:
 #
-# What the notes' layer computes
-# ------------------------------
+# Proof: the notes' layer has no mask and no scale
+# ------------------------------------------------
 # Its ``_attn`` is called with ``attn_mask=None`` and ``scale=False`` is the default, so
 # it is attention with *no mask and no scale*: PyTorch's attention with ``scale=1`` and
-# nothing else. GPT-2's model builds this layer with ``scale=True``; the mask it applies
-# is the next section.
-import torch.nn.functional as F
-
-
-def qkv_heads(attn, x):
-    """The layer's own projection and head split: q, k, v each (B, Nh, L, Dh)."""
-    q, k, v = attn.c_attn(x).split(D, dim=-1)  # each (B, L, D)
-    return attn.split_heads(q), attn.split_heads(k), attn.split_heads(v)
-
-
+# nothing else. GPT-2's model builds this layer with ``scale=True`` and applies its
+# mask.
 with torch.no_grad():
     q, k, v = qkv_heads(notes, x)  # each (B, Nh, L, Dh)
     unscaled = F.scaled_dot_product_attention(q, k, v, scale=1.0)  # no mask (B,Nh,L,Dh)
     named = notes.c_proj(notes.merge_heads(unscaled))  # (B, L, D)
-    masked = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, Nh, L, Dh)
-    causal = notes.c_proj(notes.merge_heads(masked))  # (B, L, D): what GPT-2 computes
     y_notes = notes(x)  # (B, L, D)
-gap = (y_notes - causal).abs().max().item()
+gap = (y_notes - causal).abs().max().item()  # causal: the GPT-2 layer's output, above
 err = (y_notes - named).abs().max().item()
 print(f"max|notes - attention(scale=1, no mask)| = {err:.2e}")
 print(f"max|notes - causal scaled attention|     = {gap:.2f}")
@@ -266,203 +490,45 @@ assert gap > 0.1
 # %%
 # .. _errata-causal-sees-future:
 #
-# It sees the future
-# ------------------
-# The decisive test of causality: change every token after position ``t`` and check that
-# the outputs at positions ``0 .. t`` do not move. In the notes' layer they move for
-# every ``t``.
-
-
-def future_leak(layer, x):
-    """Largest change of the outputs at positions <= t when tokens after t change."""
-    g = torch.Generator(device=device).manual_seed(1)
-    leak = 0.0
-    with torch.no_grad():
-        y = layer(x)  # (B, L, D)
-        for t in range(L - 1):
-            x_new = x.clone()
-            x_new[:, t + 1:] = torch.randn(B, L - t - 1, D, device=device, generator=g)
-            moved = (layer(x_new)[:, : t + 1] - y[:, : t + 1]).abs().max().item()
-            leak = max(leak, moved)
-    return leak
-
-
+# Proof: the notes' layer sees the future
+# ---------------------------------------
+# The decisive test of causality, run on the notes' layer: the outputs at positions
+# ``0 .. t`` move for every ``t`` when the tokens after ``t`` change.
 leak_notes = future_leak(notes, x)
 print(f"notes' layer: past outputs move by up to {leak_notes:.2f} "
       f"when the future changes")
 assert leak_notes > 0.1
 
 # %%
-# GPT-2's fix
-# -----------
-# GPT-2's ``_attn`` scales the logits and uses the buffer it registered: ``b`` is 1 on
-# and below the diagonal, so ``w * b - 1e4 * (1 - b)`` keeps the visible logits and sets
-# every future one to ``-1e4``. (The slice ``ns - nd`` lines the mask up when cached
-# past keys make ``ns > nd``.) OpenAI's code and the notes' reference use ``1e10``;
-# Hugging Face's port used ``1e4``.
+# Try it: pad a sequence. Do its real tokens notice, in an encoder?
+# -----------------------------------------------------------------
+# Sequences of different lengths are batched by padding the short ones: give the second
+# sequence ``6`` real tokens and ``4`` padding tokens after them, and run
+# *bidirectional* attention (an encoder) with and without a padding mask. Do the real
+# tokens' outputs match the sequence run alone?
 
 
-class GPT2Attention(Attention):
-    """The notes' layer with GPT-2's _attn: scaled logits, causal mask from `bias`."""
+def encoder_attention(layer, x, mask=None):
+    """layer's projections, bidirectional attention; x (B, L, D), mask (B, 1, 1, L)."""
+    q, k, v = qkv_heads(layer, x)  # each (B, Nh, L, Dh)
+    heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, Nh, L, Dh)
+    return layer.c_proj(layer.merge_heads(heads))  # (B, L, D)
 
-    def _attn(self, q, k, v, attn_mask=None):
-        w = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(v.size(-1))  # (B,Nh,nd,ns)
-        nd, ns = w.size(-2), w.size(-1)  # queries, keys (ns > nd with cached keys)
-        b = self.bias[:, :, ns - nd:ns, :ns]  # (1, 1, nd, ns): 1 where key <= query
-        w = w * b - 1e4 * (1 - b)
-        return torch.matmul(w.softmax(dim=-1), v)  # (B, Nh, nd, Dh)
-
-
-gpt2 = GPT2Attention(d_model=D, n_head=Nh, n_ctx=n_ctx)
-gpt2.c_attn = Conv1D(3 * D, D)
-gpt2.load_state_dict(notes.state_dict())  # same parameters, same buffer
-gpt2 = gpt2.to(device).eval()
-leak_gpt2 = future_leak(gpt2, x)
-with torch.no_grad():
-    y_gpt2 = gpt2(x)
-print(f"GPT-2 layer: past outputs move by {leak_gpt2} when the future changes")
-print(f"max|GPT-2 layer - causal SDPA layer| = "
-      f"{(y_gpt2 - causal).abs().max().item():.2e}")
-assert leak_gpt2 == 0.0  # exactly: the future's weights are exactly zero
-torch.testing.assert_close(y_gpt2, causal)
 
 # %%
-# Cached keys: where ``ns - nd`` matters
-# --------------------------------------
-# Without a cache ``nd = ns`` and the slice is the buffer's top-left corner, so nothing
-# above would notice ``self.bias[:, :, :nd, :ns]`` instead. It matters when GPT-2
-# generates: the keys and values of the tokens already seen are cached (``layer_past``
-# in its code) and only the new tokens are projected, so ``nd`` queries meet ``ns > nd``
-# keys. Query ``i`` of the new block sits at position ``ns - nd + i`` and needs that row
-# of the mask. Here the first 6 tokens are cached and the last ``nd = 4`` are new: their
-# outputs must be the last 4 rows of the full computation. (The slices of ``x`` are made
-# contiguous: the notes' ``Conv1D`` cannot take a strided view, see
-# :doc:`/generated/transformer/plot_04_conv1d_feedforward`.)
-def attention_with_cache(layer, x_new, k_past, v_past):
-    """The layer on new tokens (B, nd, D), given cached keys, values (B, Nh, *, Dh)."""
-    q, k, v = qkv_heads(layer, x_new)  # each (B, Nh, nd, Dh)
-    k = torch.cat([k_past, k], dim=-2)  # (B, Nh, ns, Dh)
-    v = torch.cat([v_past, v], dim=-2)  # (B, Nh, ns, Dh)
-    return layer.c_proj(layer.merge_heads(layer._attn(q, k, v)))  # (B, nd, D)
-
-
-n_past = 6
-with torch.no_grad():
-    x_past, x_new = x[:, :n_past].contiguous(), x[:, n_past:].contiguous()
-    _, k_past, v_past = qkv_heads(gpt2, x_past)  # the cache, (B, Nh, 6, Dh) each
-    y_cached = attention_with_cache(gpt2, x_new, k_past, v_past)  # (B, 4, D)
-print(f"nd = {L - n_past} new tokens, ns = {L} keys: max|cached - full, last rows| = "
-      f"{(y_cached - y_gpt2[:, n_past:]).abs().max().item():.2e}")
-torch.testing.assert_close(y_cached, y_gpt2[:, n_past:])
-
-# %%
-# Four ways to write the same mask
-# --------------------------------
-# ``scaled_dot_product_attention`` takes a **boolean** ``attn_mask`` where ``True``
-# means *may attend*, or a **float** mask that is *added* to the logits (``0`` to keep,
-# ``-inf`` to drop), or ``is_causal=True``, which builds the lower-triangular mask
-# itself.
-with torch.no_grad():
-    q, k, v = qkv_heads(gpt2, x)  # each (B, Nh, L, Dh)
-    keep = torch.ones(L, L, dtype=torch.bool,
-                      device=device).tril()  # (L, L), True = attend
-    additive = torch.zeros(L, L, device=device).masked_fill(~keep, float("-inf"))
-    versions = {
-        "GPT-2 w * b - 1e4 * (1 - b)": gpt2._attn(q, k, v),
-        "boolean attn_mask (True = attend)":
-            F.scaled_dot_product_attention(q, k, v, attn_mask=keep),
-        "additive attn_mask (0 / -inf)":
-            F.scaled_dot_product_attention(q, k, v, attn_mask=additive),
-    }
-    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, Nh, L, Dh)
-for name, out in versions.items():
-    print(f"{name:34s} max|diff to is_causal| = {(out - ref).abs().max().item():.2e}")
-    torch.testing.assert_close(out, ref)
-
-# %%
-# Why ``-1e4`` is enough here, and why it is not ``-inf``
-# -------------------------------------------------------
-# In float32 :math:`e^{-10^4 - z_{\max}}` (:math:`z_{\max}` the row's largest logit)
-# underflows to exactly 0, so the future gets weight exactly zero; but a finite constant
-# works only while it lies far below every real logit (and fits the dtype), which fails
-# for logits of magnitude ``1e4`` and, for OpenAI's ``1e10``, in float16.
-with torch.no_grad():
-    logits = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(Dh)  # (B, Nh, L, L)
-    b = gpt2.bias[:, :, :L, :L]  # (1, 1, L, L)
-    weights = (logits * b - 1e4 * (1 - b)).softmax(dim=-1)  # (B, Nh, L, L)
-above = weights[..., ~keep]  # every weight above the diagonal
-print(f"float32: logits in [{logits.min():.1f}, {logits.max():.1f}], "
-      f"largest future weight "
-      f"{above.max().item()}")
-assert (above == 0).all()
-
-big = torch.full((L, L), -2e4, device=device)  # every logit -2e4: below the mask value
-leaky = (big * b[0, 0] - 1e4 * (1 - b[0, 0])).softmax(dim=-1)  # (L, L)
-exact = (big + additive).softmax(dim=-1)  # (L, L)
-print(f"logits at -2e4: weight on the future with -1e4 {leaky[0, 1:].sum().item():.2f} "
-      f"(query 0), with -inf {exact[0, 1:].sum().item():.2f}")
-assert leaky[0, 1:].sum() > 0.99 and (exact[~keep] == 0).all()
-
-mask_value16 = torch.tensor(1e10, dtype=torch.float16)  # float16's largest: 65504
-print(f"float16(1e10) = {mask_value16.item()}, so (1 - b) * it has NaN where b = 1")
-assert mask_value16.isinf() and ((1 - b.half()) * mask_value16).isnan().any()
-
-# %%
-# The causal map, next to full attention
-# --------------------------------------
-# Head 0 of the first sequence: the notes' layer (scaled here, so only the mask differs)
-# spreads every query over all the keys; the causal layer keeps the lower triangle,
-# renormalized.
-import matplotlib.pyplot as plt
-
-with torch.no_grad():
-    full = logits.softmax(dim=-1)  # (B, Nh, L, L), no mask
-print(f"weight above the diagonal: full attention {full[0, 0][~keep].sum().item():.2f} "
-      f"(over all queries), causal {weights[0, 0][~keep].sum().item()}")
-assert full[0, 0][~keep].sum() > 1.0
-torch.testing.assert_close(weights.sum(dim=-1), torch.ones(B, Nh, L, device=device))
-
-fig, axes = plt.subplots(1, 2, figsize=(8, 4.2), sharey=True, layout="constrained")
-names = ("full (the notes' layer, scaled)", "causal (GPT-2)")
-for ax, w, name in zip(axes, (full, weights), names):
-    im = ax.imshow(w[0, 0].cpu(), vmin=0, vmax=1)
-    ax.grid(False)
-    ax.set_title(name)
-    ax.set_xlabel("key position m")
-axes[0].set_ylabel("query position l")
-fig.colorbar(im, ax=axes, label="attention weight", shrink=0.8)
-fig.suptitle("The causal mask zeroes every weight above the diagonal; "
-             "rows still sum to 1")
-plt.show()
-
-# %%
-# Padding masks
-# -------------
-# Sequences of different lengths are batched by padding the short ones. Here the second
-# sequence has ``6`` real tokens and ``4`` padding tokens after them. In *bidirectional*
-# attention (an encoder) the padding keys must get zero weight; the ``(B, 1, 1, L)``
-# boolean mask below (``True`` = attend) broadcasts over heads and queries.
+# Masked, unmasked, and the second sequence alone.
 n = 6  # real tokens in the second sequence
 lengths = torch.tensor([L, n], device=device)
 real = torch.arange(L, device=device) < lengths[:, None]  # (B, L), True = real token
 x_pad = x.clone()  # the padding positions hold arbitrary vectors
-
-
-def encoder_attention(x, mask=None):
-    """GPT-2 layer's projections, bidirectional attention; mask (B, 1, 1, L) or None."""
-    q, k, v = qkv_heads(gpt2, x)  # each (B, Nh, L, Dh)
-    heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, Nh, L, Dh)
-    return gpt2.c_proj(gpt2.merge_heads(heads))  # (B, L, D)
-
-
 with torch.no_grad():
     q, k, v = qkv_heads(gpt2, x_pad)
     logits = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(Dh)  # (B, Nh, L, L)
     pad_weights = logits.masked_fill(~real[:, None, None, :], float("-inf"))
     pad_weights = pad_weights.softmax(dim=-1)  # (B, Nh, L, L)
-    y_masked = encoder_attention(x_pad, real[:, None, None, :])  # (B, L, D)
-    y_unmasked = encoder_attention(x_pad)
-    y_alone = encoder_attention(x_pad[1:, :n])  # the second sequence, no padding
+    y_masked = encoder_attention(gpt2, x_pad, real[:, None, None, :])  # (B, L, D)
+    y_unmasked = encoder_attention(gpt2, x_pad)
+    y_alone = encoder_attention(gpt2, x_pad[1:, :n])  # the second sequence, no padding
 err = (y_masked[1, :n] - y_alone[0]).abs().max().item()
 gap = (y_unmasked[1, :n] - y_alone[0]).abs().max().item()
 print(f"weight on padded keys: {pad_weights[1, ..., n:].max().item()}")
@@ -472,8 +538,15 @@ torch.testing.assert_close(y_masked[1, :n], y_alone[0])
 assert gap > 0.1, "padding no longer changes the real tokens' outputs?"
 
 # %%
-# With a causal mask, *trailing* padding needs nothing more: every padding key lies
-# after every real query, so the causal mask already hides it.
+# Only with the mask. Unmasked, the real tokens attend to the padding and move; the
+# ``(B, 1, 1, L)`` boolean mask (``True`` = attend) broadcasts over heads and queries
+# and gives the padding keys exactly zero weight.
+
+# %%
+# Try it: does a causal layer need a padding mask for trailing padding?
+# ---------------------------------------------------------------------
+# Run the causal layer on the padded batch without any padding mask, and compare the
+# real tokens with the sequence alone.
 with torch.no_grad():
     y_causal_pad, y_causal_alone = gpt2(x_pad), gpt2(x_pad[1:, :n])
 print(f"causal layer, real tokens vs alone: "
@@ -481,13 +554,14 @@ print(f"causal layer, real tokens vs alone: "
 torch.testing.assert_close(y_causal_pad[1, :n], y_causal_alone[0])
 
 # %%
-# ``key_padding_mask``: ``True`` means *ignore*
-# ---------------------------------------------
-# ``nn.MultiheadAttention`` takes the padding as ``key_padding_mask`` of shape
-# ``(B, L)`` where ``True`` marks a key to **ignore**: the opposite of
-# ``scaled_dot_product_attention``'s boolean ``attn_mask``, where ``True`` means attend.
-# So ``key_padding_mask = ~real``. The weights map across by transposing: ``Conv1D``
-# stores ``(nx, nf)``, ``nn.Linear`` stores ``(nf, nx)``.
+# No: *trailing* padding needs nothing more: every padding key lies
+# after every real query, so the causal mask already hides it.
+
+# %%
+# Try it: give ``nn.MultiheadAttention`` the mask ``real`` as ``key_padding_mask``
+# --------------------------------------------------------------------------------
+# ``real`` is ``True`` on the tokens to attend, as ``scaled_dot_product_attention``
+# wants. What does ``nn.MultiheadAttention`` do with it?
 mha = nn.MultiheadAttention(D, Nh, batch_first=True).to(device)
 mha.load_state_dict({"in_proj_weight": gpt2.c_attn.weight.T,
                      "in_proj_bias": gpt2.c_attn.bias,
@@ -505,6 +579,14 @@ print(f"key_padding_mask=real (True read as ignore): max|diff| on real tokens = 
 torch.testing.assert_close(y_mha, y_masked)
 assert (w_mha[1, :, n:] == 0).all()  # (B, L, L) weights: padded keys get none
 assert gap > 0.1 and y_flipped[0].isnan().all()
+
+# %%
+# It ignores exactly the real tokens. ``nn.MultiheadAttention`` takes the padding as
+# ``key_padding_mask`` of shape ``(B, L)`` where ``True`` marks a key to **ignore**:
+# the opposite of ``scaled_dot_product_attention``'s boolean ``attn_mask``, where
+# ``True`` means attend.
+# So ``key_padding_mask = ~real``. The weights map across by transposing: ``Conv1D``
+# stores ``(nx, nf)``, ``nn.Linear`` stores ``(nf, nx)``.
 
 # %%
 # References

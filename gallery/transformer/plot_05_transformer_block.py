@@ -5,11 +5,21 @@ A whole block, pre-LN and post-LN
 A transformer block is two residual sublayers, multi-head self-attention and then a GELU
 MLP, each paired with a LayerNorm. GPT-2 normalizes the input of each sublayer (pre-LN);
 the original Transformer normalizes after each residual sum (post-LN). This page writes
-both from scratch and proves them equal to ``nn.TransformerEncoderLayer``
-(``norm_first=True`` and ``False``), with and without a causal mask, on PyTorch's fused
-fast path and on its plain one, on CPU and on CUDA, where the fast path computes another
-GELU. It ends with a PyTorch caveat for GPT-2's tanh GELU and with what each order does
-to the residual stream and to the gradient flowing back along it.
+both from scratch, proves them equal to ``nn.TransformerEncoderLayer``
+(``norm_first=True`` and ``False``), and shows what each order does to the residual
+stream and to the gradient flowing back along it.
+
+**You will learn**
+
+- how a block chains attention and MLP, each inside a residual connection
+- where pre-LN and post-LN put their LayerNorms, and how to load PyTorch's weights
+- why the pre-LN residual stream grows with depth while post-LN resets it
+- which GELU PyTorch's fused fast path computes (a caveat for GPT-2)
+
+**Prerequisites:** :doc:`/generated/transformer/plot_02_multihead_attention` (packed
+attention), :doc:`/generated/transformer/plot_03_causal_attention` (the causal mask),
+:doc:`/generated/transformer/plot_04_conv1d_feedforward` (the MLP, GELU),
+:doc:`/generated/normalization/plot_05_layernorm` (LayerNorm).
 """
 
 # %%
@@ -18,27 +28,77 @@ to the residual stream and to the gradient flowing back along it.
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import math
+
+import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
 # %%
-# The block from scratch
-# ----------------------
+# The idea
+# --------
+# Each sublayer adds its output to the residual stream ``x``. The two orders differ
+# only in where the LayerNorms sit. Pre-LN (GPT-2) normalizes each sublayer's input:
+#
+# .. math::
+#
+#    x \leftarrow x + \mathrm{Attn}(\mathrm{LN}_1(x)), \qquad
+#    x \leftarrow x + \mathrm{MLP}(\mathrm{LN}_2(x));
+#
+# post-LN (2017) normalizes each residual sum:
+#
+# .. math::
+#
+#    x \leftarrow \mathrm{LN}_1(x + \mathrm{Attn}(x)), \qquad
+#    x \leftarrow \mathrm{LN}_2(x + \mathrm{MLP}(x)).
+fig, axes = plt.subplots(1, 2, figsize=(7.5, 5))
+styles = {"LN": "tab:orange", "Attn": "tab:blue", "MLP": "tab:green", "+": "0.8",
+          "x": "0.95", "out": "0.95"}
+orders = {  # (label, height), bottom to top; skips: residual (from, to) heights
+    "pre-LN (GPT-2)": ([("x", 0), ("LN_1", 1), ("Attn", 2), ("+", 3), ("LN_2", 4),
+                        ("MLP", 5), ("+", 6), ("out", 7)], [(0, 3), (3, 6)]),
+    "post-LN (2017)": ([("x", 0), ("Attn", 1), ("+", 2), ("LN_1", 3), ("MLP", 4),
+                        ("+", 5), ("LN_2", 6), ("out", 7)], [(0, 2), (3, 5)]),
+}
+for ax, (name, (nodes, skips)) in zip(axes, orders.items()):
+    for i, (label, y) in enumerate(nodes):
+        color = styles[label.split("_")[0]]
+        ax.text(0, y, label, ha="center", va="center", fontsize=10,
+                bbox={"boxstyle": "circle" if label == "+" else "round,pad=0.4",
+                      "fc": color, "alpha": 0.5})
+        if i:
+            ax.annotate("", xy=(0, y - 0.3), xytext=(0, y - 0.7),
+                        arrowprops={"arrowstyle": "->", "lw": 1.5})
+    for j, (y0, y1) in enumerate(skips):  # the residual path, around the sublayer
+        right = 0.75 + 0.35 * j
+        ax.plot([0.25, right, right], [y0 + 0.1 * j, y0 + 0.1 * j, y1], color="0.3",
+                lw=1.2)
+        ax.annotate("", xy=(0.25, y1), xytext=(right, y1),
+                    arrowprops={"arrowstyle": "->", "lw": 1.2, "color": "0.3"})
+    ax.set_xlim(-1.2, 1.4)
+    ax.set_ylim(-0.6, 7.6)
+    ax.axis("off")
+    ax.set_title(name)
+fig.suptitle("Pre-LN keeps a path from input to output that no LayerNorm touches;\n"
+             "post-LN normalizes the stream after every residual sum")
+plt.show()
+
+# %%
+# From scratch
+# ------------
 # Attention uses one packed in-projection ``Linear(D, 3D)`` whose output splits into
 # ``q, k, v`` (the rows of its weight are ``[W_q; W_k; W_v]``, PyTorch's
 # ``in_proj_weight`` layout), scales the logits by ``1 / sqrt(Dh)`` *before* the
 # softmax, and masks the future with ``-inf`` when asked. The MLP is ``D -> 4D -> D``
 # with GELU. Only the place of the two LayerNorms differs between the two orders.
-import math
-
-import torch.nn.functional as F
-from torch import nn
 
 
-class Block(nn.Module):
+class TransformerBlock(nn.Module):
     """One transformer block on (B, L, D): pre-LN (GPT-2) or post-LN (2017's)."""
 
     def __init__(self, D, Nh, norm_first=True, approximate="none"):
@@ -79,7 +139,8 @@ class Block(nn.Module):
 # %%
 # PyTorch's layer and the weight map
 # ----------------------------------
-# ``nn.TransformerEncoderLayer`` holds the same twelve tensors under other names.
+# ``nn.TransformerEncoderLayer`` holds the same twelve tensors under other names (one
+# small map: PyTorch's attention keeps its packed projection in ``self_attn``).
 # Dropout is set to 0 and the layer put in eval mode. Its fresh biases are zero and its
 # LayerNorm weights one, which would hide a bias or a norm weight copied to the wrong
 # place, so every parameter is moved off its init first. ``load_state_dict`` is strict:
@@ -101,7 +162,7 @@ NAMES = {  # ours -> nn.TransformerEncoderLayer's
 }
 
 
-def torch_layer(norm_first, activation="gelu"):
+def torch_layer(D, Nh, norm_first, activation="gelu", device="cpu"):
     """nn.TransformerEncoderLayer in eval mode, every parameter moved off its init."""
     layer = nn.TransformerEncoderLayer(
         d_model=D, nhead=Nh, dim_feedforward=4 * D, dropout=0.0, activation=activation,
@@ -113,27 +174,49 @@ def torch_layer(norm_first, activation="gelu"):
     return layer
 
 
-def ours_from(layer, approximate="none"):
-    """Our Block carrying the layer's weights."""
-    block = Block(D, Nh, layer.norm_first, approximate).to(device).eval()
+def block_from_torch(layer, names, approximate="none"):
+    """Our TransformerBlock carrying the layer's weights; names: ours -> theirs."""
+    D, Nh = layer.linear1.in_features, layer.self_attn.num_heads
+    block = TransformerBlock(D, Nh, layer.norm_first, approximate)
+    block = block.to(layer.linear1.weight.device).eval()
     state = layer.state_dict()
-    block.load_state_dict({ours: state[theirs] for ours, theirs in NAMES.items()})
+    block.load_state_dict({ours: state[theirs] for ours, theirs in names.items()})
     return block
 
 
-layer = torch_layer(norm_first=True)
+layer = torch_layer(D, Nh, True, device=device)
 assert sorted(NAMES.values()) == sorted(name for name, _ in layer.named_parameters())
 print(f"all {len(NAMES)} parameters of nn.TransformerEncoderLayer are mapped")
 
 # %%
-# Both orders, with and without a causal mask, on both of PyTorch's paths
-# -----------------------------------------------------------------------
+# Both orders, with and without a causal mask, equal PyTorch's layer. With autograd on,
+# the layer runs its plain Python path (the fused fast path is a Proof section below).
+# The causal mask is PyTorch's float mask (``-inf`` above the diagonal), passed with
+# ``is_causal=True`` as a hint, never alone.
+x = torch.randn(B, L, D, device=device)  # (B, L, D)
+float_mask = nn.Transformer.generate_square_subsequent_mask(L, device=device)  # (L, L)
+above = torch.ones(L, L, dtype=torch.bool, device=device).triu(1)  # (L, L)
+assert torch.equal(float_mask.isinf(), above)
+for norm_first in (True, False):
+    layer = torch_layer(D, Nh, norm_first, device=device)
+    block = block_from_torch(layer, NAMES)
+    for causal in (False, True):
+        with torch.no_grad():
+            ours = block(x, causal)  # (B, L, D)
+        theirs = layer(x, src_mask=float_mask if causal else None, is_causal=causal)
+        err = (ours - theirs).abs().max().item()
+        print(f"{'pre-LN ' if norm_first else 'post-LN'} causal={causal!s:5}: "
+              f"max|ours - torch| = {err:.1e}")
+        torch.testing.assert_close(ours, theirs.detach())
+
+# %%
+# Proof: both orders, with and without a causal mask, on both of PyTorch's paths
+# ------------------------------------------------------------------------------
 # In eval mode, under ``torch.no_grad()``, ``TransformerEncoderLayer`` takes its
 # "sparsity fast path": one fused op, ``torch._transformer_encoder_layer_fwd``. With
 # autograd on (and weights that require grad) it runs the plain Python path instead.
 # Which path ran is read from the profiler's op names (a PyTorch-internals fact, checked
-# with torch 2.13). The causal mask is PyTorch's float mask (``-inf`` above the
-# diagonal), passed with ``is_causal=True`` as a hint, never alone.
+# with torch 2.13).
 #
 # Both paths are compared with our block, and here the device matters. The plain path
 # computes the exact GELU that ``"gelu"`` asks for, on every device. The fast path does
@@ -154,20 +237,16 @@ def run_profiled(fn):
     return out, {e.key for e in prof.key_averages()}
 
 
-x = torch.randn(B, L, D, device=device)  # (B, L, D)
-causal_mask = nn.Transformer.generate_square_subsequent_mask(L, device=device)  # (L, L)
-above = torch.ones(L, L, dtype=torch.bool, device=device).triu(1)  # (L, L)
-assert torch.equal(causal_mask.isinf(), above)
-
+# %%
 fast_gelu = "tanh" if FAST_GELU == "tanh" else "exact"
 print(f"max|ours - torch|, ours with the exact GELU against the plain path\n"
       f"and with the {fast_gelu} GELU against the fast path:")
 for norm_first in (True, False):
-    layer = torch_layer(norm_first)
-    block = ours_from(layer)  # the exact GELU, as asked
-    block_fast = ours_from(layer, approximate=FAST_GELU)  # the fast path's GELU
+    layer = torch_layer(D, Nh, norm_first, device=device)
+    block = block_from_torch(layer, NAMES)  # the exact GELU, as asked
+    block_fast = block_from_torch(layer, NAMES, FAST_GELU)  # the fast path's GELU
     for causal in (False, True):
-        call = partial(layer, x, src_mask=causal_mask if causal else None,
+        call = partial(layer, x, src_mask=float_mask if causal else None,
                        is_causal=causal)
         with torch.no_grad():
             ours, ours_fast = block(x, causal), block_fast(x, causal)  # (B, L, D)
@@ -185,18 +264,8 @@ for norm_first in (True, False):
             assert (ours - fast).abs().max() > 1e-4
 
 # %%
-# The causal mask is not decoration here: the same pre-LN block without it gives other
-# numbers.
-layer = torch_layer(norm_first=True)
-block = ours_from(layer)
-with torch.no_grad():
-    gap = (block(x, causal=True) - block(x, causal=False)).abs().max().item()
-print(f"pre-LN, max|causal - full| = {gap:.2f}")
-assert gap > 0.1
-
-# %%
-# ``activation="gelu"`` is the exact GELU; GPT-2 used the tanh form
-# -----------------------------------------------------------------
+# Proof: ``activation="gelu"`` is the exact GELU; GPT-2 used the tanh form
+# ------------------------------------------------------------------------
 # The string ``"gelu"`` becomes ``F.gelu``, the exact ``x * Phi(x)``. GPT-2 was trained
 # with the tanh approximation, which differs by up to
 # :measured:`plot_04_conv1d_feedforward.max_gap:.1e` per activation
@@ -205,9 +274,9 @@ assert gap > 0.1
 print(f"activation='gelu' stored as F.gelu: {layer.activation is F.gelu}")
 assert layer.activation is F.gelu
 
-layer_tanh = torch_layer(norm_first=True, activation=nn.GELU(approximate="tanh"))
-block_tanh = ours_from(layer_tanh, approximate="tanh")
-block_exact = ours_from(layer_tanh, approximate="none")
+layer_tanh = torch_layer(D, Nh, True, nn.GELU(approximate="tanh"), device)
+block_tanh = block_from_torch(layer_tanh, NAMES, "tanh")
+block_exact = block_from_torch(layer_tanh, NAMES, "none")
 slow = layer_tanh(x).detach()
 with torch.no_grad():
     ours_tanh, ours_exact, fast = block_tanh(x), block_exact(x), layer_tanh(x)
@@ -250,27 +319,26 @@ torch.testing.assert_close(ours_tanh, no_fast)
 
 
 # %%
-# What each order does to the residual stream
-# -------------------------------------------
-# Stack eight freshly initialized blocks of each order and follow the root mean square
-# of a token's vector, :math:`\sqrt{\frac{1}{D} \sum_d x_d^2}`, block by block. Post-LN
-# ends every block with a LayerNorm (weight 1, bias 0 at init), so each token leaves it
-# with unit RMS, up to :math:`\epsilon / (2 v)` (row variance :math:`v`). Pre-LN never
-# normalizes the stream: each block *adds* its sublayer outputs, so the RMS grows with
-# depth (GPT-2 ends its stack with one more LayerNorm, ``ln_f``).
-def stream_rms(norm_first, depth=8):
+# Try it: stack eight fresh blocks. Whose residual stream grows?
+# --------------------------------------------------------------
+# Follow the root mean square of a token's vector, :math:`\sqrt{\frac{1}{D} \sum_d
+# x_d^2}`, block by block, through eight freshly initialized blocks of each order.
+
+
+def stream_rms(norm_first, Nh, device, depth=8):
     """RMS over D of the residual stream after each of `depth` fresh blocks."""
     torch.manual_seed(1)  # the same input and the same draw of weights for both orders
     h = torch.randn(4, 16, 64, device=device)  # (B, L, D), unit-variance tokens
     states = [h]
     with torch.no_grad():
         for _ in range(depth):
-            h = Block(64, Nh, norm_first).to(device)(h)
+            h = TransformerBlock(64, Nh, norm_first).to(device)(h)
             states.append(h)
     return torch.stack(states).pow(2).mean(dim=-1).sqrt()  # (depth + 1, B, L)
 
 
-pre, post = stream_rms(True), stream_rms(False)
+# %%
+pre, post = stream_rms(True, Nh, device), stream_rms(False, Nh, device)
 # The RMS itself, checked on the input stream drawn again: the vector norm over D
 # divided by sqrt(D), computed by torch.linalg instead.
 torch.manual_seed(1)
@@ -286,12 +354,10 @@ print("post-LN RMS by block:", " ".join(f"{r:.3f}" for r in post_mean.tolist()))
 print(f"post-LN: max|token RMS - 1| after a block = "
       f"{(post[1:] - 1).abs().max().item():.1e}")
 assert (post[1:] - 1).abs().max() < 1e-4  # LayerNorm's eps: off by eps / (2 var) ~ 5e-6
-assert torch.all(pre_mean[1:] > pre_mean[:-1])  # grows at every block
+assert len(pre_mean) == 9 and torch.all(pre_mean[1:] > pre_mean[:-1])  # at all 8 blocks
 assert pre_mean[-1] > 1.1 * pre_mean[0]  # the last RMS printed above
 
 # %%
-import matplotlib.pyplot as plt
-
 fig, ax = plt.subplots()
 ax.plot(pre_mean.cpu(), "o-", label="pre-LN (GPT-2): x + f(LN(x))")
 ax.plot(post_mean.cpu(), "s-", label="post-LN (2017): LN(x + f(x))")
@@ -303,24 +369,36 @@ ax.legend()
 plt.show()
 
 # %%
-# Gradients through the identity path
-# -----------------------------------
-# The pre-LN stream has a path from the last block back to the first that no LayerNorm
-# and no branch touches: ``x + f(LN(x))`` passes the gradient it receives back
-# unchanged and adds its branch's part. In post-LN every gradient passes two LayerNorms
-# per block on the way back. Measure it: a deeper stack of 24 fresh blocks of each
-# order, GPT-2's final LayerNorm (no affine) and a fixed random linear readout as the
-# loss, and the norm of the gradient that reaches the stream before each block. For
-# this seed and PyTorch's default init, a measured fact and not a bound: going back, the
-# pre-LN gradient grows at every block, to :measured:`r_pre:.2f` times its size at the
-# top; the post-LN gradient reaches the first block at :measured:`r_post:.2f` times its
-# size at the top.
-def stream_grads(norm_first, depth=24):
+# Post-LN ends every block with a LayerNorm (weight 1, bias 0 at init), so each token
+# leaves it with unit RMS, up to :math:`\epsilon / (2 v)` (row variance :math:`v`).
+# Pre-LN never normalizes the stream: each block *adds* its sublayer outputs, so the
+# RMS grows with depth (GPT-2 ends its stack with one more LayerNorm, ``ln_f``).
+
+# %%
+# Try it: drop the causal mask. Does the block notice?
+# ----------------------------------------------------
+# Run the same pre-LN block with ``causal=False`` and compare.
+layer = torch_layer(D, Nh, True, device=device)
+block = block_from_torch(layer, NAMES)
+with torch.no_grad():
+    gap = (block(x, causal=True) - block(x, causal=False)).abs().max().item()
+print(f"pre-LN, max|causal - full| = {gap:.2f}")
+assert gap > 0.1
+
+# %%
+# Yes: the causal mask is not decoration here, the block gives other numbers.
+
+# %%
+# Try it: which order passes more gradient back to the first block?
+# -----------------------------------------------------------------
+# Stack 24 fresh blocks of each order and follow the gradient of a loss at the top back
+# down the residual stream. Which order delivers more of it to block 1?
+def stream_grads(norm_first, Nh, device, depth=24):
     """Norms of the loss's gradient w.r.t. the stream before each block, and the top."""
     torch.manual_seed(1)
     stream = [torch.randn(4, 16, 64, device=device, requires_grad=True)]  # (B, L, D)
     for _ in range(depth):
-        stream.append(Block(64, Nh, norm_first).to(device)(stream[-1]))
+        stream.append(TransformerBlock(64, Nh, norm_first).to(device)(stream[-1]))
         stream[-1].retain_grad()
     readout = torch.randn(4, 16, 64, device=device)  # (B, L, D), a fixed linear loss
     loss = (F.layer_norm(stream[-1], (64,)) * readout).sum()
@@ -328,7 +406,8 @@ def stream_grads(norm_first, depth=24):
     return torch.stack([h.grad.norm() for h in stream])  # (depth + 1,)
 
 
-g_pre, g_post = stream_grads(True), stream_grads(False)
+# %%
+g_pre, g_post = stream_grads(True, Nh, device), stream_grads(False, Nh, device)
 r_pre, r_post = (g_pre[0] / g_pre[-1]).item(), (g_post[0] / g_post[-1]).item()
 print(f"|grad| before block 1 / at the top: pre-LN {r_pre:.2f}, post-LN {r_post:.2f}")
 assert torch.all(g_pre[:-1] > g_pre[1:])  # pre-LN: grows at every block on the way back
@@ -338,6 +417,18 @@ for r, g in ((r_pre, g_pre), (r_post, g_post)):
     torch.testing.assert_close(r, (g[:-1].double() / g[1:].double()).prod().item())
 assert r_pre > 1.3  # pre-LN: the gradient reaching block 1 is larger than at the top
 assert r_post < 0.95  # post-LN: smaller
+
+# %%
+# Pre-LN. Its stream has a path from the last block back to the first that no LayerNorm
+# and no branch touches: ``x + f(LN(x))`` passes the gradient it receives back
+# unchanged and adds its branch's part. In post-LN every gradient passes two LayerNorms
+# per block on the way back. Measure it: a deeper stack of 24 fresh blocks of each
+# order, GPT-2's final LayerNorm (no affine) and a fixed random linear readout as the
+# loss, and the norm of the gradient that reaches the stream before each block. For
+# this seed and PyTorch's default init, a measured fact and not a bound: going back, the
+# pre-LN gradient grows at every block, to :measured:`r_pre:.2f` times its size at the
+# top; the post-LN gradient reaches the first block at :measured:`r_post:.2f` times its
+# size at the top.
 
 # %%
 fig, ax = plt.subplots()

@@ -7,6 +7,16 @@ grows as ``L**2``, while ``scaled_dot_product_attention`` returns the same outpu
 without keeping that tensor. This page proves the two outputs equal at every length,
 measures the peak memory of each, asserts the ``L**2`` growth of the manual path, and
 times both.
+
+**You will learn**
+
+- why the textbook formula needs memory that grows as the square of the length
+- how a fused kernel computes the same output without storing the scores
+- how to measure the peak memory of one call, on CPU and on CUDA
+- how to time both with ``torch.utils.benchmark``
+
+**Prerequisites:** :doc:`/generated/transformer/plot_01_self_attention` (attention),
+:doc:`/generated/transformer/plot_06_attention_maps` (the ``L x L`` map).
 """
 
 # %%
@@ -15,15 +25,52 @@ times both.
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import math
+
+import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
 # %%
-# The manual path against the fused kernel, as L grows
-# ----------------------------------------------------
+# The idea
+# --------
+# Every head compares every query with every key: the scores
+# :math:`S = Q K^\top / \sqrt{D_h}` form an :math:`L \times L` matrix per head, while
+# :math:`Q, K, V` and the output have :math:`L \times D_h` entries each. Written as the
+# formula reads, attention keeps
+#
+# .. math::
+#
+#    \underbrace{B\, N_h\, L^2 \cdot 4\ \text{bytes}}_{\text{scores, float32}}
+#    \quad\text{against}\quad
+#    \underbrace{4\, B\, N_h\, L\, D_h \cdot 4\ \text{bytes}}_
+#    {q,\ k,\ v,\ \text{output}},
+#
+# so past :math:`L = 4 D_h` the scores dominate, and doubling :math:`L` quadruples
+# them. A fused kernel visits the scores block by block and never stores them whole.
+B, Nh, Dh = 1, 4, 16
+L_axis = [2**i for i in range(5, 15)]  # 32 .. 16384 tokens
+assert L_axis[0] < 4 * Dh < L_axis[-1]  # the range holds the crossover
+fig, ax = plt.subplots()
+ax.loglog(L_axis, [B * Nh * L * L * 4 for L in L_axis], "o-",
+          label="scores B·Nh·L·L·4 bytes (slope 2)")
+ax.loglog(L_axis, [4 * B * Nh * L * Dh * 4 for L in L_axis], "s-",
+          label=f"q, k, v, output: 4·B·Nh·L·Dh·4 bytes (slope 1, Dh = {Dh})")
+ax.axvline(4 * Dh, color="gray", lw=0.8, ls=":")
+ax.set_xlabel("sequence length L (tokens)")
+ax.set_ylabel("bytes (float32)")
+ax.set_title("The L×L scores outgrow everything else: ×4 per doubling of L,\n"
+             f"larger than q, k, v and the output together past L = 4·Dh = {4 * Dh}")
+ax.legend()
+plt.show()
+
+# %%
+# From scratch
+# ------------
 # The manual path is the textbook formula, nanoGPT's fallback: it builds the
 # ``(B, Nh, L, L)`` scores, then their softmax, then multiplies by ``v``.
 # ``F.scaled_dot_product_attention`` picks a kernel by device, dtype, shape and mask. On
@@ -33,16 +80,6 @@ print(f"device: {device}, torch {torch.__version__}")
 # memory-efficient kernel accepts it (measured on an H100 with torch 2.11; not yet
 # verified by a GPU build of the book). Neither stores the whole ``L x L`` tensor, and
 # the memory check below would fail if SDPA fell back to its math kernel, which does.
-# The sweep is short on CPU; a GPU goes further.
-import math
-
-import torch.nn.functional as F
-
-B, Nh, Dh = 1, 4, 16
-if device == "cuda":
-    Ls = [256, 512, 1024, 2048, 4096, 8192]
-else:
-    Ls = [64, 128, 256, 512, 1024, 2048]
 
 
 def manual(q, k, v):
@@ -52,25 +89,23 @@ def manual(q, k, v):
 
 
 def fused(q, k, v):
+    """PyTorch's fused attention: the same output, no (B, Nh, L, L) tensor kept."""
     return F.scaled_dot_product_attention(q, k, v)  # (B, Nh, L, Dh)
 
 
-def qkv_of_length(L):
+def qkv_of_length(L, B, Nh, Dh, device):
+    """q, k, v, each (B, Nh, L, Dh), from a stream seeded by L."""
     g = torch.Generator(device=device).manual_seed(L)  # each L its own stream
     return [torch.randn(B, Nh, L, Dh, device=device, generator=g) for _ in range(3)]
 
 
 # %%
-# The score tensor alone takes ``B * Nh * L * L * 4`` bytes in float32: arithmetic,
-# checked against a real tensor's size at the largest ``L`` (the measured peaks below
-# are checked against it).
-q, k, v = qkv_of_length(Ls[-1])
-scores = q @ k.transpose(-2, -1)  # (B, Nh, L, L)
-score_bytes = [B * Nh * L * L * 4 for L in Ls]
-print(f"L = {Ls[-1]}: scores {tuple(scores.shape)} take "
-      f"{scores.numel() * scores.element_size():,} bytes = B*Nh*L*L*4")
-assert scores.numel() * scores.element_size() == score_bytes[-1]
-del q, k, v, scores
+# The sweep is short on CPU; a GPU goes further.
+if device == "cuda":
+    Ls = [256, 512, 1024, 2048, 4096, 8192]
+else:
+    Ls = [64, 128, 256, 512, 1024, 2048]
+score_bytes = [B * Nh * L * L * 4 for L in Ls]  # the scores alone, float32
 
 # %%
 # Measured peak memory
@@ -110,14 +145,16 @@ def peak_bytes_cpu(prof, label):
     return max(itertools.accumulate((e.nbytes() for e in mem), initial=0))
 
 
+# %%
+# Measure both paths at every length.
 for fn in (manual, fused):  # warm-up: one-time allocations do not belong to any L
-    fn(*qkv_of_length(Ls[0]))
+    fn(*qkv_of_length(Ls[0], B, Nh, Dh, device))
 
 peaks = {"manual": [], "fused": []}
 outputs = {}
 if device == "cuda":
     for L in Ls:
-        q, k, v = qkv_of_length(L)
+        q, k, v = qkv_of_length(L, B, Nh, Dh, device)
         for fn in (manual, fused):
             peak, outputs[fn.__name__, L] = peak_bytes_cuda(fn, q, k, v)
             peaks[fn.__name__].append(peak)
@@ -125,7 +162,7 @@ else:
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                 profile_memory=True) as prof:
         for L in Ls:
-            q, k, v = qkv_of_length(L)
+            q, k, v = qkv_of_length(L, B, Nh, Dh, device)
             for fn in (manual, fused):
                 with torch.profiler.record_function(f"{fn.__name__} L={L}"):
                     outputs[fn.__name__, L] = fn(q, k, v)
@@ -156,8 +193,6 @@ assert peaks["fused"][-1] < score_bytes[-1] / 10  # far below the scores (printe
 del outputs
 
 # %%
-import matplotlib.pyplot as plt
-
 fig, ax = plt.subplots()
 ax.loglog(Ls, peaks["manual"], "o-", label="manual path, measured peak")
 ax.loglog(Ls, peaks["fused"], "s-", label="scaled_dot_product_attention, measured peak")
@@ -173,22 +208,39 @@ ax.legend()
 plt.show()
 
 # %%
-# Time
-# ----
-# ``torch.utils.benchmark.Timer`` handles warm-up and CUDA synchronization and by
-# default runs on one thread. Timings depend on the machine, so they are printed and
-# plotted, never asserted.
+# Proof: the scores take ``B * Nh * L * L * 4`` bytes
+# ---------------------------------------------------
+# The score tensor alone takes ``B * Nh * L * L * 4`` bytes in float32: arithmetic,
+# checked against a real tensor's size at the largest ``L`` (the measured peaks above
+# are checked against it).
+q, k, v = qkv_of_length(Ls[-1], B, Nh, Dh, device)
+scores = q @ k.transpose(-2, -1)  # (B, Nh, L, L)
+print(f"L = {Ls[-1]}: scores {tuple(scores.shape)} take "
+      f"{scores.numel() * scores.element_size():,} bytes = B*Nh*L*L*4")
+assert scores.numel() * scores.element_size() == score_bytes[-1]
+del q, k, v, scores
+
+# %%
+# Try it: time both paths. Is the fused kernel faster?
+# ----------------------------------------------------
+# Both do :math:`O(L^2 D_h)` work per head; only the manual one writes the ``L x L``
+# scores to memory and reads them back. Time them with ``torch.utils.benchmark``.
 from torch.utils import benchmark
 
 times = {"manual": [], "fused": []}
 for L in Ls:
-    q, k, v = qkv_of_length(L)
+    q, k, v = qkv_of_length(L, B, Nh, Dh, device)
     for fn in (manual, fused):
         timer = benchmark.Timer("fn(q, k, v)",
                                 globals={"fn": fn, "q": q, "k": k, "v": v})
         times[fn.__name__].append(timer.blocked_autorange(min_run_time=0.02).median)
     print(f"L={L:5d}: manual {times['manual'][-1] * 1e3:8.3f} ms, "
           f"fused {times['fused'][-1] * 1e3:8.3f} ms")
+
+# %%
+# It depends on the machine, so the timings are printed and plotted, never asserted.
+# ``torch.utils.benchmark.Timer`` handles warm-up and CUDA synchronization and by
+# default runs on one thread.
 
 # %%
 fig, ax = plt.subplots()
