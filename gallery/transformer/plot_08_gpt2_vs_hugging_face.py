@@ -421,6 +421,7 @@ def tied(label, model, wte, head):
     return same, shared, seen == 123.0
 
 
+# %%
 assert tied("HF", hf, hf.transformer.wte, hf.lm_head) == (True, True, True)
 assert tied("ours", ours, ours.transformer.wte, ours.lm_head) == (True, True, True)
 n_hf = sum(p.numel() for p in hf.parameters())

@@ -161,10 +161,10 @@ class CachedGPT2Attention(nn.Module):
 class CachedGPT2Block(nn.Module):
     """Pre-LN: x + attn(ln_1(x)), then x + mlp(ln_2(x)); passes the cache through."""
 
-    def __init__(self, D, Nh, n_ctx, eps, attention):
+    def __init__(self, D, Nh, n_ctx, eps):
         super().__init__()
         self.ln_1 = nn.LayerNorm(D, eps=eps)
-        self.attn = attention(D, Nh, n_ctx)
+        self.attn = CachedGPT2Attention(D, Nh, n_ctx)
         self.ln_2 = nn.LayerNorm(D, eps=eps)
         self.mlp = GPT2MLP(4 * D, D)
 
@@ -177,13 +177,12 @@ class CachedGPT2Block(nn.Module):
 class CachedGPT2(nn.Module):
     """New token ids (B, nd) and the cache -> logits (B, nd, V) and the new cache."""
 
-    def __init__(self, V, n_ctx, D, Nh, n_layer, eps=1e-5,
-                 attention=CachedGPT2Attention):
+    def __init__(self, V, n_ctx, D, Nh, n_layer, eps=1e-5):
         super().__init__()
         self.transformer = nn.ModuleDict({  # HF's GPT2Model: transformer.wte, ...
             "wte": nn.Embedding(V, D),  # token embedding
             "wpe": nn.Embedding(n_ctx, D),  # learned position embedding
-            "h": nn.ModuleList([CachedGPT2Block(D, Nh, n_ctx, eps, attention)
+            "h": nn.ModuleList([CachedGPT2Block(D, Nh, n_ctx, eps)
                                 for _ in range(n_layer)]),
             "ln_f": nn.LayerNorm(D, eps=eps),
         })
@@ -283,6 +282,7 @@ def cache_bytes(past):
     return sum(k.nbytes + v.nbytes for k, v in past)
 
 
+# %%
 lengths = list(range(PC + 1, n + 1))  # cache length after each greedy step
 long = [32, 64, 128, 256]
 tokens = torch.randint(0, V, (B, n_ctx), device=device)
@@ -325,6 +325,7 @@ assert len(norms) == 2 * n_layer + 1
 assert all(m.eps == cfg.layer_norm_epsilon for m in norms)  # not in the state dict
 
 
+# %%
 def decode_hf(model, ids, n_prompt, n_new):
     """The same decoding with a DynamicCache: tokens, logits, cache, lengths, bytes."""
     cache = DynamicCache(config=model.config)
@@ -345,6 +346,7 @@ def decode_hf(model, ids, n_prompt, n_new):
     return seq, torch.cat(steps, dim=1), cache, lengths, sizes
 
 
+# %%
 with torch.no_grad():
     seq_hf, cached_hf, cache, hf_lengths, hf_bytes = decode_hf(hf, ids, n_prompt,
                                                                n_new)
@@ -412,17 +414,21 @@ assert (leads > 1e-4).all()  # far above the discrepancies allowed above (1e-5 +
 # %%
 # Without a cache ``nd = ns`` and the two slices are the same, so the full pass and
 # the prefill cannot tell. With a cache they are not: one new token gets row 0 of the
-# mask and sees only the first token; the chunk's queries get rows 0-2.
-class UnslicedCachedGPT2Attention(CachedGPT2Attention):
-    """The wrong mask with a cache: rows 0 .. nd - 1 of the buffer."""
-
-    def causal_mask(self, nd, ns):
-        return self.bias[:, :, :nd, :ns]
+# mask and sees only the first token; the chunk's queries get rows 0-2. The wrong
+# method replaces ``causal_mask`` in every attention layer of a copy of our model.
+import types
 
 
-wrong = CachedGPT2(V, n_ctx, D, Nh, n_layer,
-                   attention=UnslicedCachedGPT2Attention).to(device).eval()
+def first_rows_mask(self, nd, ns):
+    """The wrong mask with a cache: rows 0 .. nd - 1 of the buffer, (1, 1, nd, ns)."""
+    return self.bias[:, :, :nd, :ns]
+
+
+# %%
+wrong = CachedGPT2(V, n_ctx, D, Nh, n_layer).to(device).eval()
 wrong.load_state_dict(ours.state_dict())
+for block in wrong.transformer.h:
+    block.attn.causal_mask = types.MethodType(first_rows_mask, block.attn)
 with torch.no_grad():
     full_wrong, _ = wrong(seq)  # no cache
     prefill, past_w = wrong(seq[:, :P])
@@ -514,6 +520,7 @@ def step_cost(model, L, B, V, reps=7):
     return costs
 
 
+# %%
 timed = [16, 32, 64, 128, 255]
 costs = [step_cost(ours, L, B, V) for L in timed]
 for L, c in zip(timed, costs):

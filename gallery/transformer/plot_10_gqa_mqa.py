@@ -127,6 +127,7 @@ def qkv(B, Nh, Nkv, L, Dh, seed, device):
     return q, k, v  # k, v: (B, Nkv, L, Dh)
 
 
+# %%
 B, Nh, L, Dh = 2, 8, 10, 16
 Nkv = 2
 G = Nh // Nkv
@@ -159,6 +160,7 @@ def reads(out):
     return out[0, :, -1, 0].round().long()  # (Nh,)
 
 
+# %%
 heads = torch.arange(Nh, device=device)
 v_id = head_ids(B, Nkv, L, Dh, device)
 consecutive, interleaved = heads // G, heads % Nkv
@@ -249,7 +251,7 @@ print(f"rising scores: max |ours - sdpa| = {(ours_low - sdpa_low).abs().max():.1
 torch.testing.assert_close(ours_low, sdpa_low)
 torch.testing.assert_close(hf_low, sdpa_low)
 
-
+# %%
 # The finite mask, computed: -100 instead of -inf, filled in or added. On the random
 # q, k, v above (scores of order one) it masks as well as -inf; on the rising scores
 # the future gets through and the output is another one.
@@ -266,6 +268,7 @@ def finite_mask(q, k, v, how):
     return scores.softmax(dim=-1) @ repeat_kv(v, G)  # (B, Nh, L, Dh)
 
 
+# %%
 for how in ("filled", "added"):
     moderate = finite_mask(q, k, v, how)
     gap_rising = (finite_mask(q_low, k_low, v_low, how) - sdpa_low).abs().max().item()
@@ -337,6 +340,7 @@ print(f"Nh = 8, Nkv = 3: {str(error)[:76]}...")
 assert error is not None and "must divide" in error
 
 
+# %%
 def ops_of(q, k, v):
     """Run SDPA with enable_gqa under the profiler: (output, its attention op names)."""
     # The autograd profiler without kineto: same op names, it starts in ms, not seconds.
@@ -346,6 +350,7 @@ def ops_of(q, k, v):
     return out, sorted(n for n in names if "attention_" in n or "repeat" in n)
 
 
+# %%
 out_default, ops_default = ops_of(q, k, v)
 with sdpa_kernel(SDPBackend.MATH):
     out_math, ops_math = ops_of(q, k, v)

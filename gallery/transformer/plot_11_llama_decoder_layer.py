@@ -394,6 +394,7 @@ def rope_adjacent(x, cos, sin):
     return torch.stack([even * c - odd * s, even * s + odd * c], dim=-1).flatten(-2)
 
 
+# %%
 halves = torch.cat([torch.arange(0, Dh, 2), torch.arange(1, Dh, 2)]).to(device)
 t = torch.randn(B, Nh, L, Dh, device=device)  # (B, Nh, L, Dh)
 c4, s4 = cos[:, None], sin[:, None]  # (B, 1, L, Dh)
