@@ -74,7 +74,8 @@ rows = {  # y of a row: its boxes, left to right
     1.0: ["x", "ln_1", "attn: causal,\n1 / sqrt(Dh)", "+", "ln_2",
           "mlp: Conv1D,\ngelu_tanh", "+"],
 }
-fig, ax = plt.subplots(figsize=(8, 3.4))
+fig, ax = plt.subplots(figsize=(8, 3.4), layout="none")  # a diagram: no axes to fit
+fig.subplots_adjust(left=0, right=1, bottom=0, top=0.92)
 ax.set_axis_off()
 ax.set(xlim=(-0.6, 12.6), ylim=(-0.1, 4.6))
 for row_y, texts in rows.items():

@@ -62,21 +62,25 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
 # and the cache holds :math:`2 B N_{kv} L D_h` numbers per layer instead of
 # :math:`2 B N_h L D_h`. Multi-query attention (MQA) is the end ``Nkv = 1``,
 # multi-head attention (MHA) the other, ``Nkv = Nh``.
-fig, axes = plt.subplots(1, 3, figsize=(8, 2.6), layout="constrained")
-for ax, (label, n_kv_fig) in zip(axes, [("MHA", 8), ("GQA", 2), ("MQA", 1)]):
+fig, ax = plt.subplots(figsize=(8, 2.6), layout="none")  # fixed margins: faster
+fig.subplots_adjust(left=0.16, right=0.99, bottom=0.04, top=0.88)
+for panel, (label, n_kv_fig) in enumerate([("MHA", 8), ("GQA", 2), ("MQA", 1)]):
+    left = 10 * panel  # each panel 8 heads wide, 2 apart
     per_group = 8 // n_kv_fig  # query heads per key/value head
-    centers = [(kv + 0.5) * per_group - 0.5 for kv in range(n_kv_fig)]
+    centers = [left + (kv + 0.5) * per_group - 0.5 for kv in range(n_kv_fig)]
     for qh in range(8):
-        ax.plot([qh, centers[qh // per_group]], [1, 0], color=f"C{qh // per_group}")
-    ax.scatter(range(8), [1] * 8, s=60, c=[f"C{qh // per_group}" for qh in range(8)])
-    ax.scatter(centers, [0] * n_kv_fig, s=160, marker="s",
+        ax.plot([left + qh, centers[qh // per_group]], [1, 0],
+                color=f"C{qh // per_group}")
+    ax.scatter([left + qh for qh in range(8)], [1] * 8, s=50,
+               c=[f"C{qh // per_group}" for qh in range(8)])
+    ax.scatter(centers, [0] * n_kv_fig, s=140, marker="s",
                c=[f"C{kv}" for kv in range(n_kv_fig)])
-    ax.set_title(f"{label}: Nkv = {n_kv_fig}, G = {per_group}", fontsize=10)
-    ax.set(xlim=(-0.7, 7.7), ylim=(-0.4, 1.4), xticks=range(8))
-    ax.set_yticks([0, 1], ["k, v heads", "query heads"])
-    ax.set_xlabel("head index")
-    ax.grid(False)
-fig.suptitle("Query head h reads key/value head h // G: the cache keeps Nkv of Nh")
+    ax.text(left + 3.5, 1.3, f"{label}: Nkv = {n_kv_fig}, G = {per_group}",
+            ha="center", fontsize=10)
+ax.set(xlim=(-0.8, 27.8), ylim=(-0.3, 1.5), xticks=[])
+ax.set_yticks([0, 1], ["key/value heads", "query heads"])
+ax.grid(False)
+ax.set_title("Query head h reads key/value head h // G: the cache keeps Nkv of Nh")
 plt.show()
 
 # %%
