@@ -50,13 +50,11 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
 # %%
 # The idea
 # --------
-# Llama keeps GPT-2's residual stream and its pre-norm wiring,
-# :math:`h = x + \mathrm{Attn}(\mathrm{Norm}_1(x))`, then
-# :math:`y = h + \mathrm{MLP}(\mathrm{Norm}_2(h))`, and exchanges three pieces.
-# The norm divides by the root mean square without subtracting the mean; positions
-# no longer enter as a vector added to the input but as a rotation of each query and
-# key by an angle proportional to the token's position ``p`` (pairing channel ``i``
-# with ``i + Dh/2``); the MLP gates one projection by the SiLU of another:
+# Llama keeps GPT-2's pre-norm wiring, :math:`h = x + \mathrm{Attn}(\mathrm{Norm}_1(x))`
+# and :math:`y = h + \mathrm{MLP}(\mathrm{Norm}_2(h))`, and exchanges three pieces:
+# the norm divides by the root mean square without subtracting the mean; positions
+# enter as a rotation of each query and key by angles proportional to the position
+# ``p``, channel ``i`` paired with ``i + Dh/2``; the MLP gates by a SiLU:
 #
 # .. math::
 #
@@ -73,25 +71,22 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
 #    \mathrm{MLP}(x) = W_\mathrm{down}\big(\mathrm{SiLU}(W_\mathrm{gate}\, x) \odot
 #    W_\mathrm{up}\, x\big), \qquad \mathrm{SiLU}(z) = z\, \sigma(z)
 #
-# Queries and keys are rotated, values are not, so the logit of query ``p`` and key
-# ``m`` depends on their positions only through ``p - m``. Llama 2's larger models and
-# every Llama 3 model also share each key/value head among ``Nh / Nkv`` query heads
-# (grouped-query attention); Hugging Face's Llama takes either, and this page uses it.
-changed = {"RMSNorm", "attention, RoPE on q and k", "MLP: SwiGLU, 3 matrices"}
-columns = [
+# Llama 2's larger models and all of Llama 3 also share each key/value head among
+# ``Nh / Nkv`` query heads (grouped-query attention), as this page's model does.
+columns = [  # x of the column, its name, its pieces bottom to top, their colour
     (3.3, "GPT-2 block", ["x = wte(ids) + wpe(pos)", "LayerNorm", "causal attention",
-                          "+", "LayerNorm", "MLP: GELU, 2 matrices", "+"]),
+                          "+", "LayerNorm", "MLP: GELU, 2 matrices", "+"], "C0"),
     (9.1, "Llama decoder layer", ["x = embed_tokens(ids)", "RMSNorm",
                                   "attention, RoPE on q and k", "+", "RMSNorm",
-                                  "MLP: SwiGLU, 3 matrices", "+"]),
+                                  "MLP: SwiGLU, 3 matrices", "+"], "C3"),
 ]
 ys = [0.2, 1.5, 2.8, 4.0, 5.2, 6.5, 7.7, 8.8]  # bottom to top; the last: the output
 arrow = dict(arrowstyle="->", color="gray")
-fig, ax = plt.subplots(figsize=(8, 4.2), layout="none")  # a diagram: no axes to fit
+fig, ax = plt.subplots(figsize=(8, 3.8), layout="none")  # a diagram: no axes to fit
 fig.subplots_adjust(left=0, right=1, bottom=0, top=0.93)
 ax.set_axis_off()
 ax.set(xlim=(0, 12), ylim=(-0.4, 9.4))
-for cx, name, texts in columns:
+for cx, name, texts, color in columns:
     ax.text(cx, 9.1, name, ha="center", va="center", fontsize=11, weight="bold")
     for i, text in enumerate(texts):
         y = ys[i]
@@ -99,8 +94,8 @@ for cx, name, texts in columns:
         if text == "+":  # the residual: from below the norm, around it, into the sum
             ax.plot([cx, cx - 2.4, cx - 2.4, cx - 0.3], [y - 2.75, y - 2.75, y, y],
                     color="gray", lw=1)
-        color = "C3" if text in changed else "C0"
-        box = dict(boxstyle="circle" if text == "+" else "round", ec=color, fc=color,
+        c = "C0" if text == "+" else color
+        box = dict(boxstyle="circle" if text == "+" else "round", ec=c, fc=c,
                    alpha=0.25)
         ax.text(cx, y, text, ha="center", va="center", fontsize=9,
                 bbox=box if i else None)
@@ -111,8 +106,6 @@ plt.show()
 # RMSNorm and rotary embeddings
 # -----------------------------
 # Both are taught on their own pages and copied here as they stand there.
-# ``rope_cos_sin`` computes the angles ``pos * inv_freq`` once per forward, for every
-# layer, as ``LlamaRotaryEmbedding`` does; ``rope`` turns pair ``(i, i + Dh/2)``.
 
 
 # Copied from normalization/plot_06_groupnorm_rmsnorm.py: RMSNorm
@@ -164,12 +157,9 @@ def rope(x, cos, sin):
 # %%
 # Grouped-query attention with RoPE
 # ---------------------------------
-# Four projections without bias, named as Hugging Face names them: ``q_proj`` to
-# ``Nh`` heads, ``k_proj`` and ``v_proj`` to ``Nkv`` heads, ``o_proj`` back to ``D``.
-# RoPE turns ``q`` and ``k``, never ``v``. Query head ``h`` attends, causally, to
-# key/value head ``h // G`` with ``G = Nh / Nkv``: the ``G`` query heads of a group
-# are stacked as rows that meet the group's one block of keys, so ``k`` and ``v`` are
-# never copied (:doc:`/generated/transformer/plot_10_gqa_mqa`).
+# Four projections without bias, named as Hugging Face names them. RoPE turns ``q``
+# and ``k``, never ``v``; query head ``h`` reads key/value head ``h // G``, ``G = Nh /
+# Nkv``, without copying ``k`` or ``v`` (:doc:`/generated/transformer/plot_10_gqa_mqa`).
 class LlamaAttention(nn.Module):
     """Causal grouped-query attention with RoPE on q and k; Hugging Face's names."""
 
@@ -220,14 +210,9 @@ class LlamaMLP(nn.Module):
 
 
 # %%
-# The layer and the model
-# -----------------------
-# The layer wires the pieces with GPT-2's pre-norm residuals. The model embeds the
-# tokens, computes ``cos`` and ``sin`` once from the position ids, runs the layers,
-# applies a final RMSNorm and the LM head, a linear map to the vocabulary without
-# bias, tied to the embedding when the config says so. Hugging Face keeps the
-# embedding, the layers and the final norm in a ``LlamaModel`` under ``model.``;
-# a ``ModuleDict`` gives ours the same names.
+# The layer
+# ---------
+# The pieces wired with GPT-2's pre-norm residuals, under Hugging Face's names.
 class LlamaDecoderLayer(nn.Module):
     """x + attn(norm(x)), then x + mlp(norm(x)): (B, L, D) -> (B, L, D)."""
 
@@ -243,6 +228,129 @@ class LlamaDecoderLayer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
+# %%
+# Equal to Hugging Face's layer
+# -----------------------------
+# A random two-layer ``LlamaForCausalLM`` (``D = 64``, ``Nh = 4`` query heads of
+# ``Dh = 16``, ``Nkv = 2``), its RoPE base and RMSNorm ``eps`` off their defaults and
+# every weight moved off its initialization, so that a wrong piece shows. Its first
+# layer's state dict loads into ours as it is; the eager layer is given a causal mask.
+V, D, Nh, Nkv, Dff = 100, 64, 4, 2, 128
+Dh = D // Nh
+BASE, EPS = 1000.0, 1e-3
+cfg = LlamaConfig(
+    vocab_size=V, hidden_size=D, num_attention_heads=Nh, num_key_value_heads=Nkv,
+    intermediate_size=Dff, num_hidden_layers=2, rms_norm_eps=EPS,
+    rope_parameters={"rope_type": "default", "rope_theta": BASE},
+    attn_implementation="eager",
+)
+model = LlamaForCausalLM(cfg).to(device).eval()
+with torch.no_grad():
+    for p in model.parameters():
+        p.add_(0.1 * torch.randn_like(p))
+hf_layer = model.model.layers[0]
+layer = LlamaDecoderLayer(D, Nh, Nkv, Dh, Dff, EPS).to(device)
+layer.load_state_dict(hf_layer.state_dict(), strict=True)  # the same names: no map
+
+B, L = 2, 12
+pos = torch.stack([torch.arange(L), 3 * torch.arange(L) + 2]).to(device)  # (B, L)
+x = 0.05 * torch.randn(B, L, D, device=device)  # (B, L, D): mean square 2.5e-3
+future = torch.ones(L, L, dtype=torch.bool, device=device).triu(1)  # (L, L)
+causal = torch.zeros(L, L, device=device).masked_fill(future, float("-inf"))[None, None]
+cos, sin = rope_cos_sin(pos, Dh, BASE)  # (B, L, Dh) each
+cos_hf, sin_hf = model.model.rotary_emb(x, pos)
+ours_layer = layer(x, cos, sin)  # (B, L, D)
+ref_layer = hf_layer(x, attention_mask=causal, position_ids=pos,
+                     position_embeddings=(cos_hf, sin_hf))
+print(f"max |ours - LlamaDecoderLayer| = {(ours_layer - ref_layer).abs().max():.1e}")
+torch.testing.assert_close(ours_layer, ref_layer)
+
+# %%
+# Proof: each piece equals Hugging Face's
+# ---------------------------------------
+# The config is the one a reader would expect: the eager path, and the names of our
+# layer exactly Hugging Face's. Then piece by piece, on the input ``x`` above: its mean
+# square, 2.5e-3, is small enough for an ``eps`` of 1e-3 to matter. ``cos`` and ``sin``
+# against what ``LlamaRotaryEmbedding`` hands every layer (the base is 1000, where Llama
+# 2 uses 10000 and Llama 3 500000, so a hard-coded base fails); the eager
+# ``LlamaAttention`` masks nothing by itself, so it gets the additive causal mask,
+# ``(1, 1, L, L)``, and returns its attention weights, which ours must equal too.
+# ``LlamaDecoderLayer`` is called as ``LlamaModel`` calls it in transformers 5.23.
+assert model.config._attn_implementation == "eager"
+assert sorted(layer.state_dict()) == sorted(hf_layer.state_dict())  # 9 names alike
+norm = layer.input_layernorm
+assert RMSNorm(D).eps == LlamaConfig().rms_norm_eps  # the default eps: Llama's, 1e-6
+ref = hf_layer.input_layernorm(x)
+print(f"max |ours - LlamaRMSNorm| = {(norm(x) - ref).abs().max():.1e}")
+torch.testing.assert_close(norm(x), ref)
+
+print(f"cos, sin {tuple(cos.shape)}: max |ours - LlamaRotaryEmbedding| = "
+      f"{(cos - cos_hf).abs().max():.1e}, {(sin - sin_hf).abs().max():.1e}")
+torch.testing.assert_close(cos, cos_hf)
+torch.testing.assert_close(sin, sin_hf)
+
+h = norm(x)  # (B, L, D): what the layer's attention sees
+out_attn, weights = layer.self_attn(h, cos, sin)  # (B, L, D), (B, Nh, L, L)
+ref, weights_hf = hf_layer.self_attn(h, position_embeddings=(cos_hf, sin_hf),
+                                     attention_mask=causal)
+print(f"max |ours - LlamaAttention| = {(out_attn - ref).abs().max():.1e}, attention "
+      f"weights {(weights - weights_hf).abs().max():.1e}")
+torch.testing.assert_close(out_attn, ref)
+torch.testing.assert_close(weights, weights_hf)
+# The future gets weight exactly 0 (exp(-inf)); a finite mask would leave e.g. e^-100.
+print(f"largest weight on a future key: ours {weights[:, :, future].max():.0f}, "
+      f"LlamaAttention {weights_hf[:, :, future].max():.0f}")
+assert (weights[:, :, future] == 0).all() and (weights_hf[:, :, future] == 0).all()
+
+mlp = layer.mlp
+ref = hf_layer.mlp(h)
+print(f"max |ours - LlamaMLP| = {(mlp(h) - ref).abs().max():.1e}")
+torch.testing.assert_close(mlp(h), ref)
+
+# The eager layer masks nothing by itself: without a mask, token l sees the future.
+no_mask = hf_layer(x, attention_mask=None, position_embeddings=(cos_hf, sin_hf))
+print(f"LlamaDecoderLayer without attention_mask: max |diff| = "
+      f"{(no_mask - ref_layer).abs().max():.2f}")
+assert (no_mask - ref_layer).abs().max() > 0.1  # the future leaks in
+torch.testing.assert_close(no_mask[:, -1], ref_layer[:, -1])  # last token: no future
+
+# %%
+# Proof: two RoPE layouts, one rotation
+# -------------------------------------
+# Hugging Face's Llama pairs channel ``i`` with ``i + Dh/2`` (rotate half); GPT-J and
+# RoFormer pair adjacent channels ``(2i, 2i+1)`` at the same angles. Listing the even
+# channels first, then the odd ones, turns adjacent pairs into halves: permute, rotate
+# half, permute back, and one gets GPT-J's RoPE. Without the permutation the two
+# differ, so weights trained for one give another model under the other.
+def rope_adjacent(x, cos, sin):
+    """GPT-J / RoFormer pairing (2i, 2i+1) at rotate-half's angles: x (..., L, Dh)."""
+    half = x.shape[-1] // 2
+    c, s = cos[..., :half], sin[..., :half]  # one angle per pair: (..., L, Dh/2)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack([even * c - odd * s, even * s + odd * c], dim=-1).flatten(-2)
+
+
+# %%
+halves = torch.cat([torch.arange(0, Dh, 2), torch.arange(1, Dh, 2)]).to(device)
+t = torch.randn(B, Nh, L, Dh, device=device)  # (B, Nh, L, Dh)
+c4, s4 = cos[:, None], sin[:, None]  # (B, 1, L, Dh)
+via_halves = torch.empty_like(t)
+via_halves[..., halves] = rope(t[..., halves], c4, s4)
+gap_layout = (rope_adjacent(t, c4, s4) - rope(t, c4, s4)).abs().max().item()
+print(f"adjacent pairs vs permuted rotate-half: max |diff| = "
+      f"{(rope_adjacent(t, c4, s4) - via_halves).abs().max():.1e}; "
+      f"vs rotate-half itself: {gap_layout:.2f}")
+torch.testing.assert_close(rope_adjacent(t, c4, s4), via_halves)
+assert gap_layout > 0.1  # the same weights give another model under the other layout
+
+# %%
+# Proof: the whole model equals Hugging Face's
+# --------------------------------------------
+# The model embeds the tokens, computes ``cos`` and ``sin`` once from the position ids,
+# runs the layers, applies a final RMSNorm and the LM head, a linear map to the
+# vocabulary without bias, tied to the embedding when the config says so. Hugging Face
+# keeps the embedding, the layers and the final norm in a ``LlamaModel`` under
+# ``model.``; a ``ModuleDict`` gives ours the same names, so the whole state dict loads.
 class Llama(nn.Module):
     """Token ids and positions (B, L) -> logits (B, L, V) and the hidden states."""
 
@@ -282,34 +390,7 @@ def llama_from_hf(hf):
 
 
 # %%
-# Equal to Hugging Face's LlamaForCausalLM
-# ----------------------------------------
-# A random two-layer Llama: ``D = 64`` split into ``Nh = 4`` query heads of
-# ``Dh = 16`` that share ``Nkv = 2`` key/value heads, ``Dff = 128``, 100 tokens. Two
-# settings are off their defaults so that a wrong piece shows: the RoPE base
-# (``rope_theta``) is 1000, and ``rms_norm_eps = 1e-3`` is not small next to this
-# model's activations. A fresh model's norm weights are all one, which would hide a
-# weight loaded into the wrong norm, so every parameter is moved off its
-# initialization. The positions of row 1 jump by 3, so positions that were ignored
-# show.
-V, D, Nh, Nkv, Dff = 100, 64, 4, 2, 128
-Dh = D // Nh
-BASE, EPS = 1000.0, 1e-3
-cfg = LlamaConfig(
-    vocab_size=V, hidden_size=D, num_attention_heads=Nh, num_key_value_heads=Nkv,
-    intermediate_size=Dff, num_hidden_layers=2, rms_norm_eps=EPS,
-    rope_parameters={"rope_type": "default", "rope_theta": BASE},
-    attn_implementation="eager",
-)
-model = LlamaForCausalLM(cfg).to(device).eval()
-with torch.no_grad():
-    for p in model.parameters():
-        p.add_(0.1 * torch.randn_like(p))
-assert model.config._attn_implementation == "eager"
-B, L = 2, 12
 ids = torch.randint(3, V, (B, L), device=device)  # (B, L), no special tokens
-pos = torch.stack([torch.arange(L), 3 * torch.arange(L) + 2]).to(device)  # (B, L)
-
 ours = llama_from_hf(model)
 assert sorted(ours.state_dict()) == sorted(model.state_dict())  # every name alike
 logits, hidden = ours(ids, pos)  # (B, L, V)
@@ -321,96 +402,6 @@ print(f"{len(model.state_dict())} tensors loaded by name; logits "
       f"{(logits - out.logits).abs().max():.1e}")
 torch.testing.assert_close(logits, out.logits)
 
-# %%
-# Proof: each piece equals its Hugging Face module
-# ------------------------------------------------
-# Layer 0 of each model, piece by piece, on an input ``x`` of mean square 2.5e-3, at
-# which an ``eps`` of 1e-3 matters. ``cos`` and ``sin`` against what
-# ``LlamaRotaryEmbedding`` hands every layer; the eager ``LlamaAttention`` masks
-# nothing by itself, so it gets an additive causal mask, ``(1, 1, L, L)``, and returns
-# its attention weights, which ours must equal too. ``LlamaDecoderLayer`` is called as
-# ``LlamaModel`` calls it in transformers 5.23.
-layer, hf_layer = ours.model.layers[0], model.model.layers[0]
-x = 0.05 * torch.randn(B, L, D, device=device)  # (B, L, D): mean square 2.5e-3
-future = torch.ones(L, L, dtype=torch.bool, device=device).triu(1)  # (L, L)
-causal = torch.zeros(L, L, device=device).masked_fill(future, float("-inf"))[None, None]
-norm = layer.input_layernorm
-assert RMSNorm(D).eps == LlamaConfig().rms_norm_eps  # the default eps: Llama's, 1e-6
-ref = hf_layer.input_layernorm(x)
-print(f"max |ours - LlamaRMSNorm| = {(norm(x) - ref).abs().max():.1e}")
-torch.testing.assert_close(norm(x), ref)
-
-cos, sin = rope_cos_sin(pos, Dh, BASE)  # (B, L, Dh) each
-cos_hf, sin_hf = model.model.rotary_emb(x, pos)
-print(f"cos, sin {tuple(cos.shape)}: max |ours - LlamaRotaryEmbedding| = "
-      f"{(cos - cos_hf).abs().max():.1e}, {(sin - sin_hf).abs().max():.1e}")
-torch.testing.assert_close(cos, cos_hf)
-torch.testing.assert_close(sin, sin_hf)
-
-h = norm(x)  # (B, L, D): what the layer's attention sees
-out_attn, weights = layer.self_attn(h, cos, sin)  # (B, L, D), (B, Nh, L, L)
-ref, weights_hf = hf_layer.self_attn(h, position_embeddings=(cos_hf, sin_hf),
-                                     attention_mask=causal)
-print(f"max |ours - LlamaAttention| = {(out_attn - ref).abs().max():.1e}, attention "
-      f"weights {(weights - weights_hf).abs().max():.1e}")
-torch.testing.assert_close(out_attn, ref)
-torch.testing.assert_close(weights, weights_hf)
-# The future gets weight exactly 0 (exp(-inf)); a finite mask would leave e.g. e^-100.
-print(f"largest weight on a future key: ours {weights[:, :, future].max():.0f}, "
-      f"LlamaAttention {weights_hf[:, :, future].max():.0f}")
-assert (weights[:, :, future] == 0).all() and (weights_hf[:, :, future] == 0).all()
-
-mlp = layer.mlp
-ref = hf_layer.mlp(h)
-print(f"max |ours - LlamaMLP| = {(mlp(h) - ref).abs().max():.1e}")
-torch.testing.assert_close(mlp(h), ref)
-
-assert sorted(layer.state_dict()) == sorted(hf_layer.state_dict())  # 9 names alike
-ours_layer = layer(x, cos, sin)  # (B, L, D)
-ref_layer = hf_layer(x, attention_mask=causal, position_ids=pos,
-                     position_embeddings=(cos_hf, sin_hf))
-print(f"max |ours - LlamaDecoderLayer| = {(ours_layer - ref_layer).abs().max():.1e}")
-torch.testing.assert_close(ours_layer, ref_layer)
-
-# The eager layer masks nothing by itself: without a mask, token l sees the future.
-no_mask = hf_layer(x, attention_mask=None, position_embeddings=(cos_hf, sin_hf))
-print(f"LlamaDecoderLayer without attention_mask: max |diff| = "
-      f"{(no_mask - ref_layer).abs().max():.2f}")
-assert (no_mask - ref_layer).abs().max() > 0.1  # the future leaks in
-torch.testing.assert_close(no_mask[:, -1], ref_layer[:, -1])  # last token: no future
-
-# %%
-# Proof: the two RoPE layouts are one rotation up to a permutation
-# ----------------------------------------------------------------
-# Hugging Face's Llama pairs channel ``i`` with ``i + Dh/2`` (rotate half); GPT-J and
-# RoFormer pair adjacent channels ``(2i, 2i+1)`` at the same angles. Listing the even
-# channels first, then the odd ones, turns adjacent pairs into halves: permute, rotate
-# half, permute back, and one gets GPT-J's RoPE. Without the permutation the two
-# differ, so weights trained for one give another model under the other.
-def rope_adjacent(x, cos, sin):
-    """GPT-J / RoFormer pairing (2i, 2i+1) at rotate-half's angles: x (..., L, Dh)."""
-    half = x.shape[-1] // 2
-    c, s = cos[..., :half], sin[..., :half]  # one angle per pair: (..., L, Dh/2)
-    even, odd = x[..., 0::2], x[..., 1::2]
-    return torch.stack([even * c - odd * s, even * s + odd * c], dim=-1).flatten(-2)
-
-
-# %%
-halves = torch.cat([torch.arange(0, Dh, 2), torch.arange(1, Dh, 2)]).to(device)
-t = torch.randn(B, Nh, L, Dh, device=device)  # (B, Nh, L, Dh)
-c4, s4 = cos[:, None], sin[:, None]  # (B, 1, L, Dh)
-via_halves = torch.empty_like(t)
-via_halves[..., halves] = rope(t[..., halves], c4, s4)
-gap_layout = (rope_adjacent(t, c4, s4) - rope(t, c4, s4)).abs().max().item()
-print(f"adjacent pairs vs permuted rotate-half: max |diff| = "
-      f"{(rope_adjacent(t, c4, s4) - via_halves).abs().max():.1e}; "
-      f"vs rotate-half itself: {gap_layout:.2f}")
-torch.testing.assert_close(rope_adjacent(t, c4, s4), via_halves)
-assert gap_layout > 0.1  # the same weights give another model under the other layout
-
-# %%
-# Proof: hidden states, packed sequences and a tied head
-# ------------------------------------------------------
 # ``hidden_states`` (with ``output_hidden_states=True``) are the embeddings and the
 # output of every layer but the last, whose entry is replaced by the *normed* final
 # output. With ``use_cache=False`` and no ``attention_mask``, transformers 5.23 reads
@@ -461,8 +452,8 @@ print(f"tied: max |ours - LlamaForCausalLM| = {(logits_tied - ref).abs().max():.
 torch.testing.assert_close(logits_tied, ref)
 
 # %%
-# Try it: break one piece. Which costs the most?
-# ----------------------------------------------
+# Try it: which wrong piece costs the most?
+# -----------------------------------------
 # Run our layer against ``LlamaDecoderLayer`` with one thing wrong: RoPE with the
 # default base 10000, or with the positions ``0 .. L-1`` instead of the ids, or with
 # adjacent pairs (GPT-J's layout), RMSNorm without ``eps``, or ``gate_proj`` and
