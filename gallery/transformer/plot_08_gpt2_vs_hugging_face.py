@@ -102,15 +102,12 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# ``Conv1D(nf, nx)`` is a linear layer whose weight is stored ``(nx, nf)``, input width
-# first (:doc:`/generated/transformer/plot_04_conv1d_feedforward`). Attention projects
-# to ``q, k, v`` with one ``Conv1D(3 D, D)``, scales the logits by ``1 / sqrt(Dh)``
-# *before* the softmax and masks the future with the lower-triangular ``bias`` buffer
-# (:doc:`/generated/transformer/plot_03_causal_attention`); the buffer is not a
-# parameter and is not saved (``persistent=False``). Without a cache the queries and
-# keys are the same ``L`` tokens, so the mask is the buffer's top-left ``L x L`` corner;
-# :doc:`/generated/transformer/plot_09_kv_cache` adds the cache and the slice it needs.
-# The MLP widens to ``n_state = 4 D`` with GPT-2's tanh GELU, written as in its code.
+# ``Conv1D(nf, nx)`` stores its weight ``(nx, nf)``, input width first
+# (:doc:`/generated/transformer/plot_04_conv1d_feedforward`). Attention projects to
+# ``q, k, v`` with one ``Conv1D(3 D, D)``, scales the logits by ``1 / sqrt(Dh)`` and
+# masks the future with the buffer ``bias``, which is not saved (``persistent=False``);
+# its top-left ``L x L`` corner serves without a cache
+# (:doc:`/generated/transformer/plot_09_kv_cache` slices it otherwise).
 
 
 # Copied from transformer/plot_04_conv1d_feedforward.py: Conv1D
@@ -188,9 +185,8 @@ class GPT2Block(nn.Module):
 
 
 # %%
-# The model keeps the embeddings, the blocks and ``ln_f`` under ``transformer.``, as
-# Hugging Face's ``GPT2LMHeadModel`` does (its ``GPT2Model``); a ``ModuleDict`` gives
-# ours the same names. The head has no matrix of its own: its weight *is* ``wte``'s.
+# The embeddings, the blocks and ``ln_f`` under ``transformer.``, as in Hugging Face's
+# ``GPT2LMHeadModel``; the head's weight *is* ``wte``'s.
 class GPT2(nn.Module):
     """Token ids (B, L) -> logits (B, L, V) and the hidden states, GPT-2's layout."""
 
@@ -217,19 +213,12 @@ class GPT2(nn.Module):
 
 
 # %%
-# Equal to Hugging Face's GPT2LMHeadModel
-# ---------------------------------------
-# Two layers, ``D = 64``, ``Nh = 4`` heads of ``Dh = 16``, a vocabulary of ``V = 96``
-# and ``n_ctx = 32`` positions; dropout 0 and the reference ("eager") attention path.
-# A fresh model has LayerNorm weights 1 and biases 0, and its Conv1D biases 0: a bias
-# copied to the wrong place would go unseen, so every parameter is moved off its init.
-# Its state dict loads into ours strictly: no name missing, none extra, no transpose.
-#
-# With ``output_hidden_states=True`` Hugging Face returns ``n_layer + 1`` states: the
-# embeddings, ``wte + wpe``, then one per block, except that the last is *not* the last
-# block's output: it is ``last_hidden_state``, after ``ln_f``. So ``ln_f`` of our last
-# block's output is compared with their last state. ``B = 2`` sequences of ``L = 12``
-# random tokens (``L`` differs from ``Dh = 16``).
+# Equal to Hugging Face's GPT-2
+# -----------------------------
+# A random two-layer ``GPT2LMHeadModel`` (dropout 0, the eager attention path), every
+# parameter moved off its init so that a misplaced bias shows. Its state dict loads
+# into ours strictly: no name missing, none extra, no transpose. Its hidden states are
+# the embeddings, then one per block, except that the last is taken *after* ``ln_f``.
 V, n_ctx, D, Nh, n_layer = 96, 32, 64, 4, 2
 Dh = D // Nh
 cfg = GPT2Config(
@@ -289,8 +278,8 @@ assert all(hf_modules[name].eps == e for name, e in ln_eps.items())
 assert len(ln_eps) == 2 * n_layer + 1
 
 # %%
-# Proof: the same logits on Hugging Face's SDPA path
-# --------------------------------------------------
+# Proof: the same logits with SDPA
+# --------------------------------
 # ``attn_implementation="sdpa"`` swaps the eager ``softmax(q k^T * scale + mask) v`` for
 # PyTorch's ``scaled_dot_product_attention``, Hugging Face's default path. The same
 # weights give the same logits at the default tolerances. On CPU, SDPA in float32
@@ -334,8 +323,8 @@ print(f"ours, input transposed: max|ours - HF on a copy| = "
 torch.testing.assert_close(mine, ref)  # (L, B, 4D)
 
 # %%
-# Proof: the MLP and GPT-2's GELU, module by module
-# -------------------------------------------------
+# Proof: GPT-2's MLP and GELU alone
+# ---------------------------------
 # Hugging Face names GPT-2's activation ``"gelu_new"``: the tanh approximation. Ours
 # equals it and PyTorch's ``F.gelu(approximate="tanh")`` on ``[-6, 6]``, and differs
 # from the exact GELU (``F.gelu``'s default) by far more than the tolerance; our MLP
@@ -357,15 +346,14 @@ assert (gelu_tanh(z) - F.gelu(z)).abs().max() > 1e-4  # the gap page 04 measures
 torch.testing.assert_close(mlp_ours, mlp_hf)
 
 # %%
-# Try it: skip ``ln_f``, drop the scale or the mask. Does anything notice?
-# ------------------------------------------------------------------------
+# Try it: skip ln_f, the scale, the mask
+# --------------------------------------
 # Compare our last block's output, without ``ln_f``, with Hugging Face's last hidden
 # state; then the first block's attention with the scale set to ``1`` (the notes'
 # default ``scale=False``) or without the causal mask, against PyTorch's
 # ``scaled_dot_product_attention(..., is_causal=True)`` on the same projections.
 
-# %%
-# Their last hidden state is not the last block's output: ``ln_f`` moves it by a lot.
+# Their last hidden state is not the last block's output: ln_f moves it by a lot.
 ln_f_gap = (hidden[-1] - out.hidden_states[-1]).abs().max().item()
 print(f"max|last block's output - HF's last hidden state| = {ln_f_gap:.2f}")
 assert ln_f_gap > 0.1
@@ -396,17 +384,17 @@ for name, y in outs.items():
 assert min(misses.values()) > 0.05
 
 # %%
-# Try it: untie the head. What changes, the logits or the gradient?
-# -----------------------------------------------------------------
+# Try it: untie the head
+# ----------------------
 # Give a copy of our model a head of its own, holding the same values as ``wte``.
 # Which of the two, the logits or the gradient of ``wte`` after one next-token loss,
 # tells it from the tied model?
 
-# %%
-# Tying means one ``Parameter``: the same Python object, the same memory, so a change
-# made through one name is seen through the other (``123.0`` is written into ``wte``
-# and read back through the head, then undone). Both tied models list it once among
-# their parameters and twice in their state dicts; the untied copy fails all three.
+
+# Tying means one Parameter: the same Python object, the same memory, so a change made
+# through one name is seen through the other (123.0 is written into wte and read back
+# through the head, then undone). Both tied models list it once among their parameters
+# and twice in their state dicts; the untied copy fails all three.
 def tied(label, model, wte, head):
     """Is the head's weight the embedding's: the same object, memory, values written?"""
     same = head.weight is wte.weight

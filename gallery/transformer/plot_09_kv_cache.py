@@ -83,12 +83,10 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# The model of :doc:`/generated/transformer/plot_08_gpt2_vs_hugging_face`, its
-# ``Conv1D`` and MLP copied as they are, with one addition, GPT-2's ``layer_past``:
-# each attention layer takes the keys and values of the tokens already seen,
-# ``(B, Nh, ns - nd, Dh)`` each, appends those of the ``nd`` new tokens and returns the
-# result (``present``) for the next step. The new tokens' positions start after the
-# cached ones. The mask is a method, so that a variant can replace it below.
+# The model of :doc:`/generated/transformer/plot_08_gpt2_vs_hugging_face`, its pieces
+# copied, with GPT-2's ``layer_past``: each attention layer appends the new tokens' keys
+# and values to the cached ones, ``(B, Nh, ns - nd, Dh)`` each, and returns the result
+# (``present``) for the next step. The new tokens' positions start after the cached.
 
 
 # Copied from transformer/plot_04_conv1d_feedforward.py: Conv1D
@@ -227,14 +225,12 @@ def decode_ours(model, ids, n_prompt, n_new):
 
 
 # %%
-# Decoding with the cache equals the full pass, at every step
-# -----------------------------------------------------------
-# The weights of a random ``GPT2LMHeadModel`` (two layers, ``D = 64``, ``Nh = 4``,
-# ``Dh = 16``, ``V = 96``, dropout 0, the eager path, every parameter moved off its
-# init), loaded strictly: our cached model has Hugging Face's names. ``B = 2`` prompts
-# of 5 tokens, a chunk of 3 (``nd = 3``, ``ns = 8``), then 12 greedy steps
-# (``nd = 1``, ``ns = 9 .. 20``). One full forward pass over the final 20 tokens, with
-# no cache, must give the same logits at every position.
+# Cached decoding equals the full pass
+# ------------------------------------
+# The weights of a random ``GPT2LMHeadModel`` (the eager path, every parameter moved
+# off its init), loaded strictly. ``B = 2`` prompts of 5 tokens, a chunk of 3, then 12
+# greedy steps; one full pass over the final 20 tokens, with no cache, must give the
+# same logits at every position.
 V, n_ctx, D, Nh, n_layer = 96, 256, 64, 4, 2
 Dh = D // Nh
 cfg = GPT2Config(
@@ -269,51 +265,8 @@ torch.testing.assert_close(cached[:, P:PC], full[:, P:PC])  # chunk: nd 3, ns 8
 torch.testing.assert_close(cached[:, PC:], full[:, PC:])  # steps: nd 1, ns 9..20
 
 # %%
-# What the cache costs in memory
-# ------------------------------
-# A key and a value of ``Dh`` numbers per head, per layer, per token of each sequence:
-# :math:`2\, n_\mathrm{layer} B N_h L D_h` numbers, ``4`` bytes each in float32,
-# linear in ``L``. Measured from the cache tensors themselves (``nbytes``) after each
-# greedy step above, and after a prefill of ``L`` tokens up to ``n_ctx = 256``.
-def cache_bytes(past):
-    """Bytes held by the keys and values of every layer: ours, or a DynamicCache."""
-    if isinstance(past, DynamicCache):
-        past = [(layer.keys, layer.values) for layer in past.layers]
-    return sum(k.nbytes + v.nbytes for k, v in past)
-
-
-# %%
-lengths = list(range(PC + 1, n + 1))  # cache length after each greedy step
-long = [32, 64, 128, 256]
-tokens = torch.randint(0, V, (B, n_ctx), device=device)
-with torch.no_grad():
-    for L in long:
-        ours_bytes.append(cache_bytes(ours(tokens[:, :L])[1]))
-lengths += long
-formula = [2 * n_layer * B * Nh * L * Dh * 4 for L in lengths]
-for L, mine, f in zip(lengths, ours_bytes, formula):
-    if L in (PC + 1, n) or L in long:  # first, last greedy step; the long ones
-        print(f"L = {L:3d}: ours {mine:6d} bytes, formula {f:6d}")
-assert ours_bytes == formula
-per_token = 2 * 12 * 1 * 12 * 64 * 4  # GPT-2 small: 12 layers, 12 heads, Dh 64, B 1
-print(f"the same formula for GPT-2 small, one sequence of 1024 tokens, float32: "
-      f"{per_token * 1024 / 2**20:.0f} MiB")
-
-# %%
-fig, ax = plt.subplots(figsize=(6.4, 3.6))
-ax.plot(lengths, [b / 1024 for b in formula], "-", color="gray",
-        label=r"$2\, n_{layer} B N_h L D_h \cdot 4$ bytes")
-ax.plot(lengths, [b / 1024 for b in ours_bytes], "o", label="ours (measured)")
-ax.set_xlabel("cached tokens L")
-ax.set_ylabel("cache size (KiB)")
-ax.set_title("The KV cache grows linearly with the sequence:\n"
-             f"{formula[0] // lengths[0]} bytes per token here (B = {B}, float32)")
-ax.legend()
-plt.show()
-
-# %%
-# Proof: Hugging Face's ``past_key_values`` does the same
-# -------------------------------------------------------
+# Proof: Hugging Face's cache does the same
+# -----------------------------------------
 # The same three kinds of step with Hugging Face's ``DynamicCache``, which each call
 # extends in place (``use_cache=True``). Its logits equal its own full pass, and ours;
 # its cache holds the same keys and values as ours. First, the load: the same names
@@ -365,15 +318,6 @@ for i, (k, v) in enumerate(past):
     torch.testing.assert_close(v, cache.layers[i].values)
 
 # %%
-# Hugging Face's cache holds the bytes of the formula too, at every length above.
-with torch.no_grad():
-    for L in long:
-        hf_bytes.append(cache_bytes(hf(tokens[:, :L], use_cache=True).past_key_values))
-print(f"HF cache bytes at L = {lengths[0]}, {lengths[-1]}: {hf_bytes[0]}, "
-      f"{hf_bytes[-1]}")
-assert hf_bytes == formula
-
-# %%
 # Proof: the same greedy tokens, four ways
 # ----------------------------------------
 # Ours with the cache, Hugging Face with its cache, Hugging Face without a cache
@@ -405,20 +349,17 @@ assert torch.equal(choosing.argmax(dim=-1), seq[:, PC:])  # the full pass's choi
 assert (leads > 1e-4).all()  # far above the discrepancies allowed above (1e-5 + rtol)
 
 # %%
-# Try it: take the mask's first rows. Which steps notice?
-# -------------------------------------------------------
+# Try it: the mask's first rows
+# ------------------------------
 # Replace the slice by the buffer's top-left corner, ``bias[:, :, :nd, :ns]``, what one
-# would write thinking of the no-cache case. Does the full pass change? The prefill?
-# The chunk and the one-token steps?
-
-# %%
-# Without a cache ``nd = ns`` and the two slices are the same, so the full pass and
-# the prefill cannot tell. With a cache they are not: one new token gets row 0 of the
-# mask and sees only the first token; the chunk's queries get rows 0-2. The wrong
-# method replaces ``causal_mask`` in every attention layer of a copy of our model.
+# would write thinking of the no-cache case. Which steps notice?
 import types
 
 
+# Without a cache nd = ns and the two slices are the same, so the full pass and the
+# prefill cannot tell. With a cache they are not: one new token gets row 0 of the mask
+# and sees only the first token; the chunk's queries get rows 0-2. The wrong method
+# replaces causal_mask in every attention layer of a copy of our model.
 def first_rows_mask(self, nd, ns):
     """The wrong mask with a cache: rows 0 .. nd - 1 of the buffer, (1, 1, nd, ns)."""
     return self.bias[:, :, :nd, :ns]
@@ -466,21 +407,67 @@ assert torch.equal(right.cpu(), panels["cached chunk, right:\nrows ns - nd .. ns
 assert torch.equal(unsliced.cpu(), panels["cached chunk, wrong:\nrows 0 .. nd - 1"])
 
 # %%
-# Try it: time a step with and without the cache
-# ----------------------------------------------
-# Without a cache, the step that generates the token after ``L`` runs the whole model
-# over all ``L + 1`` tokens; with one, over the new token only. How do the two times
-# grow with ``L``, up to the model's ``n_ctx = 256`` positions?
+# Try it: the cache's size in bytes
+# ----------------------------------
+# How many bytes does the cache hold after ``L`` tokens, by the formula of "The idea"
+# and measured on the tensors (``nbytes``), ours and Hugging Face's? For GPT-2 small?
+
+
+# A key and a value of Dh numbers per head, per layer, per token of each sequence:
+# 2 n_layer B Nh L Dh numbers, 4 bytes each in float32, linear in L. Measured after
+# each greedy step above and after a prefill of L tokens up to n_ctx = 256.
+def cache_bytes(past):
+    """Bytes held by the keys and values of every layer: ours, or a DynamicCache."""
+    if isinstance(past, DynamicCache):
+        past = [(layer.keys, layer.values) for layer in past.layers]
+    return sum(k.nbytes + v.nbytes for k, v in past)
+
 
 # %%
-# One step is timed both ways (ours) with ``time.perf_counter``; the median of 7 calls
-# is kept. Timings depend on the machine and its load, so they are printed and plotted,
-# never asserted. At this tiny size fixed per-call costs weigh heavily; the gap widens
-# with the model and the sequence.
+lengths = list(range(PC + 1, n + 1))  # cache length after each greedy step
+long = [32, 64, 128, 256]
+tokens = torch.randint(0, V, (B, n_ctx), device=device)
+with torch.no_grad():
+    for L in long:
+        ours_bytes.append(cache_bytes(ours(tokens[:, :L])[1]))
+        hf_bytes.append(cache_bytes(hf(tokens[:, :L], use_cache=True).past_key_values))
+lengths += long
+formula = [2 * n_layer * B * Nh * L * Dh * 4 for L in lengths]
+for L, mine, theirs_b, f in zip(lengths, ours_bytes, hf_bytes, formula):
+    if L in (PC + 1, n) or L in long:  # first, last greedy step; the long ones
+        print(f"L = {L:3d}: ours {mine:6d} bytes, HF {theirs_b:6d}, formula {f:6d}")
+assert ours_bytes == formula
+assert hf_bytes == formula
+per_token = 2 * 12 * 1 * 12 * 64 * 4  # GPT-2 small: 12 layers, 12 heads, Dh 64, B 1
+print(f"the same formula for GPT-2 small, one sequence of 1024 tokens, float32: "
+      f"{per_token * 1024 / 2**20:.0f} MiB")
+
+# %%
+fig, ax = plt.subplots(figsize=(6.4, 3.6))
+ax.plot(lengths, [b / 1024 for b in formula], "-", color="gray",
+        label=r"$2\, n_{layer} B N_h L D_h \cdot 4$ bytes")
+ax.plot(lengths, [b / 1024 for b in ours_bytes], "o", label="ours (measured)")
+ax.plot(lengths, [b / 1024 for b in hf_bytes], "x", label="Hugging Face (measured)")
+ax.set_xlabel("cached tokens L")
+ax.set_ylabel("cache size (KiB)")
+ax.set_title("The KV cache grows linearly with the sequence:\n"
+             f"{formula[0] // lengths[0]} bytes per token here (B = {B}, float32)")
+ax.legend()
+plt.show()
+
+# %%
+# Try it: time one step
+# ----------------------
+# Without a cache, the step after ``L`` tokens runs the model over all ``L + 1``; with
+# one, over the new token only. How do the two times grow with ``L``, up to 256?
 import statistics
 import time
 
 
+# One step is timed both ways (ours) with time.perf_counter; the median of 7 calls is
+# kept. Timings depend on the machine and its load, so they are printed and plotted,
+# never asserted. At this tiny size fixed per-call costs weigh heavily; the gap widens
+# with the model and the sequence.
 def sync(device):
     """Wait for the GPU before reading the clock (a no-op on CPU)."""
     if torch.device(device).type == "cuda":

@@ -106,8 +106,8 @@ def grouped_attention(q, k, v):
 
 
 # %%
-# Two references: ``repeat_kv`` + attention, and SDPA's ``enable_gqa``
-# --------------------------------------------------------------------
+# Equal to ``repeat_kv`` + attention, and to SDPA
+# -----------------------------------------------
 # Hugging Face's Llama (eager path) copies each key/value head ``G`` times with
 # ``repeat_kv`` into ``(B, Nh, L, Dh)`` and then runs ordinary multi-head attention,
 # written here on its own (an additive ``-inf`` mask, ``einsum``). PyTorch's
@@ -146,52 +146,14 @@ torch.testing.assert_close(ours, hf)
 torch.testing.assert_close(ours, sdpa)
 
 # %%
-# Which query head reads which key/value head
-# -------------------------------------------
-# To read the map off each implementation, give key/value head ``j`` the constant value
-# vector ``j``: every attention row averages equal vectors, so query head ``h``
-# returns the index of the key/value head it reads. All three give ``h // G``:
-# consecutive query heads share a key/value head, the order Hugging Face's Llama uses,
-# so a checkpoint's ``q_proj`` rows are read that way.
-def head_ids(B, Nkv, L, Dh, device):
-    """(B, Nkv, L, Dh) values in which key/value head j holds the constant j."""
-    ids = torch.arange(Nkv, device=device, dtype=torch.float32)  # (Nkv,)
-    return ids.view(1, Nkv, 1, 1).expand(B, Nkv, L, Dh)
-
-
-def reads(out):
-    """(B, Nh, L, Dh) outputs of the probe -> the key/value head of each query head."""
-    return out[0, :, -1, 0].round().long()  # (Nh,)
-
-
-# %%
-heads = torch.arange(Nh, device=device)
-v_id = head_ids(B, Nkv, L, Dh, device)
-consecutive, interleaved = heads // G, heads % Nkv
-read_ours = reads(grouped_attention(q, k, v_id))
-read_hf = reads(causal_mha(q, repeat_kv(k, G), repeat_kv(v_id, G)))
-read_sdpa = reads(F.scaled_dot_product_attention(q, k, v_id, enable_gqa=True))
-print("query head h    :", heads.tolist())
-print("ours reads      :", read_ours.tolist())
-print("repeat_kv reads :", read_hf.tolist())
-print("sdpa reads      :", read_sdpa.tolist())
-assert torch.equal(read_ours, consecutive)
-assert torch.equal(read_hf, consecutive)
-assert torch.equal(read_sdpa, consecutive)
-
-# %%
 # The KV cache shrinks by ``Nh / Nkv``
 # ------------------------------------
-# When a model generates, it keeps the keys and values of every past token: per layer
-# ``2 * B * Nkv * L * Dh`` numbers. With ``Nh`` fixed, ``Nkv`` sets the cache's size;
-# the query heads cost nothing there. The bytes below are those of actual key and
-# value tensors, projected from tokens by a ``Linear(D, Nkv * Dh)`` each as in Llama,
-# for ``L = 1024`` tokens, ``Nh = 8``, ``Dh = 16``. The eager path of Hugging Face
-# then expands them back to ``Nh`` heads at every attention call. For MQA that is a
-# free view (the one head is broadcast with stride 0) and for MHA ``repeat_kv``
-# returns ``k`` itself; in between it copies ``k`` and ``v`` into new tensors of
-# MHA's size, so there the saving is in the cache, not in eager attention's working
-# memory. Grouped attention above and SDPA's CPU flash kernel make no copy.
+# The bytes of actual key and value tensors, projected from ``L = 1024`` tokens by a
+# ``Linear(D, Nkv * Dh)`` each as in Llama (``Nh = 8``, ``Dh = 16``). Hugging Face's
+# eager path expands them back to ``Nh`` heads at every call: for MQA a free view
+# (stride 0), for MHA ``k`` itself, in between a new tensor of MHA's size, so there the
+# saving is in the cache, not in eager attention's working memory. Grouped attention
+# above and SDPA's CPU flash kernel make no copy.
 from torch import nn
 
 Lc, D = 1024, 128
@@ -234,6 +196,40 @@ ax.set_ylim(0, 1.3 * kv_bytes[Nh] / 2**10)
 ax.set_title(f"The KV cache is Nkv / Nh of MHA's: MQA keeps 1/{Nh}\n"
              f"(L = {Lc} tokens, Dh = {Dh}, float32)")
 plt.show()
+
+# %%
+# Proof: query head h reads key/value head h // G
+# -----------------------------------------------
+# To read the map off each implementation, give key/value head ``j`` the constant value
+# vector ``j``: every attention row averages equal vectors, so query head ``h``
+# returns the index of the key/value head it reads. All three give ``h // G``:
+# consecutive query heads share a key/value head, the order Hugging Face's Llama uses,
+# so a checkpoint's ``q_proj`` rows are read that way.
+def head_ids(B, Nkv, L, Dh, device):
+    """(B, Nkv, L, Dh) values in which key/value head j holds the constant j."""
+    ids = torch.arange(Nkv, device=device, dtype=torch.float32)  # (Nkv,)
+    return ids.view(1, Nkv, 1, 1).expand(B, Nkv, L, Dh)
+
+
+def reads(out):
+    """(B, Nh, L, Dh) outputs of the probe -> the key/value head of each query head."""
+    return out[0, :, -1, 0].round().long()  # (Nh,)
+
+
+# %%
+heads = torch.arange(Nh, device=device)
+v_id = head_ids(B, Nkv, L, Dh, device)
+consecutive, interleaved = heads // G, heads % Nkv
+read_ours = reads(grouped_attention(q, k, v_id))
+read_hf = reads(causal_mha(q, repeat_kv(k, G), repeat_kv(v_id, G)))
+read_sdpa = reads(F.scaled_dot_product_attention(q, k, v_id, enable_gqa=True))
+print("query head h    :", heads.tolist())
+print("ours reads      :", read_ours.tolist())
+print("repeat_kv reads :", read_hf.tolist())
+print("sdpa reads      :", read_sdpa.tolist())
+assert torch.equal(read_ours, consecutive)
+assert torch.equal(read_hf, consecutive)
+assert torch.equal(read_sdpa, consecutive)
 
 # %%
 # Proof: a masked key gets weight zero, whatever the scores
@@ -375,11 +371,10 @@ else:  # CUDA tensors dispatch no CPU kernel; which CUDA ones is printed, not as
 # ``h // G`` (0 0 0 0 1 1 1 1). It is a GQA too; does it give the reference's output
 # on the same weights?
 
-# %%
 # Interleaving is computed by permuting the query heads into groups, running grouped
-# attention, and permuting back. It is the model that tiles ``k`` and ``v`` with
-# ``.repeat`` (0 1 0 1 ..), a common slip for ``repeat_interleave`` (0 0 .. 1 1 ..),
-# which is what ``repeat_kv`` computes.
+# attention, and permuting back. It is the model that tiles k and v with .repeat
+# (0 1 0 1 ..), a common slip for repeat_interleave (0 0 .. 1 1 ..), which is what
+# repeat_kv computes.
 q1, k1, v1 = qkv(B, Nh, 2, L, Dh, seed=1, device=device)  # Nkv = 2, G = 4, as above
 ref1 = causal_mha(q1, repeat_kv(k1, 4), repeat_kv(v1, 4))  # (B, Nh, L, Dh)
 print("h % Nkv would be:", interleaved.tolist())
