@@ -2,15 +2,22 @@
 GPT-2, whole, against Hugging Face
 ==================================
 
-The chapter's pieces, corrected, stacked into GPT-2: GPT-2's ``Conv1D`` (weight stored
-``(nx, nf)``, ``reshape`` not ``view``), the MLP with hidden width ``n_state`` and the
-tanh GELU, causal attention with the scale on the logits and the causal ``bias`` buffer
-actually used, token and position embeddings, pre-LN blocks, a final LayerNorm ``ln_f``
-and an LM head tied to the token embedding. This page loads it with the weights of a
-random ``GPT2LMHeadModel`` from Hugging Face ``transformers`` through a printed name
-map, and proves the hidden state after every block and the logits equal to Hugging
-Face's, the weight tying real (one tensor, not two equal ones), and the gradients of
-one loss equal too.
+The chapter's pieces, corrected, stacked into GPT-2: token and position embeddings,
+pre-LN blocks of causal attention and a tanh-GELU MLP, a final LayerNorm, and an LM
+head that reuses the token embedding. Our modules carry Hugging Face's names, so a
+random ``GPT2LMHeadModel``'s state dict loads into ours as it is, and every hidden
+state, the logits and the gradients of one loss come out equal.
+
+**You will learn**
+
+- how GPT-2's embeddings, blocks, ``ln_f`` and LM head fit together, in equations
+- how to write ``GPT2Attention``, ``GPT2MLP``, ``GPT2Block`` and ``GPT2`` from scratch
+- why naming modules as Hugging Face does replaces a hand-written name map
+- what weight tying is (one tensor, not two equal ones), and how a gradient shows it
+
+**Prerequisites:** :doc:`/generated/transformer/plot_03_causal_attention` (the causal
+mask), :doc:`/generated/transformer/plot_04_conv1d_feedforward` (``Conv1D`` and the
+MLP), :doc:`/generated/transformer/plot_05_transformer_block` (pre-LN blocks).
 """
 
 # %%
@@ -24,12 +31,15 @@ one loss equal too.
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import math
 import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
+import matplotlib.pyplot as plt
 import torch
 import transformers
+from torch import nn
 from transformers import GPT2Config, GPT2LMHeadModel
 
 torch.manual_seed(0)
@@ -38,23 +48,69 @@ print(f"device: {device}, torch {torch.__version__}, "
       f"transformers {transformers.__version__}")
 
 # %%
-# The book's GPT-2, from scratch
-# ------------------------------
-# ``Conv1D(nf, nx)`` is a linear layer whose weight is stored ``(nx, nf)``, input width
-# first (:doc:`/generated/transformer/plot_04_conv1d_feedforward`). Attention projects
-# to ``q, k, v`` with one ``Conv1D(3 D, D)``, scales the logits by ``1 / sqrt(Dh)``
-# *before* the softmax and masks the future with the lower-triangular ``bias`` buffer
-# (:doc:`/generated/transformer/plot_03_causal_attention`); the buffer is not a
-# parameter and is not saved (``persistent=False``). Without a cache the queries and
-# keys are the same ``L`` tokens, so the mask is the buffer's top-left ``L x L`` corner;
-# :doc:`/generated/transformer/plot_09_kv_cache` adds the cache and the slice it needs.
-# The MLP widens to ``n_state = 4 D`` with GPT-2's tanh GELU, written as in its code.
-import math
+# The idea
+# --------
+# GPT-2 adds a learned position vector to each token's embedding, runs ``n_layer``
+# pre-LN blocks over the sum, normalizes once more, and reads the logits off the
+# *same* matrix that embedded the tokens:
+#
+# .. math::
+#
+#    x_0 = W_{te}[\mathrm{ids}] + W_{pe}[0 .. L-1], \qquad
+#    \mathrm{logits} = \mathrm{LN}_f(x_{n_\mathrm{layer}})\, W_{te}^\top,
+#
+# .. math::
+#
+#    h = x_l + \mathrm{Attn}(\mathrm{LN}_1(x_l)), \qquad
+#    x_{l+1} = h + W_2\, \mathrm{GELU}_{\tanh}(W_1\, \mathrm{LN}_2(h) + b_1) + b_2,
+#
+# where attention is causal, :math:`\mathrm{softmax}(q k^\top / \sqrt{D_h} + M)\, v`
+# per head, with :math:`M` ``-inf`` above the diagonal. The diagram is the model as
+# this page writes it, with Hugging Face's module names.
+arrow = dict(arrowstyle="->", color="gray")
+rows = {  # y of a row: its boxes, left to right
+    3.0: ["ids (B, L)", "wte(ids)\n+ wpe(pos)", "h: GPT2Block\nx n_layer", "ln_f",
+          "lm_head:\nx @ wte.T", "logits\n(B, L, V)"],
+    1.0: ["x", "ln_1", "attn: causal,\n1 / sqrt(Dh)", "+", "ln_2",
+          "mlp: Conv1D,\ngelu_tanh", "+"],
+}
+fig, ax = plt.subplots(figsize=(8, 3.4), layout="none")  # a diagram: no axes to fit
+fig.subplots_adjust(left=0, right=1, bottom=0, top=0.92)
+ax.set_axis_off()
+ax.set(xlim=(-0.6, 12.6), ylim=(-0.1, 4.6))
+for row_y, texts in rows.items():
+    xs = [c * 12 / (len(texts) - 1) for c in range(len(texts))]
+    for col, (box_x, text) in enumerate(zip(xs, texts)):
+        if col:
+            ax.annotate("", (box_x - 0.55, row_y), (xs[col - 1] + 0.55, row_y),
+                        arrowprops=arrow)
+        if text == "+":  # the residual: from before the norm, over it, into the sum
+            ax.plot([xs[col - 3], xs[col - 3], box_x, box_x],
+                    [row_y, row_y + 0.6, row_y + 0.6, row_y + 0.25], color="gray", lw=1)
+        box = dict(boxstyle="circle" if text == "+" else "round", fc="C0", ec="C0",
+                   alpha=0.2)
+        ax.text(box_x, row_y, text, ha="center", va="center", fontsize=8, bbox=box)
+ax.annotate("", (9.6, 3.45), (2.4, 3.45), arrowprops=dict(
+    arrowstyle="->", color="C3", ls="--", connectionstyle="arc3,rad=-0.15"))
+ax.text(6.0, 4.35, "tied: one Parameter wte.weight (V, D), used at both ends",
+        ha="center", color="C3", fontsize=8)
+ax.text(6.0, 1.95, "one GPT2Block (pre-LN)", ha="center", fontsize=8)
+ax.set_title("GPT-2: pre-LN blocks between an embedding and a head that share "
+             "one matrix")
+plt.show()
 
-import torch.nn.functional as F
-from torch import nn
+# %%
+# From scratch
+# ------------
+# ``Conv1D(nf, nx)`` stores its weight ``(nx, nf)``, input width first
+# (:doc:`/generated/transformer/plot_04_conv1d_feedforward`). Attention projects to
+# ``q, k, v`` with one ``Conv1D(3 D, D)``, scales the logits by ``1 / sqrt(Dh)`` and
+# masks the future with the buffer ``bias``, which is not saved (``persistent=False``);
+# its top-left ``L x L`` corner serves without a cache
+# (:doc:`/generated/transformer/plot_09_kv_cache` slices it otherwise).
 
 
+# Copied from transformer/plot_04_conv1d_feedforward.py: Conv1D
 class Conv1D(nn.Module):
     """GPT-2's linear layer, y = x @ weight + bias; weight (nx, nf), input first."""
 
@@ -75,7 +131,9 @@ def gelu_tanh(x):
     return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
 
 
-class MLP(nn.Module):
+class GPT2MLP(nn.Module):
+    """c_proj(gelu_tanh(c_fc(x))): D -> n_state -> D, Hugging Face's names."""
+
     def __init__(self, n_state, D):
         super().__init__()
         self.c_fc = Conv1D(n_state, D)  # D -> n_state
@@ -85,7 +143,9 @@ class MLP(nn.Module):
         return self.c_proj(gelu_tanh(self.c_fc(x)))
 
 
-class Attention(nn.Module):
+class GPT2Attention(nn.Module):
+    """Causal multi-head attention, q, k, v from one Conv1D; Hugging Face's names."""
+
     def __init__(self, D, Nh, n_ctx):
         super().__init__()
         self.Nh = Nh
@@ -109,50 +169,56 @@ class Attention(nn.Module):
         return self.c_proj(y)
 
 
-class Block(nn.Module):
+class GPT2Block(nn.Module):
     """Pre-LN: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
 
     def __init__(self, D, Nh, n_ctx, eps):
         super().__init__()
         self.ln_1 = nn.LayerNorm(D, eps=eps)
-        self.attn = Attention(D, Nh, n_ctx)
+        self.attn = GPT2Attention(D, Nh, n_ctx)
         self.ln_2 = nn.LayerNorm(D, eps=eps)
-        self.mlp = MLP(4 * D, D)
+        self.mlp = GPT2MLP(4 * D, D)
 
     def forward(self, x):  # (B, L, D)
         x = x + self.attn(self.ln_1(x))
         return x + self.mlp(self.ln_2(x))
 
 
+# %%
+# The embeddings, the blocks and ``ln_f`` under ``transformer.``, as in Hugging Face's
+# ``GPT2LMHeadModel``; the head's weight *is* ``wte``'s.
 class GPT2(nn.Module):
     """Token ids (B, L) -> logits (B, L, V) and the hidden states, GPT-2's layout."""
 
     def __init__(self, V, n_ctx, D, Nh, n_layer, eps=1e-5):
         super().__init__()
-        self.wte = nn.Embedding(V, D)  # token embedding
-        self.wpe = nn.Embedding(n_ctx, D)  # learned position embedding
-        self.h = nn.ModuleList([Block(D, Nh, n_ctx, eps) for _ in range(n_layer)])
-        self.ln_f = nn.LayerNorm(D, eps=eps)
+        self.transformer = nn.ModuleDict({  # HF's GPT2Model: transformer.wte, ...
+            "wte": nn.Embedding(V, D),  # token embedding
+            "wpe": nn.Embedding(n_ctx, D),  # learned position embedding
+            "h": nn.ModuleList([GPT2Block(D, Nh, n_ctx, eps) for _ in range(n_layer)]),
+            "ln_f": nn.LayerNorm(D, eps=eps),
+        })
         self.lm_head = nn.Linear(D, V, bias=False)
-        self.lm_head.weight = self.wte.weight  # tied: one Parameter, (V, D)
+        self.lm_head.weight = self.transformer.wte.weight  # tied: one Parameter, (V, D)
 
     def forward(self, ids):  # (B, L)
+        t = self.transformer
         pos = torch.arange(ids.size(1), device=ids.device)  # (L,)
-        x = self.wte(ids) + self.wpe(pos)  # (B, L, D)
+        x = t.wte(ids) + t.wpe(pos)  # (B, L, D)
         hidden = [x]  # the embeddings, then the output of every block
-        for block in self.h:
+        for block in t.h:
             x = block(x)
             hidden.append(x)
-        return self.lm_head(self.ln_f(x)), hidden  # (B, L, V), n_layer + 1 x (B, L, D)
+        return self.lm_head(t.ln_f(x)), hidden  # (B, L, V), n_layer + 1 x (B, L, D)
 
 
 # %%
-# Hugging Face's GPT-2 from a small random config
-# -----------------------------------------------
-# Two layers, ``D = 64``, ``Nh = 4`` heads of ``Dh = 16``, a vocabulary of ``V = 96``
-# and ``n_ctx = 32`` positions; dropout 0 and the reference ("eager") attention path.
-# A fresh model has LayerNorm weights 1 and biases 0, and its Conv1D biases 0: a bias
-# copied to the wrong place would go unseen, so every parameter is moved off its init.
+# Equal to Hugging Face's GPT-2
+# -----------------------------
+# A random two-layer ``GPT2LMHeadModel`` (dropout 0, the eager attention path), every
+# parameter moved off its init so that a misplaced bias shows. Its state dict loads
+# into ours strictly: no name missing, none extra, no transpose. Its hidden states are
+# the embeddings, then one per block, except that the last is taken *after* ``ln_f``.
 V, n_ctx, D, Nh, n_layer = 96, 32, 64, 4, 2
 Dh = D // Nh
 cfg = GPT2Config(
@@ -164,58 +230,18 @@ hf = GPT2LMHeadModel(cfg).to(device).eval()
 with torch.no_grad():
     for p in hf.parameters():
         p.add_(0.1 * torch.randn_like(p))
-print(f"attention: {hf.config._attn_implementation}, activation: "
-      f"{cfg.activation_function}, LayerNorm eps: {cfg.layer_norm_epsilon}")
-assert hf.config._attn_implementation == "eager"
-assert cfg.activation_function == "gelu_new"  # GPT-2's tanh GELU
-assert cfg.layer_norm_epsilon == 1e-5  # our GPT2's default eps
-
-# %%
-# The name map
-# ------------
-# Our modules carry GPT-2's own names, so Hugging Face's names are ours under
-# ``transformer.``, except the head, which sits beside the ``transformer``. No weight
-# is transposed: both ``Conv1D`` store ``(nx, nf)``. The map covers both state dicts
-# exactly, and ``load_state_dict`` is strict, so a missing or extra name fails it.
-ours = GPT2(V, n_ctx, D, Nh, n_layer).to(device).eval()
-NAMES = {name: name if name.startswith("lm_head.") else "transformer." + name
-         for name in ours.state_dict()}  # ours -> Hugging Face's
 theirs = hf.state_dict()
-for mine, hf_name in NAMES.items():
-    print(f"{mine:24s} -> {hf_name:36s} {tuple(theirs[hf_name].shape)}")
-assert sorted(NAMES.values()) == sorted(theirs)  # every tensor of Hugging Face's
-ours.load_state_dict({mine: theirs[hf_name] for mine, hf_name in NAMES.items()},
-                     strict=True)
-print(f"{len(NAMES)} names mapped, {len(theirs)} in Hugging Face's state dict")
+ours = GPT2(V, n_ctx, D, Nh, n_layer).to(device).eval()
+assert sorted(ours.state_dict()) == sorted(theirs)  # the same names, all of them
+ours.load_state_dict(theirs, strict=True)
 
-# %%
-# The state dict holds no LayerNorm's ``eps``: it must agree by construction. It does,
-# in all five.
-hf_modules = dict(hf.named_modules())
-ln_eps = {n: m.eps for n, m in ours.named_modules() if isinstance(m, nn.LayerNorm)}
-print(f"{len(ln_eps)} LayerNorms, eps ours {set(ln_eps.values())}, Hugging Face's "
-      f"{ {hf_modules['transformer.' + name].eps for name in ln_eps} }")
-assert all(hf_modules["transformer." + name].eps == e for name, e in ln_eps.items())
-assert len(ln_eps) == 2 * n_layer + 1
-
-# %%
-# Every hidden state and the logits
-# ---------------------------------
-# A batch of ``B = 2`` sequences of ``L = 12`` random token ids (``L`` differs from
-# ``Dh = 16``). With ``output_hidden_states=True`` Hugging Face returns
-# ``n_layer + 1`` states. The first is the embeddings, ``wte + wpe``; then one per
-# block, except that the last is *not* the last block's output: it is replaced by
-# ``last_hidden_state``, which is after ``ln_f``. So our last block's output is compared
-# with nothing of theirs, and ``ln_f`` of it with their last state.
 B, L = 2, 12
 ids = torch.randint(0, V, (B, L), device=device)  # (B, L)
 with torch.no_grad():
     out = hf(ids, output_hidden_states=True)
     last = hf.transformer(ids).last_hidden_state  # (B, L, D)
     logits, hidden = ours(ids)  # (B, L, V), n_layer + 1 x (B, L, D)
-    ours_states = hidden[:-1] + [ours.ln_f(hidden[-1])]
-print(f"{len(out.hidden_states)} hidden states (n_layer + 1), logits "
-      f"{tuple(out.logits.shape)}")
+    ours_states = hidden[:-1] + [ours.transformer.ln_f(hidden[-1])]
 assert len(out.hidden_states) == n_layer + 1
 names = ["embeddings"] + [f"block {i}" for i in range(n_layer - 1)] + ["ln_f (last)"]
 errs = {}
@@ -230,15 +256,30 @@ print(f"{'logits':11s} max|ours - HF| = {errs['logits']:.1e}, logits in "
 torch.testing.assert_close(logits, out.logits)
 
 # %%
-# Their last hidden state is not the last block's output: ``ln_f`` moves it by a lot.
-ln_f_gap = (hidden[-1] - out.hidden_states[-1]).abs().max().item()
-print(f"max|last block's output - HF's last hidden state| = {ln_f_gap:.2f}")
-assert ln_f_gap > 0.1
-misses = {"no ln_f (last state)": ln_f_gap}
+# Proof: the same names, the same settings
+# ----------------------------------------
+# Every tensor of Hugging Face's state dict, under the name ours has too, with its
+# shape. No weight is transposed: both ``Conv1D`` store ``(nx, nf)``. The config is
+# the one a reader would expect: the eager path, GPT-2's tanh GELU (``"gelu_new"``),
+# and ``layer_norm_epsilon`` equal to our default. The state dict holds no
+# LayerNorm's ``eps``, so it must agree by construction; it does, in all five.
+for name, tensor in theirs.items():
+    print(f"{name:36s} {tuple(tensor.shape)}")
+print(f"attention: {hf.config._attn_implementation}, activation: "
+      f"{cfg.activation_function}, LayerNorm eps: {cfg.layer_norm_epsilon}")
+assert hf.config._attn_implementation == "eager"
+assert cfg.activation_function == "gelu_new"  # GPT-2's tanh GELU
+assert cfg.layer_norm_epsilon == 1e-5  # our GPT2's default eps
+hf_modules = dict(hf.named_modules())
+ln_eps = {n: m.eps for n, m in ours.named_modules() if isinstance(m, nn.LayerNorm)}
+print(f"{len(ln_eps)} LayerNorms, eps ours {set(ln_eps.values())}, Hugging Face's "
+      f"{ {hf_modules[name].eps for name in ln_eps} }")
+assert all(hf_modules[name].eps == e for name, e in ln_eps.items())
+assert len(ln_eps) == 2 * n_layer + 1
 
 # %%
-# The same logits on Hugging Face's SDPA path
-# -------------------------------------------
+# Proof: the same logits with SDPA
+# --------------------------------
 # ``attn_implementation="sdpa"`` swaps the eager ``softmax(q k^T * scale + mask) v`` for
 # PyTorch's ``scaled_dot_product_attention``, Hugging Face's default path. The same
 # weights give the same logits at the default tolerances. On CPU, SDPA in float32
@@ -259,8 +300,8 @@ torch.testing.assert_close(logits, logits_sdpa)
 # %%
 # .. _hf-conv1d-view:
 #
-# ``reshape``, not ``view``
-# -------------------------
+# Proof: ``reshape``, not ``view``
+# --------------------------------
 # Inside the model every ``Conv1D`` input is contiguous, and ``view`` and ``reshape``
 # flatten it alike. Called on its own with a strided input, such as an ``(L, B, D)``
 # tensor made by ``transpose(0, 1)``, a ``view`` raises. Hugging Face's ``Conv1D``
@@ -276,22 +317,25 @@ except RuntimeError as err:
 else:
     raise AssertionError("expected HF's Conv1D (view) to fail on a strided input")
 with torch.no_grad():
-    mine, ref = ours.h[0].mlp.c_fc(x_lbd), c_fc_hf(x_lbd.contiguous())  # (L, B, 4D)
+    mine, ref = ours.transformer.h[0].mlp.c_fc(x_lbd), c_fc_hf(x_lbd.contiguous())
 print(f"ours, input transposed: max|ours - HF on a copy| = "
       f"{(mine - ref).abs().max():.1e}")
-torch.testing.assert_close(mine, ref)
+torch.testing.assert_close(mine, ref)  # (L, B, 4D)
 
 # %%
-# The MLP and GPT-2's GELU, module by module
-# ------------------------------------------
+# Proof: GPT-2's MLP and GELU alone
+# ---------------------------------
 # Hugging Face names GPT-2's activation ``"gelu_new"``: the tanh approximation. Ours
 # equals it and PyTorch's ``F.gelu(approximate="tanh")`` on ``[-6, 6]``, and differs
 # from the exact GELU (``F.gelu``'s default) by far more than the tolerance; our MLP
 # equals Hugging Face's ``GPT2MLP`` holding the same weights.
+import torch.nn.functional as F
+
 z = torch.linspace(-6, 6, 1201, device=device)  # pre-activations
 with torch.no_grad():
     x = torch.randn(B, L, D, device=device)  # (B, L, D)
-    mlp_ours, mlp_hf = ours.h[0].mlp(x), hf.transformer.h[0].mlp(x)  # (B, L, D)
+    mlp_hf = hf.transformer.h[0].mlp(x)  # (B, L, D)
+    mlp_ours = ours.transformer.h[0].mlp(x)
 act_hf = hf.transformer.h[0].mlp.act
 print(f"max|gelu_tanh - HF gelu_new| = {(gelu_tanh(z) - act_hf(z)).abs().max():.1e}, "
       f"max|gelu_tanh - exact GELU| = {(gelu_tanh(z) - F.gelu(z)).abs().max():.1e}")
@@ -302,16 +346,24 @@ assert (gelu_tanh(z) - F.gelu(z)).abs().max() > 1e-4  # the gap page 04 measures
 torch.testing.assert_close(mlp_ours, mlp_hf)
 
 # %%
-# Our attention is PyTorch's causal attention; the slips show
-# -----------------------------------------------------------
-# One more reference, independent of Hugging Face, for the first block's attention:
-# PyTorch's ``scaled_dot_product_attention(..., is_causal=True)`` on the same
-# projections of Hugging Face's embeddings. Against it, the scale set to ``1`` (the
-# notes' default ``scale=False``) or the mask dropped move the output far beyond the
-# tolerance: these inputs see both.
-attn0 = ours.h[0].attn
+# Try it: skip ln_f, the scale, the mask
+# --------------------------------------
+# Compare our last block's output, without ``ln_f``, with Hugging Face's last hidden
+# state; then the first block's attention with the scale set to ``1`` (the notes'
+# default ``scale=False``) or without the causal mask, against PyTorch's
+# ``scaled_dot_product_attention(..., is_causal=True)`` on the same projections.
+
+# Their last hidden state is not the last block's output: ln_f moves it by a lot.
+ln_f_gap = (hidden[-1] - out.hidden_states[-1]).abs().max().item()
+print(f"max|last block's output - HF's last hidden state| = {ln_f_gap:.2f}")
+assert ln_f_gap > 0.1
+misses = {"no ln_f (last state)": ln_f_gap}
+
+# Our attention equals PyTorch's causal attention, a reference independent of Hugging
+# Face; the scale 1 and the missing mask each move the output far beyond the tolerance.
+attn0 = ours.transformer.h[0].attn
 with torch.no_grad():
-    x = ours.h[0].ln_1(out.hidden_states[0])  # (B, L, D)
+    x = ours.transformer.h[0].ln_1(out.hidden_states[0])  # (B, L, D)
     q, k, v = (t.view(B, L, Nh, Dh).transpose(1, 2)  # 3 x (B, Nh, L, Dh)
                for t in attn0.c_attn(x).split(D, dim=-1))
     variants = {
@@ -332,14 +384,17 @@ for name, y in outs.items():
 assert min(misses.values()) > 0.05
 
 # %%
-# Weight tying: one tensor, not two equal ones
-# --------------------------------------------
-# GPT-2's LM head reads the logits off the token embedding: ``logits = h @ wte^T``, with
-# no second matrix. Equal values would not prove it: a copy is equal too. Tying means
-# one ``Parameter``: the same Python object, the same memory, so a change made through
-# one name is seen through the other (``123.0`` is written into ``wte`` and read back
-# through the head, then undone). Both models list it once among their parameters and
-# twice in their state dicts; an untied copy, built below, fails all three tests.
+# Try it: untie the head
+# ----------------------
+# Give a copy of our model a head of its own, holding the same values as ``wte``.
+# Which of the two, the logits or the gradient of ``wte`` after one next-token loss,
+# tells it from the tied model?
+
+
+# Tying means one Parameter: the same Python object, the same memory, so a change made
+# through one name is seen through the other (123.0 is written into wte and read back
+# through the head, then undone). Both tied models list it once among their parameters
+# and twice in their state dicts; the untied copy fails all three.
 def tied(label, model, wte, head):
     """Is the head's weight the embedding's: the same object, memory, values written?"""
     same = head.weight is wte.weight
@@ -355,22 +410,24 @@ def tied(label, model, wte, head):
     return same, shared, seen == 123.0
 
 
+# %%
 assert tied("HF", hf, hf.transformer.wte, hf.lm_head) == (True, True, True)
-assert tied("ours", ours, ours.wte, ours.lm_head) == (True, True, True)
+assert tied("ours", ours, ours.transformer.wte, ours.lm_head) == (True, True, True)
 n_hf = sum(p.numel() for p in hf.parameters())
 assert n_hf == sum(p.numel() for p in ours.parameters())
 assert n_hf < sum(t.numel() for t in theirs.values())  # the state dict holds it twice
 
 # %%
-# An untied copy gives the very same logits, so the logits cannot tell. The gradient
+# The untied copy gives the very same logits, so the logits cannot tell. The gradient
 # can: a tied weight receives the gradient of both of its uses, the lookup and the head,
 # summed. One cross-entropy step of next-token prediction (Hugging Face shifts
 # ``labels`` inside) gives the same loss and the same gradient for every parameter in
-# both models; an untied copy's embedding gets only the lookup's share.
+# ours and Hugging Face's; the untied copy's embedding gets only the lookup's share.
 untied = GPT2(V, n_ctx, D, Nh, n_layer).to(device).eval()
 untied.lm_head.weight = nn.Parameter(torch.empty(V, D, device=device))  # a 2nd tensor
 untied.load_state_dict(ours.state_dict(), strict=True)
-assert tied("untied", untied, untied.wte, untied.lm_head) == (False, False, False)
+assert tied("untied", untied, untied.transformer.wte, untied.lm_head) == (
+    False, False, False)
 with torch.no_grad():
     logits_untied, _ = untied(ids)  # (B, L, V)
 print(f"untied: max|logits - tied logits| = {(logits_untied - logits).abs().max():.1e}")
@@ -386,26 +443,25 @@ loss_ours = F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1
 print(f"loss: ours {loss_ours.item():.6f}, HF {loss_hf.item():.6f}")
 torch.testing.assert_close(loss_ours, loss_hf.detach())
 hf_params = dict(hf.named_parameters())  # lm_head.weight is listed once, as wte
-worst = max((p.grad - hf_params[NAMES[n]].grad).abs().max().item()
+worst = max((p.grad - hf_params[n].grad).abs().max().item()
             for n, p in ours.named_parameters())
 errs["gradients"] = worst
 print(f"all {len(list(ours.parameters()))} gradients: max|ours - HF| = {worst:.1e}")
 for name, p in ours.named_parameters():
-    torch.testing.assert_close(p.grad, hf_params[NAMES[name]].grad)
-untied_gap = (untied.wte.weight.grad - ours.wte.weight.grad).abs().max().item()
-both = untied.wte.weight.grad + untied.lm_head.weight.grad  # the two shares, summed
-head_share = both - ours.wte.weight.grad
+    torch.testing.assert_close(p.grad, hf_params[name].grad)
+wte_grad = ours.transformer.wte.weight.grad
+untied_gap = (untied.transformer.wte.weight.grad - wte_grad).abs().max().item()
+both = untied.transformer.wte.weight.grad + untied.lm_head.weight.grad  # summed
+head_share = both - wte_grad
 print(f"untied embedding's gradient: max|diff| = {untied_gap:.2e}; plus the head's: "
       f"max|diff| = {head_share.abs().max().item():.1e}")
 assert untied_gap > 1e-3
 misses["untied wte (gradient)"] = untied_gap
-torch.testing.assert_close(both, ours.wte.weight.grad)
+torch.testing.assert_close(both, wte_grad)
 
 # %%
 # Every comparison at once: what ours and Hugging Face's disagree by (exact zeros,
 # drawn at the floor, mean the same bits), and what each slip above would have changed.
-import matplotlib.pyplot as plt
-
 floor = 1e-9  # where exact zeros are drawn on the log scale
 fig, ax = plt.subplots(figsize=(8, 3.8))
 ax.bar([k.replace(" (", "\n(") for k in errs], [max(e, floor) for e in errs.values()],

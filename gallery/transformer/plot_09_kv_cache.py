@@ -4,13 +4,19 @@ The KV cache
 
 A decoder generates one token at a time, and each new token attends to the keys and
 values of every token before it. Those do not change, so a model keeps them: the KV
-cache. Each step then projects only the new tokens, ``nd`` queries meeting ``ns > nd``
-keys, and GPT-2's causal mask must be sliced to the queries' own rows,
-``bias[:, :, ns - nd:ns, :ns]``. This page adds the cache (GPT-2's ``layer_past``) to
-the book's GPT-2 and proves, for it and for Hugging Face's ``past_key_values``, that
-decoding with the cache gives the logits of the full forward pass at every step and the
-same greedy tokens, that the slice matters, and what the cache costs in memory; it
-measures the time per generated token with and without it.
+cache. This page adds it to the book's GPT-2 and proves that decoding with it gives the
+logits of the full forward pass at every step, for ours and for Hugging Face's
+``past_key_values``, and what it costs in memory.
+
+**You will learn**
+
+- why the keys and values of past tokens can be kept, and what each step computes
+- which rows of the causal mask the new queries need, and what the wrong rows cost
+- how to add GPT-2's ``layer_past`` to the book's model and check it step by step
+- how the cache grows with the sequence, in bytes, and what it saves in time
+
+**Prerequisites:** :doc:`/generated/transformer/plot_08_gpt2_vs_hugging_face` (the
+book's GPT-2), :doc:`/generated/transformer/plot_03_causal_attention` (the causal mask).
 """
 
 # %%
@@ -24,12 +30,15 @@ measures the time per generated token with and without it.
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import math
 import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
+import matplotlib.pyplot as plt
 import torch
 import transformers
+from torch import nn
 from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
 
 torch.manual_seed(0)
@@ -38,20 +47,49 @@ print(f"device: {device}, torch {torch.__version__}, "
       f"transformers {transformers.__version__}")
 
 # %%
-# The book's GPT-2 with a cache
-# -----------------------------
-# The model of :doc:`/generated/transformer/plot_08_gpt2_vs_hugging_face`, with one
-# addition, GPT-2's ``layer_past``: each attention layer takes the keys and values of
-# the tokens already seen, ``(B, Nh, ns - nd, Dh)`` each, appends those of the ``nd``
-# new tokens and returns the result (``present``) for the next step. The new tokens'
-# positions start after the cached ones. Query ``i`` of the ``nd`` new ones sits at
-# position ``ns - nd + i``, so it needs row ``ns - nd + i`` of the causal mask: the
-# slice ``ns - nd:ns``. The mask is a method, so that a variant can replace it below.
-import math
+# The idea
+# --------
+# Under the causal mask, token ``j``'s key and value depend on that token and its
+# position only, so they never change once computed. A step that feeds ``nd`` new
+# tokens projects only those, appends their keys and values to the ``ns - nd`` cached
+# ones, and lets the new queries meet all ``ns`` keys. New query ``i`` sits at
+# position ``ns - nd + i``, so it needs *that* row of the causal mask :math:`M`:
+#
+# .. math::
+#
+#    y_i = \mathrm{softmax}\Big(\frac{q_i K^\top}{\sqrt{D_h}} + M_{ns - nd + i}\Big)\,
+#    V, \qquad K, V \in \mathbb{R}^{ns \times D_h}, \quad i = 0 .. nd - 1,
+#
+# which in GPT-2's code is the slice ``bias[:, :, ns - nd:ns, :ns]`` of its mask
+# buffer. The cache holds :math:`2\, n_\mathrm{layer} B N_h L D_h` numbers after
+# :math:`L` tokens. Below, a chunk of ``nd = 3`` new tokens after 5 cached ones.
+ns, nd = 8, 3
+corner = torch.ones(ns, ns, dtype=torch.bool).tril()  # (ns, ns): True, may attend
+panels = {"full pass (no cache):\nall ns rows": corner,
+          "cached chunk, right:\nrows ns - nd .. ns - 1": corner[ns - nd:ns],
+          "cached chunk, wrong:\nrows 0 .. nd - 1": corner[:nd]}
+fig, axes = plt.subplots(1, 3, figsize=(8, 2.6), layout="constrained")
+for ax, (title, m) in zip(axes, panels.items()):
+    ax.imshow(m, cmap="gray", vmin=0, vmax=1)
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("key position")
+    ax.set_yticks(range(m.shape[0]), [f"q {ns - m.shape[0] + r}" for r in
+                                      range(m.shape[0])], fontsize=7)
+    ax.grid(False)
+fig.suptitle("With a cache, the nd new queries need the mask's last nd rows "
+             "(white: attend)")
+plt.show()
 
-from torch import nn
+# %%
+# From scratch
+# ------------
+# The model of :doc:`/generated/transformer/plot_08_gpt2_vs_hugging_face`, its pieces
+# copied, with GPT-2's ``layer_past``: each attention layer appends the new tokens' keys
+# and values to the cached ones, ``(B, Nh, ns - nd, Dh)`` each, and returns the result
+# (``present``) for the next step. The new tokens' positions start after the cached.
 
 
+# Copied from transformer/plot_04_conv1d_feedforward.py: Conv1D
 class Conv1D(nn.Module):
     """GPT-2's linear layer, y = x @ weight + bias; weight (nx, nf), input first."""
 
@@ -67,12 +105,16 @@ class Conv1D(nn.Module):
         return x.view(size_out)
 
 
+# Copied from transformer/plot_08_gpt2_vs_hugging_face.py: gelu_tanh
 def gelu_tanh(x):
     """GPT-2's GELU: the tanh approximation, as its code writes it."""
     return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
 
 
-class MLP(nn.Module):
+# Copied from transformer/plot_08_gpt2_vs_hugging_face.py: GPT2MLP
+class GPT2MLP(nn.Module):
+    """c_proj(gelu_tanh(c_fc(x))): D -> n_state -> D, Hugging Face's names."""
+
     def __init__(self, n_state, D):
         super().__init__()
         self.c_fc = Conv1D(n_state, D)  # D -> n_state
@@ -82,7 +124,9 @@ class MLP(nn.Module):
         return self.c_proj(gelu_tanh(self.c_fc(x)))
 
 
-class Attention(nn.Module):
+class CachedGPT2Attention(nn.Module):
+    """GPT2Attention with layer_past: the new tokens' queries meet every cached key."""
+
     def __init__(self, D, Nh, n_ctx):
         super().__init__()
         self.Nh = Nh
@@ -112,15 +156,15 @@ class Attention(nn.Module):
         return self.c_proj(y), (k, v)  # the output, and the cache for the next step
 
 
-class Block(nn.Module):
+class CachedGPT2Block(nn.Module):
     """Pre-LN: x + attn(ln_1(x)), then x + mlp(ln_2(x)); passes the cache through."""
 
-    def __init__(self, D, Nh, n_ctx, eps, attention):
+    def __init__(self, D, Nh, n_ctx, eps):
         super().__init__()
         self.ln_1 = nn.LayerNorm(D, eps=eps)
-        self.attn = attention(D, Nh, n_ctx)
+        self.attn = CachedGPT2Attention(D, Nh, n_ctx)
         self.ln_2 = nn.LayerNorm(D, eps=eps)
-        self.mlp = MLP(4 * D, D)
+        self.mlp = GPT2MLP(4 * D, D)
 
     def forward(self, x, layer_past=None):  # (B, nd, D)
         a, present = self.attn(self.ln_1(x), layer_past)
@@ -128,38 +172,65 @@ class Block(nn.Module):
         return x + self.mlp(self.ln_2(x)), present
 
 
-class GPT2(nn.Module):
+class CachedGPT2(nn.Module):
     """New token ids (B, nd) and the cache -> logits (B, nd, V) and the new cache."""
 
-    def __init__(self, V, n_ctx, D, Nh, n_layer, eps=1e-5, attention=Attention):
+    def __init__(self, V, n_ctx, D, Nh, n_layer, eps=1e-5):
         super().__init__()
-        self.wte = nn.Embedding(V, D)  # token embedding
-        self.wpe = nn.Embedding(n_ctx, D)  # learned position embedding
-        self.h = nn.ModuleList([Block(D, Nh, n_ctx, eps, attention)
-                                for _ in range(n_layer)])
-        self.ln_f = nn.LayerNorm(D, eps=eps)
+        self.transformer = nn.ModuleDict({  # HF's GPT2Model: transformer.wte, ...
+            "wte": nn.Embedding(V, D),  # token embedding
+            "wpe": nn.Embedding(n_ctx, D),  # learned position embedding
+            "h": nn.ModuleList([CachedGPT2Block(D, Nh, n_ctx, eps)
+                                for _ in range(n_layer)]),
+            "ln_f": nn.LayerNorm(D, eps=eps),
+        })
         self.lm_head = nn.Linear(D, V, bias=False)
-        self.lm_head.weight = self.wte.weight  # tied: one Parameter, (V, D)
+        self.lm_head.weight = self.transformer.wte.weight  # tied: one Parameter, (V, D)
 
     def forward(self, ids, past=None):  # past: n_layer x (k, v), (B, Nh, ns - nd, Dh)
+        t = self.transformer
         n_past = 0 if past is None else past[0][0].size(-2)
         pos = torch.arange(n_past, n_past + ids.size(1), device=ids.device)  # (nd,)
-        x = self.wte(ids) + self.wpe(pos)  # (B, nd, D)
+        x = t.wte(ids) + t.wpe(pos)  # (B, nd, D)
         presents = []
-        for i, block in enumerate(self.h):
+        for i, block in enumerate(t.h):
             x, present = block(x, None if past is None else past[i])
             presents.append(present)
-        return self.lm_head(self.ln_f(x)), presents  # (B, nd, V), n_layer x (k, v)
+        return self.lm_head(t.ln_f(x)), presents  # (B, nd, V), n_layer x (k, v)
 
 
 # %%
-# The same weights as a random ``GPT2LMHeadModel``
-# ------------------------------------------------
-# As on the previous page: two layers, ``D = 64``, ``Nh = 4``, ``Dh = 16``, ``V = 96``,
-# dropout 0, the eager attention path, every parameter moved off its init, loaded
-# strictly through the name map (ours -> Hugging Face's, printed there in full).
-# The toy vocabulary has no end-of-text token, so ``generate`` never stops early:
-# every sequence runs to its length, as ours does.
+# Decoding in three kinds of step: a *prefill* of the prompt (``nd = ns``, an empty
+# cache), a *chunk* of given tokens at once (as when a prompt arrives in parts or a
+# draft is verified), then greedy one-token steps, each feeding back the token with
+# the largest logit. Every step's logits are kept.
+def decode_ours(model, ids, n_prompt, n_new):
+    """Prefill, chunk, n_new greedy steps: tokens, logits, cache, lengths, bytes."""
+    steps, lengths, sizes = [], [], []
+    logits, past = model(ids[:, :n_prompt])  # prefill: nd = ns = n_prompt
+    steps.append(logits)
+    lengths.append(past[0][0].size(-2))
+    logits, past = model(ids[:, n_prompt:], past)  # chunk: the rest of ids
+    steps.append(logits)
+    lengths.append(past[0][0].size(-2))
+    seq = ids
+    for _ in range(n_new):
+        nxt = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1), greedy
+        seq = torch.cat([seq, nxt], dim=1)
+        logits, past = model(nxt, past)  # nd = 1
+        steps.append(logits)
+        lengths.append(past[0][0].size(-2))
+        sizes.append(sum(k.nbytes + v.nbytes for k, v in past))
+    return seq, torch.cat(steps, dim=1), past, lengths, sizes  # (B, n), (B, n, V)
+
+
+# %%
+# Cached decoding equals the full pass
+# ------------------------------------
+# The weights of a random ``GPT2LMHeadModel`` (the eager path, every parameter moved
+# off its init), loaded strictly. ``B = 2`` prompts of 5 tokens, a chunk of 3, then 12
+# greedy steps; one full pass over the final 20 tokens, with no cache, must give the
+# same logits at every position.
 V, n_ctx, D, Nh, n_layer = 96, 256, 64, 4, 2
 Dh = D // Nh
 cfg = GPT2Config(
@@ -171,88 +242,53 @@ hf = GPT2LMHeadModel(cfg).to(device).eval()
 with torch.no_grad():
     for p in hf.parameters():
         p.add_(0.1 * torch.randn_like(p))
-assert hf.config._attn_implementation == "eager"
+ours = CachedGPT2(V, n_ctx, D, Nh, n_layer).to(device).eval()
+ours.load_state_dict(hf.state_dict(), strict=True)
 
-theirs = hf.state_dict()
-ours = GPT2(V, n_ctx, D, Nh, n_layer).to(device).eval()
-NAMES = {name: name if name.startswith("lm_head.") else "transformer." + name
-         for name in ours.state_dict()}  # ours -> Hugging Face's
-assert sorted(NAMES.values()) == sorted(theirs)
-ours.load_state_dict({mine: theirs[hf_name] for mine, hf_name in NAMES.items()})
+B, n_prompt, n_chunk, n_new = 2, 5, 3, 12
+ids = torch.randint(0, V, (B, n_prompt + n_chunk), device=device)  # (B, 8)
+with torch.no_grad():
+    seq, cached, past, ours_lengths, ours_bytes = decode_ours(ours, ids, n_prompt,
+                                                              n_new)
+    full, _ = ours(seq)  # (B, 20, V), no cache
+n = n_prompt + n_chunk + n_new
+P, PC = n_prompt, n_prompt + n_chunk  # where the chunk and the greedy steps start
+err = (cached - full).abs().amax(dim=(0, 2))  # (n,): per position
+print(f"ours, {n} positions: max|cached - full| = {err.max().item():.1e}\n"
+      f"    prefill {err[:P].max().item():.1e}, chunk {err[P:PC].max().item():.1e}, "
+      f"one-token steps {err[PC:].max().item():.1e}")
+print(f"cache length after each call: {ours_lengths}")
+assert ours_lengths == [P, PC] + list(range(PC + 1, n + 1))
+assert cached.shape == full.shape == (B, n, V)
+torch.testing.assert_close(cached[:, :P], full[:, :P])  # prefill: nd = ns = 5
+torch.testing.assert_close(cached[:, P:PC], full[:, P:PC])  # chunk: nd 3, ns 8
+torch.testing.assert_close(cached[:, PC:], full[:, PC:])  # steps: nd 1, ns 9..20
+
+# %%
+# Proof: Hugging Face's cache does the same
+# -----------------------------------------
+# The same three kinds of step with Hugging Face's ``DynamicCache``, which each call
+# extends in place (``use_cache=True``). Its logits equal its own full pass, and ours;
+# its cache holds the same keys and values as ours. First, the load: the same names
+# exactly, and the LayerNorms' ``eps``, which no state dict holds, alike.
+assert hf.config._attn_implementation == "eager"
+assert sorted(ours.state_dict()) == sorted(hf.state_dict())
 norms = [m for m in ours.modules() if isinstance(m, nn.LayerNorm)]
 assert len(norms) == 2 * n_layer + 1
 assert all(m.eps == cfg.layer_norm_epsilon for m in norms)  # not in the state dict
-print(f"{len(NAMES)} tensors loaded; cache per layer: keys and values, "
-      f"(B, Nh={Nh}, L, Dh={Dh}) each")
+
 
 # %%
-# Decoding with the cache equals the full pass, at every step
-# -----------------------------------------------------------
-# ``B = 2`` prompts of 5 tokens. The decoding runs in three kinds of step:
-#
-# - a *prefill* of the 5 prompt tokens (``nd = ns = 5``, an empty cache);
-# - a *chunk* of 3 more given tokens at once (``nd = 3``, ``ns = 8``), as when a prompt
-#   arrives in parts or a draft is verified;
-# - then ``G = 12`` greedy steps, one token each (``nd = 1``, ``ns = 9 .. 20``): the
-#   token with the largest logit is appended and fed back.
-#
-# Every step's logits are kept. One full forward pass over the final 20 tokens, with no
-# cache, must give the same logits at every position.
-B, P, C, G = 2, 5, 3, 12  # batch, prompt, chunk, generated tokens
-ids = torch.randint(0, V, (B, P + C), device=device)  # (B, 8): prompt and chunk
-
-
-def decode_ours(model, ids, G):
-    """Prefill, chunk, G greedy steps: tokens, logits, cache, its lengths and bytes."""
-    steps, lengths, sizes = [], [], []
-    logits, past = model(ids[:, :P])  # prefill: nd = ns = P
-    steps.append(logits)
-    lengths.append(past[0][0].size(-2))
-    logits, past = model(ids[:, P:], past)  # chunk: nd = C, ns = P + C
-    steps.append(logits)
-    lengths.append(past[0][0].size(-2))
-    seq = ids
-    for _ in range(G):
-        nxt = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1), greedy
-        seq = torch.cat([seq, nxt], dim=1)
-        logits, past = model(nxt, past)  # nd = 1
-        steps.append(logits)
-        lengths.append(past[0][0].size(-2))
-        sizes.append(sum(k.nbytes + v.nbytes for k, v in past))
-    return seq, torch.cat(steps, dim=1), past, lengths, sizes  # (B, n), (B, n, V)
-
-
-with torch.no_grad():
-    seq, cached, past, ours_lengths, ours_bytes = decode_ours(ours, ids, G)
-    full, _ = ours(seq)  # (B, 20, V), no cache
-n = P + C + G
-err = (cached - full).abs().amax(dim=(0, 2))  # (n,): per position
-print(f"ours, {n} positions: max|cached - full| = {err.max().item():.1e}\n"
-      f"    prefill {err[:P].max().item():.1e}, chunk {err[P:P + C].max().item():.1e}, "
-      f"one-token steps {err[P + C:].max().item():.1e}")
-print(f"cache length after each call: {ours_lengths}")
-assert ours_lengths == [P, P + C] + list(range(P + C + 1, n + 1))
-assert cached.shape == full.shape == (B, n, V)
-torch.testing.assert_close(cached[:, :P], full[:, :P])  # prefill: nd = ns = 5
-torch.testing.assert_close(cached[:, P:P + C], full[:, P:P + C])  # chunk: nd 3, ns 8
-torch.testing.assert_close(cached[:, P + C:], full[:, P + C:])  # steps: nd 1, ns 9..20
-
-# %%
-# Hugging Face: ``past_key_values``
-# ---------------------------------
-# The same three kinds of step with Hugging Face's ``DynamicCache``, which each call
-# extends in place (``use_cache=True``). Its logits equal its own full pass, and ours;
-# its cache holds the same keys and values as ours.
-def decode_hf(model, ids, G):
+def decode_hf(model, ids, n_prompt, n_new):
     """The same decoding with a DynamicCache: tokens, logits, cache, lengths, bytes."""
     cache = DynamicCache(config=model.config)
     steps, lengths, sizes = [], [], []
-    for chunk in (ids[:, :P], ids[:, P:]):  # prefill, then chunk
+    for chunk in (ids[:, :n_prompt], ids[:, n_prompt:]):  # prefill, then chunk
         logits = model(chunk, past_key_values=cache, use_cache=True).logits
         steps.append(logits)
         lengths.append(cache.get_seq_length())
     seq = ids
-    for _ in range(G):
+    for _ in range(n_new):
         nxt = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
         seq = torch.cat([seq, nxt], dim=1)
         logits = model(nxt, past_key_values=cache, use_cache=True).logits
@@ -263,16 +299,18 @@ def decode_hf(model, ids, G):
     return seq, torch.cat(steps, dim=1), cache, lengths, sizes
 
 
+# %%
 with torch.no_grad():
-    seq_hf, cached_hf, cache, hf_lengths, hf_bytes = decode_hf(hf, ids, G)
+    seq_hf, cached_hf, cache, hf_lengths, hf_bytes = decode_hf(hf, ids, n_prompt,
+                                                               n_new)
     full_hf = hf(seq_hf, use_cache=False).logits  # (B, 20, V)
 print(f"HF: max|cached - full| = {(cached_hf - full_hf).abs().max().item():.1e}, "
       f"max|HF - ours| = {(cached_hf - cached).abs().max().item():.1e}; "
       f"cache lengths as ours: {hf_lengths == ours_lengths}")
 assert hf_lengths == ours_lengths
 torch.testing.assert_close(cached_hf[:, :P], full_hf[:, :P])  # prefill
-torch.testing.assert_close(cached_hf[:, P:P + C], full_hf[:, P:P + C])  # chunk
-torch.testing.assert_close(cached_hf[:, P + C:], full_hf[:, P + C:])  # one-token steps
+torch.testing.assert_close(cached_hf[:, P:PC], full_hf[:, P:PC])  # chunk
+torch.testing.assert_close(cached_hf[:, PC:], full_hf[:, PC:])  # one-token steps
 torch.testing.assert_close(cached, cached_hf)
 for i, (k, v) in enumerate(past):
     assert k.shape == v.shape == cache.layers[i].keys.shape == (B, Nh, n, Dh)
@@ -280,19 +318,20 @@ for i, (k, v) in enumerate(past):
     torch.testing.assert_close(v, cache.layers[i].values)
 
 # %%
-# The same greedy tokens, four ways
-# ---------------------------------
+# Proof: the same greedy tokens, four ways
+# ----------------------------------------
 # Ours with the cache, Hugging Face with its cache, Hugging Face without a cache
 # (the whole sequence again at every step), and ``generate(do_sample=False)``, which
 # decodes greedily with a cache of its own, given the 8 tokens as one prompt.
+# The toy vocabulary has no end-of-text token, so ``generate`` never stops early.
 with torch.no_grad():
     seq_nc = ids
-    for _ in range(G):
+    for _ in range(n_new):
         logits = hf(seq_nc, use_cache=False).logits  # (B, L, V), the whole sequence
         seq_nc = torch.cat([seq_nc, logits[:, -1:].argmax(dim=-1)], dim=1)
-    seq_gen = hf.generate(ids, do_sample=False, max_new_tokens=G)  # (B, P + C + G)
+    seq_gen = hf.generate(ids, do_sample=False, max_new_tokens=n_new)  # (B, n)
 print("generated tokens (ours, cached):")
-for row in seq[:, P + C:].tolist():
+for row in seq[:, PC:].tolist():
     print("   ", row)
 same = [torch.equal(seq, s) for s in (seq_hf, seq_nc, seq_gen)]
 print(f"identical to HF cached, HF without cache, generate: {same}")
@@ -300,41 +339,48 @@ assert torch.equal(seq, seq_hf)  # Hugging Face, with its cache
 assert torch.equal(seq, seq_nc)  # Hugging Face, the whole sequence at every step
 assert torch.equal(seq, seq_gen)  # generate(do_sample=False)
 
-# %%
 # Rounding could not have flipped a choice: at every greedy step the best logit leads
 # the second by far more than the logits' discrepancies above.
-choosing = full[:, P + C - 1:-1]  # (B, G, V): the logits each greedy choice read
-top2 = choosing.topk(2, dim=-1).values  # (B, G, 2)
-leads = top2[..., 0] - top2[..., 1]  # (B, G)
+choosing = full[:, PC - 1:-1]  # (B, n_new, V): the logits each greedy choice read
+top2 = choosing.topk(2, dim=-1).values  # (B, n_new, 2)
+leads = top2[..., 0] - top2[..., 1]  # (B, n_new)
 print(f"smallest lead of the chosen token: {leads.min().item():.2e}")
-assert torch.equal(choosing.argmax(dim=-1), seq[:, P + C:])  # the full pass's choices
+assert torch.equal(choosing.argmax(dim=-1), seq[:, PC:])  # the full pass's choices
 assert (leads > 1e-4).all()  # far above the discrepancies allowed above (1e-5 + rtol)
 
 # %%
-# The slice matters
-# -----------------
+# Try it: the mask's first rows
+# ------------------------------
 # Replace the slice by the buffer's top-left corner, ``bias[:, :, :nd, :ns]``, what one
-# would write thinking of the no-cache case. Without a cache ``nd = ns`` and the two are
-# the same, so the full pass cannot tell. With a cache they are not: one new token gets
-# row 0 of the mask and sees only the first token; the chunk's queries get rows 0-2.
-class UnslicedAttention(Attention):
-    def causal_mask(self, nd, ns):  # wrong with a cache: rows 0 .. nd - 1
-        return self.bias[:, :, :nd, :ns]
+# would write thinking of the no-cache case. Which steps notice?
+import types
 
 
-wrong = GPT2(V, n_ctx, D, Nh, n_layer, attention=UnslicedAttention).to(device).eval()
+# Without a cache nd = ns and the two slices are the same, so the full pass and the
+# prefill cannot tell. With a cache they are not: one new token gets row 0 of the mask
+# and sees only the first token; the chunk's queries get rows 0-2. The wrong method
+# replaces causal_mask in every attention layer of a copy of our model.
+def first_rows_mask(self, nd, ns):
+    """The wrong mask with a cache: rows 0 .. nd - 1 of the buffer, (1, 1, nd, ns)."""
+    return self.bias[:, :, :nd, :ns]
+
+
+# %%
+wrong = CachedGPT2(V, n_ctx, D, Nh, n_layer).to(device).eval()
 wrong.load_state_dict(ours.state_dict())
+for block in wrong.transformer.h:
+    block.attn.causal_mask = types.MethodType(first_rows_mask, block.attn)
 with torch.no_grad():
     full_wrong, _ = wrong(seq)  # no cache
     prefill, past_w = wrong(seq[:, :P])
-    chunk, past_w = wrong(seq[:, P:P + C], past_w)
+    chunk, past_w = wrong(seq[:, P:PC], past_w)
     steps = []
-    for t in range(P + C, n):  # the same tokens, fed one at a time
+    for t in range(PC, n):  # the same tokens, fed one at a time
         logits_t, past_w = wrong(seq[:, t:t + 1], past_w)  # (B, 1, V)
         steps.append(logits_t)
-    steps = torch.cat(steps, dim=1)  # (B, G, V)
-gap_chunk = (chunk - full[:, P:P + C]).abs().max().item()
-gap_steps = (steps - full[:, P + C:]).abs().amax(dim=(0, 2))  # (G,)
+    steps = torch.cat(steps, dim=1)  # (B, n_new, V)
+gap_chunk = (chunk - full[:, P:PC]).abs().max().item()
+gap_steps = (steps - full[:, PC:]).abs().amax(dim=(0, 2))  # (n_new,)
 gap_steps_min, gap_steps_max = gap_steps.min().item(), gap_steps.max().item()
 print(f"unsliced mask: full pass max|diff| = {(full_wrong - full).abs().max():.1e}, "
       f"prefill {(prefill - full[:, :P]).abs().max():.1e};\n"
@@ -346,37 +392,30 @@ assert gap_chunk > 0.1
 assert (gap_steps > 0.1).all()
 
 # %%
-# The two masks for the chunk, ``nd = 3`` new queries against ``ns = 8`` keys, against
-# the rule itself: the query at position ``p`` may see key ``j`` when ``j <= p``.
-import matplotlib.pyplot as plt
-
-query_pos = torch.arange(P, P + C, device=device)  # (nd,): positions 5, 6, 7
-rule = torch.arange(P + C, device=device) <= query_pos[:, None]  # (nd, ns)
-masks = {"bias[:, :, ns - nd:ns, :ns] (right)": ours.h[0].attn.causal_mask(C, P + C),
-         "bias[:, :, :nd, :ns] (wrong)": wrong.h[0].attn.causal_mask(C, P + C)}
-right, unsliced = (m[0, 0] for m in masks.values())  # (nd, ns) each
+# The two masks for the chunk, ``nd = 3`` new queries against ``ns = 8`` keys, as the
+# two models hold them (drawn in "The idea" above), against the rule itself: the query
+# at position ``p`` may see key ``j`` when ``j <= p``.
+query_pos = torch.arange(P, PC, device=device)  # (nd,): positions 5, 6, 7
+rule = torch.arange(PC, device=device) <= query_pos[:, None]  # (nd, ns)
+right = ours.transformer.h[0].attn.causal_mask(n_chunk, PC)[0, 0]  # (nd, ns)
+unsliced = wrong.transformer.h[0].attn.causal_mask(n_chunk, PC)[0, 0]  # (nd, ns)
 print(f"keys visible to queries 5, 6, 7: rule {rule.sum(-1).tolist()}, sliced "
       f"{right.sum(-1).tolist()}, unsliced {unsliced.sum(-1).tolist()}")
 assert torch.equal(right, rule)
 assert not torch.equal(unsliced, rule)
-fig, axes = plt.subplots(1, 2, figsize=(8, 2.6), layout="constrained")
-for ax, (name, m) in zip(axes, masks.items()):
-    ax.imshow(m[0, 0].cpu(), cmap="gray", vmin=0, vmax=1)
-    ax.set_title(name, fontsize=9)
-    ax.set_xlabel("key position (cached 0-4, new 5-7)")
-    ax.set_yticks(range(C), [f"query {P + i}" for i in range(C)])
-    ax.grid(False)
-fig.suptitle("With a cache, the new queries need the mask's last rows (white: attend)")
-plt.show()
+assert torch.equal(right.cpu(), panels["cached chunk, right:\nrows ns - nd .. ns - 1"])
+assert torch.equal(unsliced.cpu(), panels["cached chunk, wrong:\nrows 0 .. nd - 1"])
 
 # %%
-# What the cache costs in memory
-# ------------------------------
-# The cache holds a key and a value of ``Dh`` numbers per head, per layer, per token of
-# each sequence: :math:`2 \cdot n_\text{layer} \cdot B \cdot N_h \cdot L \cdot D_h`
-# numbers, ``4`` bytes each in float32. It grows linearly with ``L``. Measured from the
-# cache tensors themselves (``nbytes``), ours and Hugging Face's: after each greedy
-# step above, and after a prefill of ``L`` tokens up to the model's ``n_ctx = 256``.
+# Try it: the cache's size in bytes
+# ----------------------------------
+# How many bytes does the cache hold after ``L`` tokens, by the formula of "The idea"
+# and measured on the tensors (``nbytes``), ours and Hugging Face's? For GPT-2 small?
+
+
+# A key and a value of Dh numbers per head, per layer, per token of each sequence:
+# 2 n_layer B Nh L Dh numbers, 4 bytes each in float32, linear in L. Measured after
+# each greedy step above and after a prefill of L tokens up to n_ctx = 256.
 def cache_bytes(past):
     """Bytes held by the keys and values of every layer: ours, or a DynamicCache."""
     if isinstance(past, DynamicCache):
@@ -384,18 +423,18 @@ def cache_bytes(past):
     return sum(k.nbytes + v.nbytes for k, v in past)
 
 
-lengths = list(range(P + C + 1, n + 1))  # cache length after each greedy step
+# %%
+lengths = list(range(PC + 1, n + 1))  # cache length after each greedy step
 long = [32, 64, 128, 256]
 tokens = torch.randint(0, V, (B, n_ctx), device=device)
 with torch.no_grad():
     for L in long:
         ours_bytes.append(cache_bytes(ours(tokens[:, :L])[1]))
-        hf_cache = hf(tokens[:, :L], use_cache=True).past_key_values
-        hf_bytes.append(cache_bytes(hf_cache))
+        hf_bytes.append(cache_bytes(hf(tokens[:, :L], use_cache=True).past_key_values))
 lengths += long
 formula = [2 * n_layer * B * Nh * L * Dh * 4 for L in lengths]
 for L, mine, theirs_b, f in zip(lengths, ours_bytes, hf_bytes, formula):
-    if L in (P + C + 1, n) or L in long:  # first, last greedy step; the long ones
+    if L in (PC + 1, n) or L in long:  # first, last greedy step; the long ones
         print(f"L = {L:3d}: ours {mine:6d} bytes, HF {theirs_b:6d}, formula {f:6d}")
 assert ours_bytes == formula
 assert hf_bytes == formula
@@ -417,47 +456,49 @@ ax.legend()
 plt.show()
 
 # %%
-# What the cache saves in time
-# ----------------------------
-# Without a cache, the step that generates the token after ``L`` runs the whole model
-# over all ``L + 1`` tokens; with one, over the new token only, plus attention over the
-# ``L`` cached keys. One such step is timed both ways (ours) at a few lengths, up to the
-# model's ``n_ctx = 256`` positions, with ``time.perf_counter``; the median of 7 calls
-# is kept. Timings depend on the machine and its load, so they are printed and plotted,
-# never asserted. At this tiny size fixed per-call costs weigh heavily; the gap widens
-# with the model and the sequence.
+# Try it: time one step
+# ----------------------
+# Without a cache, the step after ``L`` tokens runs the model over all ``L + 1``; with
+# one, over the new token only. How do the two times grow with ``L``, up to 256?
 import statistics
 import time
 
 
-def sync():
-    if device == "cuda":
-        torch.cuda.synchronize()  # wait for the GPU before reading the clock
+# One step is timed both ways (ours) with time.perf_counter; the median of 7 calls is
+# kept. Timings depend on the machine and its load, so they are printed and plotted,
+# never asserted. At this tiny size fixed per-call costs weigh heavily; the gap widens
+# with the model and the sequence.
+def sync(device):
+    """Wait for the GPU before reading the clock (a no-op on CPU)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
 
 
-def step_cost(L, reps=7):
+def step_cost(model, L, B, V, reps=7):
     """Median seconds of one greedy step after L tokens, with and without a cache."""
+    device = model.lm_head.weight.device
     tokens = torch.randint(0, V, (B, L + 1), device=device)  # L cached, 1 new
     costs = {}
     with torch.no_grad():
-        _, past = ours(tokens[:, :L])  # the cache of the first L tokens
-        calls = {"with cache": lambda: ours(tokens[:, L:], past),
-                 "without cache": lambda: ours(tokens)}
+        _, past = model(tokens[:, :L])  # the cache of the first L tokens
+        calls = {"with cache": lambda: model(tokens[:, L:], past),
+                 "without cache": lambda: model(tokens)}
         for name, call in calls.items():
             call()  # warm-up
             times = []
             for _ in range(reps):
-                sync()
+                sync(device)
                 t0 = time.perf_counter()
                 call()
-                sync()
+                sync(device)
                 times.append(time.perf_counter() - t0)
             costs[name] = statistics.median(times)
     return costs
 
 
+# %%
 timed = [16, 32, 64, 128, 255]
-costs = [step_cost(L) for L in timed]
+costs = [step_cost(ours, L, B, V) for L in timed]
 for L, c in zip(timed, costs):
     print(f"L = {L:3d}: " + ", ".join(f"{k} {1e3 * t:.2f} ms" for k, t in c.items()))
 

@@ -3,13 +3,21 @@ GQA and MQA: query heads that share keys and values
 ===================================================
 
 Grouped-query attention (GQA) gives ``Nh`` query heads only ``Nkv`` key/value heads:
-each group of ``Nh / Nkv`` consecutive query heads reads the same keys and values.
-This page writes it from scratch without copying ``k`` or ``v``, proves it equal to
-Hugging Face's ``repeat_kv`` followed by ordinary attention and to PyTorch's
-``scaled_dot_product_attention(..., enable_gqa=True)``, shows which query head reads
-which key/value head, runs the two ends, multi-query attention (``Nkv = 1``) and
-multi-head attention (``Nkv = Nh``), and measures the KV cache shrinking by
-``Nh / Nkv``.
+each group of ``Nh / Nkv`` consecutive query heads reads the same keys and values, and
+the KV cache shrinks by ``Nh / Nkv``. This page writes it from scratch without copying
+``k`` or ``v`` and proves it equal to Hugging Face's ``repeat_kv`` followed by ordinary
+attention and to PyTorch's ``scaled_dot_product_attention(..., enable_gqa=True)``.
+
+**You will learn**
+
+- which key/value head each query head reads in GQA, and why the order matters
+- how to compute GQA with one matrix product per group, without repeating ``k``, ``v``
+- that multi-query (``Nkv = 1``) and multi-head (``Nkv = Nh``) attention are its ends
+- how much the KV cache shrinks, measured on real key and value tensors
+
+**Prerequisites:** :doc:`/generated/transformer/plot_02_multihead_attention` (heads),
+:doc:`/generated/transformer/plot_03_causal_attention` (the causal mask),
+:doc:`/generated/transformer/plot_09_kv_cache` (the KV cache).
 """
 
 # %%
@@ -23,10 +31,13 @@ multi-head attention (``Nkv = Nh``), and measures the KV cache shrinking by
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import math
 import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
+import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
 import transformers
 from transformers.models.llama.modeling_llama import repeat_kv
 
@@ -36,17 +47,50 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
       f"{transformers.__version__}")
 
 # %%
-# Grouped attention from scratch
-# ------------------------------
-# Query head ``h`` belongs to group ``h // G`` with ``G = Nh / Nkv`` query heads per
-# key/value head. Reshaping ``q`` from ``(B, Nh, L, Dh)`` to ``(B, Nkv, G * L, Dh)``
-# stacks the ``G`` heads of a group as ``G * L`` query rows that all meet the group's
-# one ``(L, Dh)`` block of keys: one matrix product per group, and ``k`` and ``v`` are
-# read where they lie, never repeated. The causal mask hides key ``m > l`` from query
-# ``l`` in every head.
-import math
+# The idea
+# --------
+# Multi-head attention gives every query head its own keys and values. A decoder keeps
+# those of every past token in its cache, so the number of key/value heads, not of
+# query heads, sets the cache's size. GQA keeps ``Nkv`` of them, each read by a group
+# of :math:`G = N_h / N_{kv}` consecutive query heads:
+#
+# .. math::
+#
+#    y_h = \mathrm{softmax}\Big(\frac{q_h K_{\lfloor h/G \rfloor}^\top}{\sqrt{D_h}}
+#    + M\Big)\, V_{\lfloor h/G \rfloor}, \qquad h = 0 .. N_h - 1,
+#
+# and the cache holds :math:`2 B N_{kv} L D_h` numbers per layer instead of
+# :math:`2 B N_h L D_h`. Multi-query attention (MQA) is the end ``Nkv = 1``,
+# multi-head attention (MHA) the other, ``Nkv = Nh``.
+fig, ax = plt.subplots(figsize=(8, 2.6), layout="none")  # fixed margins: faster
+fig.subplots_adjust(left=0.16, right=0.99, bottom=0.04, top=0.88)
+for panel, (label, n_kv_fig) in enumerate([("MHA", 8), ("GQA", 2), ("MQA", 1)]):
+    left = 10 * panel  # each panel 8 heads wide, 2 apart
+    per_group = 8 // n_kv_fig  # query heads per key/value head
+    centers = [left + (kv + 0.5) * per_group - 0.5 for kv in range(n_kv_fig)]
+    for qh in range(8):
+        ax.plot([left + qh, centers[qh // per_group]], [1, 0],
+                color=f"C{qh // per_group}")
+    ax.scatter([left + qh for qh in range(8)], [1] * 8, s=50,
+               c=[f"C{qh // per_group}" for qh in range(8)])
+    ax.scatter(centers, [0] * n_kv_fig, s=140, marker="s",
+               c=[f"C{kv}" for kv in range(n_kv_fig)])
+    ax.text(left + 3.5, 1.3, f"{label}: Nkv = {n_kv_fig}, G = {per_group}",
+            ha="center", fontsize=10)
+ax.set(xlim=(-0.8, 27.8), ylim=(-0.3, 1.5), xticks=[])
+ax.set_yticks([0, 1], ["key/value heads", "query heads"])
+ax.grid(False)
+ax.set_title("Query head h reads key/value head h // G: the cache keeps Nkv of Nh")
+plt.show()
 
-
+# %%
+# From scratch
+# ------------
+# Reshaping ``q`` from ``(B, Nh, L, Dh)`` to ``(B, Nkv, G * L, Dh)`` stacks the ``G``
+# heads of a group as ``G * L`` query rows that all meet the group's one ``(L, Dh)``
+# block of keys: one matrix product per group, and ``k`` and ``v`` are read where they
+# lie, never repeated. The causal mask hides key ``m > l`` from query ``l`` in every
+# head.
 def grouped_attention(q, k, v):
     """Causal GQA. q (B, Nh, L, Dh); k, v (B, Nkv, L, Dh) -> (B, Nh, L, Dh)."""
     B, Nh, L, Dh = q.shape
@@ -62,8 +106,8 @@ def grouped_attention(q, k, v):
 
 
 # %%
-# Two references: ``repeat_kv`` + attention, and SDPA's ``enable_gqa``
-# --------------------------------------------------------------------
+# Equal to ``repeat_kv`` + attention, and to SDPA
+# -----------------------------------------------
 # Hugging Face's Llama (eager path) copies each key/value head ``G`` times with
 # ``repeat_kv`` into ``(B, Nh, L, Dh)`` and then runs ordinary multi-head attention,
 # written here on its own (an additive ``-inf`` mask, ``einsum``). PyTorch's
@@ -71,12 +115,7 @@ def grouped_attention(q, k, v):
 # directly with ``enable_gqa=True``. The scores are ``q . k / sqrt(Dh)`` with
 # ``Dh = 16`` and unit-variance inputs, so a wrong scale would move them by a factor
 # of 4; ``L = 10`` differs from ``Dh`` so that a transposed shape cannot pass.
-import torch.nn.functional as F
-
-B, Nh, L, Dh = 2, 8, 10, 16
-
-
-def attention(q, k, v):
+def causal_mha(q, k, v):
     """Ordinary causal attention, every head its own keys: (B, Nh, L, Dh) each."""
     L, Dh = q.shape[-2], q.shape[-1]
     scores = torch.einsum("bhld,bhmd->bhlm", q, k) / math.sqrt(Dh)  # (B, Nh, L, L)
@@ -84,18 +123,21 @@ def attention(q, k, v):
     return torch.einsum("bhlm,bhmd->bhld", (scores + mask).softmax(dim=-1), v)
 
 
-def qkv(Nkv, seed):
+def qkv(B, Nh, Nkv, L, Dh, seed, device):
+    """Seeded random q (B, Nh, L, Dh) and k, v (B, Nkv, L, Dh)."""
     g = torch.Generator(device=device).manual_seed(seed)
     q = torch.randn(B, Nh, L, Dh, device=device, generator=g)  # (B, Nh, L, Dh)
     k, v = (torch.randn(B, Nkv, L, Dh, device=device, generator=g) for _ in "kv")
     return q, k, v  # k, v: (B, Nkv, L, Dh)
 
 
+# %%
+B, Nh, L, Dh = 2, 8, 10, 16
 Nkv = 2
 G = Nh // Nkv
-q, k, v = qkv(Nkv, seed=1)
+q, k, v = qkv(B, Nh, Nkv, L, Dh, seed=1, device=device)
 ours = grouped_attention(q, k, v)  # (B, Nh, L, Dh)
-hf = attention(q, repeat_kv(k, G), repeat_kv(v, G))
+hf = causal_mha(q, repeat_kv(k, G), repeat_kv(v, G))
 sdpa = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 print(f"Nh = {Nh}, Nkv = {Nkv}: q {tuple(q.shape)}, k and v {tuple(k.shape)}")
 print(f"max |ours - (repeat_kv + attention)| = {(ours - hf).abs().max():.1e}")
@@ -103,11 +145,99 @@ print(f"max |ours - sdpa(enable_gqa=True)|   = {(ours - sdpa).abs().max():.1e}")
 torch.testing.assert_close(ours, hf)
 torch.testing.assert_close(ours, sdpa)
 
-# A masked key must get weight zero whatever the scores. Here, in one sequence of 7
-# tokens, they rise along the keys from about -200 at the first to +40 at the last
-# (q near 1, key m near -50 + 10 m), so future keys outscore the past by far more than
-# 100: a finite mask, -100 filled in or added, lets them through (computed below).
-# Both masks above use -inf.
+# %%
+# The KV cache shrinks by ``Nh / Nkv``
+# ------------------------------------
+# The bytes of actual key and value tensors, projected from ``L = 1024`` tokens by a
+# ``Linear(D, Nkv * Dh)`` each as in Llama (``Nh = 8``, ``Dh = 16``). Hugging Face's
+# eager path expands them back to ``Nh`` heads at every call: for MQA a free view
+# (stride 0), for MHA ``k`` itself, in between a new tensor of MHA's size, so there the
+# saving is in the cache, not in eager attention's working memory. Grouped attention
+# above and SDPA's CPU flash kernel make no copy.
+from torch import nn
+
+Lc, D = 1024, 128
+x = torch.randn(1, Lc, D, device=device)  # (B = 1, L, D)
+kv_bytes, repeated_bytes, copied = {}, {}, {}
+with torch.no_grad():
+    for n_kv in (1, 2, 4, 8):
+        k_proj = nn.Linear(D, n_kv * Dh, bias=False, device=device)
+        v_proj = nn.Linear(D, n_kv * Dh, bias=False, device=device)
+        k_c = k_proj(x).view(1, Lc, n_kv, Dh).transpose(1, 2)  # (1, Nkv, L, Dh)
+        v_c = v_proj(x).view(1, Lc, n_kv, Dh).transpose(1, 2)
+        assert k_c.shape == v_c.shape == (1, n_kv, Lc, Dh)
+        kv_bytes[n_kv] = k_c.untyped_storage().nbytes() + v_c.untyped_storage().nbytes()
+        k_rep = repeat_kv(k_c, Nh // n_kv)  # (1, Nh, L, Dh)
+        storage = k_rep.untyped_storage()
+        copied[n_kv] = storage.data_ptr() != k_c.untyped_storage().data_ptr()
+        repeated_bytes[n_kv] = storage.nbytes()
+        print(f"Nkv = {n_kv}: k and v {kv_bytes[n_kv] / 2**10:4.0f} KiB per layer; "
+              f"repeat_kv(k, {Nh // n_kv}): "
+              + (f"a new {repeated_bytes[n_kv] / 2**10:.0f} KiB tensor" if copied[n_kv]
+                 else "no copy"))
+for n_kv, nbytes in kv_bytes.items():
+    print(f"MHA cache / cache at Nkv = {n_kv}: {kv_bytes[Nh] / nbytes:.0f} = Nh / Nkv")
+    assert kv_bytes[Nh] == (Nh // n_kv) * nbytes  # bytes of the real tensors, exact
+    assert copied[n_kv] == (1 < n_kv < Nh)  # MQA: a stride-0 view; MHA: k itself
+    if copied[n_kv]:
+        assert repeated_bytes[n_kv] == kv_bytes[Nh] // 2  # a new k of MHA's size
+assert kv_bytes[1] == 2 * Lc * Dh * 4  # MQA: one head of k and one of v, 4-byte floats
+
+# %%
+fig, ax = plt.subplots(figsize=(5.6, 3.4), layout="constrained")
+n = list(kv_bytes)
+ax.bar([str(i) for i in n], [kv_bytes[i] / 2**10 for i in n], color="C0")
+for i, name in zip(n, ["MQA", "GQA", "GQA", "MHA"]):
+    ax.annotate(f"{name}\n{kv_bytes[i] / 2**10:.0f} KiB", (str(i), kv_bytes[i] / 2**10),
+                ha="center", va="bottom", fontsize=8)
+ax.set_xlabel("key/value heads Nkv (Nh = 8 query heads)")
+ax.set_ylabel("KV cache per layer (KiB)")
+ax.set_ylim(0, 1.3 * kv_bytes[Nh] / 2**10)
+ax.set_title(f"The KV cache is Nkv / Nh of MHA's: MQA keeps 1/{Nh}\n"
+             f"(L = {Lc} tokens, Dh = {Dh}, float32)")
+plt.show()
+
+# %%
+# Proof: query head h reads key/value head h // G
+# -----------------------------------------------
+# To read the map off each implementation, give key/value head ``j`` the constant value
+# vector ``j``: every attention row averages equal vectors, so query head ``h``
+# returns the index of the key/value head it reads. All three give ``h // G``:
+# consecutive query heads share a key/value head, the order Hugging Face's Llama uses,
+# so a checkpoint's ``q_proj`` rows are read that way.
+def head_ids(B, Nkv, L, Dh, device):
+    """(B, Nkv, L, Dh) values in which key/value head j holds the constant j."""
+    ids = torch.arange(Nkv, device=device, dtype=torch.float32)  # (Nkv,)
+    return ids.view(1, Nkv, 1, 1).expand(B, Nkv, L, Dh)
+
+
+def reads(out):
+    """(B, Nh, L, Dh) outputs of the probe -> the key/value head of each query head."""
+    return out[0, :, -1, 0].round().long()  # (Nh,)
+
+
+# %%
+heads = torch.arange(Nh, device=device)
+v_id = head_ids(B, Nkv, L, Dh, device)
+consecutive, interleaved = heads // G, heads % Nkv
+read_ours = reads(grouped_attention(q, k, v_id))
+read_hf = reads(causal_mha(q, repeat_kv(k, G), repeat_kv(v_id, G)))
+read_sdpa = reads(F.scaled_dot_product_attention(q, k, v_id, enable_gqa=True))
+print("query head h    :", heads.tolist())
+print("ours reads      :", read_ours.tolist())
+print("repeat_kv reads :", read_hf.tolist())
+print("sdpa reads      :", read_sdpa.tolist())
+assert torch.equal(read_ours, consecutive)
+assert torch.equal(read_hf, consecutive)
+assert torch.equal(read_sdpa, consecutive)
+
+# %%
+# Proof: a masked key gets weight zero, whatever the scores
+# ---------------------------------------------------------
+# Here, in one sequence of 7 tokens, the scores rise along the keys from about -200 at
+# the first to +40 at the last (q near 1, key m near -50 + 10 m), so future keys
+# outscore the past by far more than 100: a finite mask, -100 filled in or added,
+# lets them through (computed below). Both masks above use -inf.
 rise = torch.linspace(-50.0, 10.0, 7, device=device).view(1, 1, 7, 1)  # -50 + 10 m
 q_low = 1 + 0.1 * torch.randn(1, Nh, 7, Dh, device=device)  # (1, Nh, 7, Dh)
 k_low = rise + 0.1 * torch.randn(1, Nkv, 7, Dh, device=device)  # (1, Nkv, 7, Dh)
@@ -115,13 +245,13 @@ v_low = torch.randn(1, Nkv, 7, Dh, device=device)
 sdpa_low = F.scaled_dot_product_attention(q_low, k_low, v_low, is_causal=True,
                                           enable_gqa=True)
 ours_low = grouped_attention(q_low, k_low, v_low)
-hf_low = attention(q_low, repeat_kv(k_low, G), repeat_kv(v_low, G))
+hf_low = causal_mha(q_low, repeat_kv(k_low, G), repeat_kv(v_low, G))
 print(f"rising scores: max |ours - sdpa| = {(ours_low - sdpa_low).abs().max():.1e}, "
       f"|repeat_kv + attention - sdpa| = {(hf_low - sdpa_low).abs().max():.1e}")
 torch.testing.assert_close(ours_low, sdpa_low)
 torch.testing.assert_close(hf_low, sdpa_low)
 
-
+# %%
 # The finite mask, computed: -100 instead of -inf, filled in or added. On the random
 # q, k, v above (scores of order one) it masks as well as -inf; on the rising scores
 # the future gets through and the output is another one.
@@ -138,6 +268,7 @@ def finite_mask(q, k, v, how):
     return scores.softmax(dim=-1) @ repeat_kv(v, G)  # (B, Nh, L, Dh)
 
 
+# %%
 for how in ("filled", "added"):
     moderate = finite_mask(q, k, v, how)
     gap_rising = (finite_mask(q_low, k_low, v_low, how) - sdpa_low).abs().max().item()
@@ -147,60 +278,8 @@ for how in ("filled", "added"):
     assert gap_rising > 0.1  # not for these: the future gets through
 
 # %%
-# Which query head reads which key/value head
-# -------------------------------------------
-# To read the map off each implementation, give key/value head ``j`` the constant value
-# vector ``j``: every attention row averages equal vectors, so query head ``h``
-# returns the index of the key/value head it reads. All three give ``h // G``:
-# consecutive query heads share a key/value head, the order Hugging Face's Llama uses,
-# so a checkpoint's ``q_proj`` rows are read that way. Interleaving (head ``h`` reading
-# ``h % Nkv``) is a GQA too, but not this one: the page computes it and shows it far
-# from the reference.
-def head_ids(Nkv):
-    """(B, Nkv, L, Dh) values in which key/value head j holds the constant j."""
-    ids = torch.arange(Nkv, device=device, dtype=torch.float32)  # (Nkv,)
-    return ids.view(1, Nkv, 1, 1).expand(B, Nkv, L, Dh)
-
-
-def reads(out):
-    """(B, Nh, L, Dh) outputs of the probe -> the key/value head of each query head."""
-    return out[0, :, -1, 0].round().long()  # (Nh,)
-
-
-heads = torch.arange(Nh, device=device)
-v_id = head_ids(Nkv)
-consecutive, interleaved = heads // G, heads % Nkv
-read_ours = reads(grouped_attention(q, k, v_id))
-read_hf = reads(attention(q, repeat_kv(k, G), repeat_kv(v_id, G)))
-read_sdpa = reads(F.scaled_dot_product_attention(q, k, v_id, enable_gqa=True))
-print("query head h    :", heads.tolist())
-print("ours reads      :", read_ours.tolist())
-print("repeat_kv reads :", read_hf.tolist())
-print("sdpa reads      :", read_sdpa.tolist())
-print("h % Nkv would be:", interleaved.tolist())
-assert torch.equal(read_ours, consecutive)
-assert torch.equal(read_hf, consecutive)
-assert torch.equal(read_sdpa, consecutive)
-assert not torch.equal(consecutive, interleaved)  # 0 0 0 0 1 1 1 1 vs 0 1 0 1 ..
-
-# The interleaved grouping, computed: query head h attends to key/value head h % Nkv.
-q_interleaved = q.view(B, G, Nkv, L, Dh).transpose(1, 2).reshape(B, Nh, L, Dh)
-y = grouped_attention(q_interleaved, k, v)  # head i*Nkv + j of q lands at row j*G + i
-y = y.view(B, Nkv, G, L, Dh).transpose(1, 2).reshape(B, Nh, L, Dh)  # back to q's order
-gap = (y - hf).abs().max().item()
-print(f"interleaved grouping vs repeat_kv: max |diff| = {gap:.2f}")
-assert gap > 0.1  # printed above: another model, not a rounding error
-# It is the model that tiles k and v with .repeat (0 1 0 1 ..), a common slip for
-# repeat_interleave (0 0 .. 1 1 ..), which is what repeat_kv computes.
-tiled = attention(q, k.repeat(1, G, 1, 1), v.repeat(1, G, 1, 1))
-gap_tiled = (y - tiled).abs().max().item()
-print(f"interleaved grouping vs .repeat tiling: max |diff| = {gap_tiled:.1e}")
-torch.testing.assert_close(y, tiled)
-assert torch.equal(repeat_kv(k, G), k.repeat_interleave(G, dim=1))  # bit for bit
-
-# %%
-# MQA and MHA: the two ends
-# -------------------------
+# Proof: MQA and MHA, the two ends
+# --------------------------------
 # ``Nkv = 1`` is multi-query attention (Shazeer, 2019): all ``Nh`` query heads read one
 # key/value head. ``Nkv = Nh`` is ordinary multi-head attention: ``repeat_kv`` returns
 # its input itself, and grouped attention must equal plain attention with no
@@ -208,11 +287,11 @@ assert torch.equal(repeat_kv(k, G), k.repeat_interleave(G, dim=1))  # bit for bi
 # coincide; only in between do the two groupings differ.
 for Nkv in (1, 2, 4, 8):
     G = Nh // Nkv
-    q, k, v = qkv(Nkv, seed=10 + Nkv)
+    q, k, v = qkv(B, Nh, Nkv, L, Dh, seed=10 + Nkv, device=device)
     ours = grouped_attention(q, k, v)
-    hf = attention(q, repeat_kv(k, G), repeat_kv(v, G))
+    hf = causal_mha(q, repeat_kv(k, G), repeat_kv(v, G))
     sdpa = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-    read = reads(grouped_attention(q, k, head_ids(Nkv)))
+    read = reads(grouped_attention(q, k, head_ids(B, Nkv, L, Dh, device)))
     ends_agree = torch.equal(heads // G, heads % Nkv)
     print(f"Nkv = {Nkv}, G = {G}: |ours - repeat_kv| {(ours - hf).abs().max():.1e}, "
           f"|ours - sdpa| {(ours - sdpa).abs().max():.1e}, reads "
@@ -223,15 +302,15 @@ for Nkv in (1, 2, 4, 8):
     assert ends_agree == (Nkv in (1, Nh))  # the two groupings agree at the ends only
     if Nkv == Nh:  # MHA
         assert repeat_kv(k, G) is k  # n_rep = 1 returns the very tensor
-        torch.testing.assert_close(ours, attention(q, k, v))
+        torch.testing.assert_close(ours, causal_mha(q, k, v))
         torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, k, v,
                                                                         is_causal=True))
     if Nkv == 1:  # MQA: every query head reads key/value head 0
         assert read.eq(0).all()
 
 # %%
-# What ``enable_gqa`` requires, by device and kernel
-# --------------------------------------------------
+# Proof: what ``enable_gqa`` requires, by device and kernel
+# ---------------------------------------------------------
 # ``Nh`` must be a multiple of ``Nkv``: 8 query heads cannot share 3 key/value heads,
 # and SDPA says so. On CPU (torch 2.13) the default dispatch runs the blocked flash
 # kernel ``aten::_scaled_dot_product_flash_attention_for_cpu`` with no repeat, while
@@ -249,7 +328,7 @@ for Nkv in (1, 2, 4, 8):
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 Nkv, G = 2, 4
-q, k, v = qkv(Nkv, seed=3)
+q, k, v = qkv(B, Nh, Nkv, L, Dh, seed=3, device=device)
 ours = grouped_attention(q, k, v)
 k3 = k[:, :1].expand(B, 3, L, Dh)  # (B, 3, L, Dh)
 try:
@@ -261,7 +340,8 @@ print(f"Nh = 8, Nkv = 3: {str(error)[:76]}...")
 assert error is not None and "must divide" in error
 
 
-def ops_of():
+# %%
+def ops_of(q, k, v):
     """Run SDPA with enable_gqa under the profiler: (output, its attention op names)."""
     # The autograd profiler without kineto: same op names, it starts in ms, not seconds.
     with torch.autograd.profiler.profile(use_kineto=False) as prof:
@@ -270,9 +350,10 @@ def ops_of():
     return out, sorted(n for n in names if "attention_" in n or "repeat" in n)
 
 
-out_default, ops_default = ops_of()
+# %%
+out_default, ops_default = ops_of(q, k, v)
 with sdpa_kernel(SDPBackend.MATH):
-    out_math, ops_math = ops_of()
+    out_math, ops_math = ops_of(q, k, v)
 print("default dispatch:", [n.removeprefix("aten::") for n in ops_default])
 print("math kernel     :", [n.removeprefix("aten::") for n in ops_math])
 torch.testing.assert_close(out_default, ours)
@@ -284,64 +365,31 @@ else:  # CUDA tensors dispatch no CPU kernel; which CUDA ones is printed, not as
     assert not any(op.endswith("_for_cpu") for op in ops_default + ops_math)
 
 # %%
-# The KV cache shrinks by ``Nh / Nkv``
-# ------------------------------------
-# When a model generates, it keeps the keys and values of every past token: per layer
-# ``2 * B * Nkv * L * Dh`` numbers. With ``Nh`` fixed, ``Nkv`` sets the cache's size;
-# the query heads cost nothing there. The bytes below are those of actual key and
-# value tensors, projected from tokens by a ``Linear(D, Nkv * Dh)`` each as in Llama,
-# for ``L = 1024`` tokens, ``Nh = 8``, ``Dh = 16``. The eager path of Hugging Face
-# then expands them back to ``Nh`` heads at every attention call. For MQA that is a
-# free view (the one head is broadcast with stride 0) and for MHA ``repeat_kv``
-# returns ``k`` itself; in between it copies ``k`` and ``v`` into new tensors of
-# MHA's size, so there the saving is in the cache, not in eager attention's working
-# memory. Grouped attention above and SDPA's CPU flash kernel make no copy.
-from torch import nn
+# Try it: interleave the groups. Is it the same model?
+# ----------------------------------------------------
+# Let query head ``h`` read key/value head ``h % Nkv`` (0 1 0 1 ..) instead of
+# ``h // G`` (0 0 0 0 1 1 1 1). It is a GQA too; does it give the reference's output
+# on the same weights?
 
-Lc, D = 1024, 128
-x = torch.randn(1, Lc, D, device=device)  # (B = 1, L, D)
-kv_bytes, repeated_bytes, copied = {}, {}, {}
-with torch.no_grad():
-    for Nkv in (1, 2, 4, 8):
-        k_proj = nn.Linear(D, Nkv * Dh, bias=False, device=device)
-        v_proj = nn.Linear(D, Nkv * Dh, bias=False, device=device)
-        k = k_proj(x).view(1, Lc, Nkv, Dh).transpose(1, 2)  # (1, Nkv, L, Dh)
-        v = v_proj(x).view(1, Lc, Nkv, Dh).transpose(1, 2)
-        assert k.shape == v.shape == (1, Nkv, Lc, Dh)
-        kv_bytes[Nkv] = k.untyped_storage().nbytes() + v.untyped_storage().nbytes()
-        k_rep = repeat_kv(k, Nh // Nkv)  # (1, Nh, L, Dh)
-        storage = k_rep.untyped_storage()
-        copied[Nkv] = storage.data_ptr() != k.untyped_storage().data_ptr()
-        repeated_bytes[Nkv] = storage.nbytes()
-        print(f"Nkv = {Nkv}: k and v {kv_bytes[Nkv] / 2**10:4.0f} KiB per layer; "
-              f"repeat_kv(k, {Nh // Nkv}): "
-              + (f"a new {repeated_bytes[Nkv] / 2**10:.0f} KiB tensor" if copied[Nkv]
-                 else "no copy"))
-for Nkv, nbytes in kv_bytes.items():
-    print(f"MHA cache / cache at Nkv = {Nkv}: {kv_bytes[Nh] / nbytes:.0f} = Nh / Nkv")
-    assert kv_bytes[Nh] == (Nh // Nkv) * nbytes  # bytes of the real tensors, exact
-    assert copied[Nkv] == (1 < Nkv < Nh)  # MQA: a stride-0 view; MHA: k itself
-    if copied[Nkv]:
-        assert repeated_bytes[Nkv] == kv_bytes[Nh] // 2  # a new k of MHA's size
-assert kv_bytes[1] == 2 * Lc * Dh * 4  # MQA: one head of k and one of v, 4-byte floats
-
-# %%
-# The cache against ``Nkv``
-# -------------------------
-import matplotlib.pyplot as plt
-
-fig, ax = plt.subplots(figsize=(5.6, 3.4), layout="constrained")
-n = list(kv_bytes)
-ax.bar([str(i) for i in n], [kv_bytes[i] / 2**10 for i in n], color="C0")
-for i, name in zip(n, ["MQA", "GQA", "GQA", "MHA"]):
-    ax.annotate(f"{name}\n{kv_bytes[i] / 2**10:.0f} KiB", (str(i), kv_bytes[i] / 2**10),
-                ha="center", va="bottom", fontsize=8)
-ax.set_xlabel("key/value heads Nkv (Nh = 8 query heads)")
-ax.set_ylabel("KV cache per layer (KiB)")
-ax.set_ylim(0, 1.3 * kv_bytes[Nh] / 2**10)
-ax.set_title(f"The KV cache is Nkv / Nh of MHA's: MQA keeps 1/{Nh}\n"
-             f"(L = {Lc} tokens, Dh = {Dh}, float32)")
-plt.show()
+# Interleaving is computed by permuting the query heads into groups, running grouped
+# attention, and permuting back. It is the model that tiles k and v with .repeat
+# (0 1 0 1 ..), a common slip for repeat_interleave (0 0 .. 1 1 ..), which is what
+# repeat_kv computes.
+q1, k1, v1 = qkv(B, Nh, 2, L, Dh, seed=1, device=device)  # Nkv = 2, G = 4, as above
+ref1 = causal_mha(q1, repeat_kv(k1, 4), repeat_kv(v1, 4))  # (B, Nh, L, Dh)
+print("h % Nkv would be:", interleaved.tolist())
+assert not torch.equal(consecutive, interleaved)  # 0 0 0 0 1 1 1 1 vs 0 1 0 1 ..
+q_interleaved = q1.view(B, 4, 2, L, Dh).transpose(1, 2).reshape(B, Nh, L, Dh)
+y = grouped_attention(q_interleaved, k1, v1)  # head i*Nkv + j of q lands at row j*G + i
+y = y.view(B, 2, 4, L, Dh).transpose(1, 2).reshape(B, Nh, L, Dh)  # back to q's order
+gap = (y - ref1).abs().max().item()
+print(f"interleaved grouping vs repeat_kv: max |diff| = {gap:.2f}")
+assert gap > 0.1  # printed above: another model, not a rounding error
+tiled = causal_mha(q1, k1.repeat(1, 4, 1, 1), v1.repeat(1, 4, 1, 1))
+gap_tiled = (y - tiled).abs().max().item()
+print(f"interleaved grouping vs .repeat tiling: max |diff| = {gap_tiled:.1e}")
+torch.testing.assert_close(y, tiled)
+assert torch.equal(repeat_kv(k1, 4), k1.repeat_interleave(4, dim=1))  # bit for bit
 
 # %%
 # References
