@@ -100,7 +100,7 @@ plt.show()
 # above, applied to all pairs at once. The cos and sin tables depend only on the
 # positions; a model computes them once per forward pass and shares them across layers.
 def rope_inv_freq(Dh, base, dtype=torch.float32):
-    """Per-pair frequencies base ** (-2i / Dh), i = 0 .. Dh/2 - 1: (Dh/2,), in `dtype`."""  # noqa: E501
+    """Per-pair frequencies base ** (-2i / Dh) for i < Dh/2: (Dh/2,), in `dtype`."""
     return 1.0 / base ** (torch.arange(0, Dh, 2, dtype=dtype) / Dh)
 
 
