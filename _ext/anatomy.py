@@ -10,7 +10,9 @@ every build, are recorded in the ledger and stay whole in the downloads; on the 
   (the heading stays in the page's contents and for screen readers, hidden on screen),
   which opens on a link to this page's rows in the proof ledger;
 - a ``Try it:`` section keeps its heading and prompt (the text before its first code cell)
-  and folds the answer.
+  and folds the answer;
+- in the section "The idea", the code of a figure folds and the figure stays: the lesson
+  there is the equation and the picture.
 
 sphinx-design renders the dropdowns as ``<details>``: no JavaScript, and the browser's
 find-in-page opens them. sphinx-gallery's footer (running time, downloads), which it
@@ -25,7 +27,7 @@ from sphinx.transforms import SphinxTransform
 
 import internals
 
-PROOF, TRY_IT = "Proof:", "Try it:"
+PROOF, TRY_IT, IDEA = "Proof:", "Try it:", "The idea"
 LEDGER = "chapters/ledger"
 FOOTER = {"sphx-glr-timing", "sphx-glr-footer", "sphx-glr-signature"}
 
@@ -72,6 +74,19 @@ def fold(section, start, title, classes, extra=()):
     return True
 
 
+def fold_figure_code(section):
+    """In "The idea": a code cell that draws the figure below it folds, the figure stays."""
+    children = [c for c in section.children if not isinstance(c, nodes.comment)]
+    for cell, after in zip(children, children[1:]):
+        # (a code cell is a Python literal block: book.py wraps it for the ledger later)
+        if isinstance(cell, nodes.literal_block) and cell.get("language") == "Python" and \
+                isinstance(after, internals.figure_node()):
+            box = internals.dropdown([nodes.Text("Show the code of this figure")], [],
+                                     ["anatomy-figure-code"])
+            cell.replace_self(box)
+            box += cell
+
+
 class FoldProofs(SphinxTransform):
     default_priority = 700
 
@@ -89,6 +104,8 @@ class FoldProofs(SphinxTransform):
                 title = [child.deepcopy() for child in section[0].children]
                 if fold(section, 1, title, ["anatomy-proof"], extra=[_ledger_link(docname)]):
                     section["classes"].append("anatomy-folded")
+            elif heading == IDEA:
+                fold_figure_code(section)
             elif heading.startswith(TRY_IT):
                 start = 1
                 while start < len(section) and _is_prompt(section[start]):
