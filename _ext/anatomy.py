@@ -11,6 +11,7 @@ every build, are recorded in the ledger and stay whole in the downloads; on the 
   which opens on a link to this page's rows in the proof ledger;
 - a ``Try it:`` section keeps its heading and prompt (the text before its first code cell)
   and folds the answer;
+- the section "Setup" (imports, seed, device) folds into one line like a proof;
 - in the section "The idea", the code of a figure folds and the figure stays: the lesson
   there is the equation and the picture.
 
@@ -27,7 +28,7 @@ from sphinx.transforms import SphinxTransform
 
 import internals
 
-PROOF, TRY_IT, IDEA = "Proof:", "Try it:", "The idea"
+PROOF, TRY_IT, IDEA, SETUP = "Proof:", "Try it:", "The idea", "Setup"
 LEDGER = "chapters/ledger"
 FOOTER = {"sphx-glr-timing", "sphx-glr-footer", "sphx-glr-signature"}
 
@@ -103,6 +104,11 @@ class FoldProofs(SphinxTransform):
                 # stays for the page's contents, links and screen readers, hidden on screen.
                 title = [child.deepcopy() for child in section[0].children]
                 if fold(section, 1, title, ["anatomy-proof"], extra=[_ledger_link(docname)]):
+                    section["classes"].append("anatomy-folded")
+            elif heading == SETUP:
+                # The imports, seed and device: needed to run the cells, not the lesson.
+                if fold(section, 1, [nodes.Text("Setup: imports, seed and device")],
+                        ["anatomy-setup"]):
                     section["classes"].append("anatomy-folded")
             elif heading == IDEA:
                 fold_figure_code(section)
