@@ -30,6 +30,7 @@ import internals
 
 PROOF, TRY_IT, IDEA, SETUP = "Proof:", "Try it:", "The idea", "Setup"
 LEDGER = "chapters/ledger"
+BLOCK = internals.BLOCK_MARKER  # sphinx-gallery's comment before each block of a page
 FOOTER = {"sphx-glr-timing", "sphx-glr-footer", "sphx-glr-signature"}
 
 
@@ -44,7 +45,7 @@ def _is_footer(node):
 
 
 def _is_prompt(node):
-    """Text of an exercise's prompt: what comes before the first code cell."""
+    """What an exercise's prompt can hold (text, never code)."""
     return isinstance(node, (nodes.paragraph, nodes.bullet_list, nodes.enumerated_list,
                              nodes.math_block, nodes.target, nodes.comment))
 
@@ -76,14 +77,15 @@ def fold(section, start, title, classes, extra=()):
 
 
 def fold_figure_code(section):
-    """In "The idea": a code cell that draws the figure below it folds, the figure stays."""
+    """In "The idea" every code cell folds (it draws the figure); the equation, the figure
+    and any printed output stay in view."""
     children = [c for c in section.children if not isinstance(c, nodes.comment)]
-    for cell, after in zip(children, children[1:]):
+    for cell, after in zip(children, children[1:] + [None]):
         # (a code cell is a Python literal block: book.py wraps it for the ledger later)
-        if isinstance(cell, nodes.literal_block) and cell.get("language") == "Python" and \
-                isinstance(after, internals.figure_node()):
-            box = internals.dropdown([nodes.Text("Show the code of this figure")], [],
-                                     ["anatomy-figure-code"])
+        if isinstance(cell, nodes.literal_block) and cell.get("language") == "Python":
+            title = ("Show the code of this figure"
+                     if isinstance(after, internals.figure_node()) else "Show the code")
+            box = internals.dropdown([nodes.Text(title)], [], ["anatomy-figure-code"])
             cell.replace_self(box)
             box += cell
 
@@ -113,9 +115,11 @@ class FoldProofs(SphinxTransform):
             elif heading == IDEA:
                 fold_figure_code(section)
             elif heading.startswith(TRY_IT):
-                start = 1
-                while start < len(section) and _is_prompt(section[start]):
-                    start += 1
+                # The prompt is the rest of the heading's text block: the next block (text
+                # with the answer's explanation, or code) starts at sphinx-gallery's marker.
+                start = next((i for i, c in enumerate(section.children) if i and (
+                    isinstance(c, nodes.comment) and c.astext().startswith(BLOCK)
+                    or not _is_prompt(c))), len(section))
                 fold(section, start, [nodes.Text("Show the answer")], ["anatomy-answer"])
                 section["classes"].append("anatomy-exercise")
 

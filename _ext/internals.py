@@ -25,6 +25,8 @@ them against the pinned versions and fails naming the reliance when an upgrade c
 9. sphinx-design's dropdown as a doctree node: ``shared.create_component("dropdown", ...)``
    with the fields its ``dropdown`` directive sets (undocumented), which its post-transform
    turns into ``<details>`` (the collapsed proofs and answers, ``anatomy.py``).
+10. The comment sphinx-gallery writes before each block of a page's reST, "GENERATED FROM
+    PYTHON SOURCE LINES a-b" (undocumented): where an exercise's prompt ends.
 """
 
 import codeop
@@ -169,3 +171,8 @@ def dropdown(title, children, classes=()):
     node += nodes.rubric("", "", *title)
     node.extend(children)
     return node
+
+
+# 10 --------------------------------------------------------------------------------------
+
+BLOCK_MARKER = "GENERATED FROM PYTHON SOURCE LINES"

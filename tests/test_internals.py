@@ -193,6 +193,12 @@ def test_9_the_dropdown_node_becomes_details_in_html():
     assert details[1].astext() == "body"
 
 
+def test_10_sphinx_gallery_marks_each_block_with_its_source_lines():
+    from sphinx_gallery import gen_rst
+
+    assert internals.BLOCK_MARKER in inspect.getsource(gen_rst)
+
+
 def test_a_script_without_a_docstring_is_no_gallery_page(tmp_path):
     script = tmp_path / "plot_02_bare.py"
     script.write_text("x = 1\nassert x\n")
