@@ -4,25 +4,124 @@ Softmax and masks in 16 bits
 
 A mask is a number added to the logits, and in 16 bits numbers run out: ``-1e9``
 overflows float16 to ``-inf``, ``finfo.min`` plus a logit can overflow too, and
-``-1e4`` stops masking once logits reach ten thousand. This page measures each mask
-value in float32, bfloat16 and float16 against the ``-inf`` mask, shows what a fully
-masked row returns (NaN, zeros or a uniform average, depending on who computes it),
-finds the ``Dh`` and entry size at which unscaled ``q @ k.T`` overflows float16, and
-plots the softmax's error against the logits' magnitude in each dtype.
-"""
+``-1e4`` stops masking once logits come near ten thousand. This page measures each mask
+value in float32, bfloat16 and float16 against the ``-inf`` mask, and what a fully
+masked row returns (NaN, zeros or a uniform average, depending on who computes it).
 
+**You will learn**
+
+- why a finite mask value is exact only while ``exp`` of the masked logit underflows
+- how ``-1e9``, ``finfo.min`` and ``-1e4`` are stored, and where each fails
+- what a fully masked row returns in naive code, ``torch.softmax`` and SDPA
+- why unscaled ``q @ k.T`` overflows float16, and what bfloat16 pays in precision
+
+**Prerequisites:** :doc:`/generated/transformer/plot_03_causal_attention` (the causal
+mask), :doc:`/generated/normalization/plot_09_norms_16bit` (float16 and bfloat16),
+:doc:`/generated/transformer/plot_13_sdpa_backends_flex` (SDPA).
+"""
 # %%
 # Setup
 # -----
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import math
+
+import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
+# %%
+# The idea
+# --------
+# A mask adds :math:`m_j = 0` to a kept logit and a constant :math:`c` (``-inf``,
+# ``finfo.min``, ``-1e4``, ``-1e9``) to a masked one, and the softmax does the rest:
+#
+# .. math::
+#
+#    p_j = \frac{e^{z_j + m_j - \max_k (z_k + m_k)}}{\sum_k e^{z_k + m_k
+#    - \max_k (z_k + m_k)}}, \qquad
+#    p_j^{\text{masked}} = 0 \iff
+#    \mathrm{round}\big(e^{\,\mathrm{round}(s) + \mathrm{round}(c) - \max}\big) = 0 .
+#
+# A finite :math:`c` masks exactly only while ``exp`` of the masked logit
+# :math:`s + c` underflows in the dtype. With :math:`c = -10^4`, one kept key at logit 0
+# and three masked keys at logit :math:`s`, the masked keys take weight once
+# :math:`s` nears :math:`10^4`, in every dtype (computed here with ``torch.softmax``):
+s_scan = torch.arange(9700.0, 10100.0, 1.0, dtype=torch.float64)  # masked logits s
+rows_scan = torch.zeros(len(s_scan), 4, dtype=torch.float64)
+rows_scan[:, 1:] = s_scan[:, None]  # (S, 4): key 0 kept at 0, keys 1..3 masked at s
+idea_leak = {}  # dtype -> (S,): the weight on the masked keys
+fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
+for dt in (torch.float32, torch.bfloat16, torch.float16):
+    add = torch.tensor([0.0, -1e4, -1e4, -1e4]).to(device, dt)  # (4,): the mask
+    p_scan = torch.softmax(rows_scan.to(device, dt) + add, dim=-1)  # (S, 4)
+    idea_leak[dt] = p_scan[:, 1:].sum(dim=-1).double().cpu()
+    ax.semilogy(s_scan, idea_leak[dt].clamp_min(1e-46),
+                label=f"{dt}".replace("torch.", ""))
+idea_margin = 1e4 - min(s_scan[leak > 0][0].item() for leak in idea_leak.values())
+ax.axvline(1e4, color="gray", lw=0.8, ls="--")
+ax.set_xlabel("logit s of the masked keys (kept key at 0), mask -1e4 added")
+ax.set_ylabel("weight on masked keys")
+ax.set_ylim(1e-46, 2)
+ax.legend()
+ax.set_title(f"-1e4 masks exactly until masked logits come within {idea_margin:.0f} "
+             "of 1e4")
+plt.show()
+# %%
+# From scratch
+# ------------
+# The causal mask of :doc:`/generated/transformer/plot_03_causal_attention` (``True``
+# where a query may attend), a softmax with a mask value, and two float64 references
+# that use no mask at all: each row over its kept keys only.
+
+
+# Copied from transformer/plot_03_causal_attention.py: causal_mask
+def causal_mask(L, device=None):
+    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
+    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
+
+
+def kept_softmax64(z):
+    """Row i: float64 softmax of z[i, :i+1], zeros after; no mask involved."""
+    out = torch.zeros(z.shape, dtype=torch.float64, device=z.device)
+    for i in range(z.shape[-1]):
+        out[i, : i + 1] = torch.softmax(z[i, : i + 1].double(), dim=-1)
+    return out
+
+
+def masked_softmax(z, keep, value):
+    """softmax(z + mask) with `value` where keep is False; z (..., L, L)."""
+    mask = torch.where(keep, 0.0, value).to(z.dtype)  # float32, rounded to z's dtype
+    return torch.softmax(z + mask, dim=-1)
+
+
+# %%
+# Attention itself, naive (every step in the inputs' dtype), and its float64 reference.
+def naive_attention(q, k, v, keep, value):
+    """softmax(q k^T / sqrt(Dh) + mask) v, all in q's dtype; q, k, v (B, Nh, L, Dh)."""
+    z = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5  # (B, Nh, L, L)
+    z = z.masked_fill(~keep, value)
+    m = z.amax(dim=-1, keepdim=True)
+    e = torch.exp(z - m)
+    return (e / e.sum(dim=-1, keepdim=True)) @ v  # (B, Nh, L, Dh)
+
+
+def kept_attention64(q, k, v, keep):
+    """float64, row by row over the kept keys only; zeros where a row keeps none."""
+    q, k, v = q.double(), k.double(), v.double()  # each (B, Nh, L, Dh)
+    out = torch.zeros_like(q)
+    for i in range(q.shape[-2]):
+        idx = keep[i].nonzero()[:, 0]  # the keys query i may see
+        if len(idx):
+            z = q[..., i : i + 1, :] @ k[..., idx, :].transpose(-2, -1)
+            z = z / q.shape[-1] ** 0.5  # (B, Nh, 1, len(idx))
+            out[..., i, :] = (torch.softmax(z, dim=-1) @ v[..., idx, :])[..., 0, :]
+    return out
 # %%
 # Mask values as each dtype stores them
 # -------------------------------------
@@ -44,42 +143,6 @@ assert neg[torch.bfloat16][-1e4].item() == -9984.0  # bfloat16's -1e4 is -9984
 assert neg[torch.float16][-1e4].item() == -1e4  # float16 stores -1e4 exactly
 
 # %%
-# ``masked_fill`` refuses the overflow instead of rounding it (so the masks below are
-# built in float32 with ``torch.where`` and then rounded with ``.to(dtype)``).
-try:
-    torch.zeros(2, dtype=torch.float16, device=device).masked_fill(
-        torch.tensor([True, False], device=device), -1e9)
-except RuntimeError as err:
-    print(f"float16 masked_fill(-1e9): RuntimeError:\n    {err}")
-else:
-    raise AssertionError("expected masked_fill(-1e9) to refuse float16")
-
-# %%
-# ``finfo.min`` plus a logit
-# --------------------------
-# Hugging Face fills masked logits with ``finfo(dtype).min``. Whatever is then *added*
-# to it is rounded at ``finfo.min``'s spacing: ``2**5 = 32`` in float16, so a logit of
-# ``-16`` or less pushes it to ``-inf`` and one of ``+16`` moves it to ``-65472``. In
-# bfloat16 and float32 the spacing there is ``2**120`` and ``2**104``: any real logit
-# vanishes. Two masks added together (causal + padding) overflow in every dtype.
-import math
-
-for dt in DTYPES:
-    fi = torch.finfo(dt)
-    m = torch.tensor(fi.min, dtype=dt, device=device)
-    spacing = fi.eps * 2.0 ** math.floor(math.log2(fi.max))  # one ulp at finfo.min
-    got = {z: (m + z).item() for z in (-16.0, -15.0, 16.0)}
-    named = {z: "min" if x == fi.min else f"{x:g}" for z, x in got.items()}
-    print(f"{str(dt)[6:]:9s} ulp(min) {spacing:.0e}: min-16 -> {named[-16.0]}, "
-          f"min-15 -> {named[-15.0]}, min+16 -> {named[16.0]}, 2 min -> {m + m:g}")
-    assert (m + m).isinf()  # two finfo.min masks added: -inf in every dtype
-    if dt == torch.float16:
-        assert spacing == 32  # the masked logit moves to -inf or by one spacing:
-        assert named == {-16.0: "-inf", -15.0: "min", 16.0: "-65472"}
-    else:
-        assert set(named.values()) == {"min"}  # every logit absorbed
-
-# %%
 # Partially masked rows: every mask value agrees with ``-inf``
 # ------------------------------------------------------------
 # With at least one key kept, ``exp(masked - max)`` underflows to exactly 0 for
@@ -90,22 +153,8 @@ for dt in DTYPES:
 L = 16  # a power of two: a uniform row's weights 1/L are exact in every dtype
 g = torch.Generator().manual_seed(1)
 z64 = 4 * torch.randn(L, L, generator=g, dtype=torch.float64).clamp(-2, 2)  # (L, L)
-keep = torch.ones(L, L, dtype=torch.bool).tril()  # (L, L), True = attend (causal)
+keep = causal_mask(L)  # (L, L), True = attend (causal)
 z64, keep = z64.to(device), keep.to(device)
-
-
-def kept_softmax64(z):
-    """Row i: float64 softmax of z[i, :i+1], zeros after; no mask involved."""
-    out = torch.zeros(z.shape, dtype=torch.float64, device=z.device)
-    for i in range(z.shape[-1]):
-        out[i, : i + 1] = torch.softmax(z[i, : i + 1].double(), dim=-1)
-    return out
-
-
-def masked_softmax(z, keep, value):
-    """softmax(z + mask) with `value` where keep is False; z (..., L, L)."""
-    mask = torch.where(keep, 0.0, value).to(z.dtype)  # float32, rounded to z's dtype
-    return torch.softmax(z + mask, dim=-1)
 
 
 for dt in LOW:
@@ -123,20 +172,6 @@ for dt in LOW:
         assert (p[~keep] == 0).all()  # exactly zero, not just small
 
 # %%
-# Each finite mask against the ``-inf`` mask directly, in the dtype: equal bit for bit
-# here (``rtol=0, atol=0``), since the masked weights are exactly 0 and the kept logits
-# see the same arithmetic.
-for dt in LOW:
-    z = z64.to(dt)
-    p_inf = masked_softmax(z, keep, float("-inf"))
-    for value in (torch.finfo(dt).min, -1e4):
-        p = masked_softmax(z, keep, value)
-        torch.testing.assert_close(p, p_inf, rtol=0, atol=0)
-    p_1e9 = masked_softmax(z, keep, -1e9)
-    torch.testing.assert_close(p_1e9, p_inf, rtol=0, atol=0)  # f16: -1e9 *is* -inf
-print("finfo.min, -1e4, -1e9 masks: bit-equal to the -inf mask in bfloat16 and float16")
-
-# %%
 # Where ``-1e4`` leaks
 # --------------------
 # ``-1e4`` is added, so a masked logit ``s`` becomes ``s - 1e4``. One kept key at logit
@@ -144,7 +179,10 @@ print("finfo.min, -1e4, -1e9 masks: bit-equal to the -inf mask in bfloat16 and f
 # ``exp(s - 1e4)`` underflows, and the whole row is wrong once ``s`` nears ``1e4``. The
 # softmax kernel computes ``exp`` in float32 and rounds each weight to the dtype, so
 # the leak starts where ``round_dt(exp(round_dt(s) + round_dt(-1e4)))`` leaves 0: that
-# model, computed in float64, predicts every point of the scan on CPU.
+# model, computed in float64, predicts every point of the scan on CPU. The float32 leak
+# starts at ``exp(-103)``, its smallest subnormal; float16's weights cannot be smaller
+# than ``2**-24``, so the leak appears only ``16`` below ``1e4``; bfloat16 rounds ``s``
+# to steps of 64 and ``-1e4`` to ``-9984``, so it leaks first (the idea's figure).
 s_grid = torch.arange(9700.0, 10100.0, 1.0, dtype=torch.float64)  # masked logits
 row64 = torch.zeros(len(s_grid), 4, dtype=torch.float64)
 row64[:, 1:] = s_grid[:, None]  # (S, 4): key 0 kept at 0, keys 1..3 masked at s
@@ -161,6 +199,7 @@ for dt in DTYPES:
     i_leak = int((leak > 0).nonzero()[0])
     i_kept = int((p[:, 0] != 1).nonzero()[0])
     first[dt] = s_grid[i_leak].item()
+    assert torch.equal(leak, idea_leak[dt])  # the idea's figure is this scan
     print(f"{str(dt)[6:]:9s} masked weight > 0 from s = {s_grid[i_leak]:.0f} "
           f"({leak[i_leak]:.1e}), kept < 1 from {s_grid[i_kept]:.0f}, "
           f"at 1e4: {leak[s_grid == 1e4].item():.2f}")
@@ -178,25 +217,6 @@ first_float16 = first[torch.float16]
 leak_margin = 1e4 - min(first.values())  # how close to 1e4 a masked logit may come
 
 # %%
-# The figure shows the scan. The float32 leak starts at ``exp(-103)``, its smallest
-# subnormal; float16's weights cannot be smaller than ``2**-24``, so the leak appears
-# only ``16`` below ``1e4``; bfloat16 rounds ``s`` to steps of 64 and ``-1e4`` to
-# ``-9984``, so it leaks first.
-import matplotlib.pyplot as plt
-
-fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
-for dt in DTYPES:
-    ax.semilogy(s_grid, leaks[dt].clamp_min(1e-46), label=f"{dt}".replace("torch.", ""))
-ax.axvline(1e4, color="gray", lw=0.8, ls="--")
-ax.set_xlabel("logit s of the masked keys (kept key at 0), mask -1e4 added")
-ax.set_ylabel("weight on masked keys")
-ax.set_ylim(1e-46, 2)
-ax.legend()
-ax.set_title(f"-1e4 masks exactly until masked logits come within {leak_margin:.0f} "
-             "of 1e4")
-plt.show()
-
-# %%
 # A fully masked row
 # ------------------
 # A query whose every key is masked (a padding query, a window with nothing in it) has
@@ -206,8 +226,6 @@ plt.show()
 # returns the mean of ``v``. Row 3 of this batch is fully masked. The reference,
 # ``kept_attention64``, uses no mask: float64, each row over its kept keys only; in
 # float32 the naive code matches it at the default tolerances.
-import torch.nn.functional as F
-
 B, Nh, Dh = 1, 2, 8
 g = torch.Generator().manual_seed(2)
 q64, k64, v64 = (torch.randn(B, Nh, L, Dh, generator=g, dtype=torch.float64)
@@ -218,28 +236,6 @@ dead = 3  # the fully masked query
 keep_full = keep.clone()
 keep_full[dead] = False  # (L, L)
 live = keep_full.any(dim=-1)  # (L,), rows that keep a key
-
-
-def naive_attention(q, k, v, keep, value):
-    """softmax(q k^T / sqrt(Dh) + mask) v, all in q's dtype; q, k, v (B, Nh, L, Dh)."""
-    z = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5  # (B, Nh, L, L)
-    z = z.masked_fill(~keep, value)
-    m = z.amax(dim=-1, keepdim=True)
-    e = torch.exp(z - m)
-    return (e / e.sum(dim=-1, keepdim=True)) @ v  # (B, Nh, L, Dh)
-
-
-def kept_attention64(q, k, v, keep):
-    """float64, row by row over the kept keys only; zeros where a row keeps none."""
-    q, k, v = q.double(), k.double(), v.double()  # each (B, Nh, L, Dh)
-    out = torch.zeros_like(q)
-    for i in range(q.shape[-2]):
-        idx = keep[i].nonzero()[:, 0]  # the keys query i may see
-        if len(idx):
-            z = q[..., i : i + 1, :] @ k[..., idx, :].transpose(-2, -1)
-            z = z / q.shape[-1] ** 0.5  # (B, Nh, 1, len(idx))
-            out[..., i, :] = (torch.softmax(z, dim=-1) @ v[..., idx, :])[..., 0, :]
-    return out
 
 
 for dt in DTYPES:
@@ -256,6 +252,60 @@ for dt in DTYPES:
         torch.testing.assert_close(naive[..., live, :], ref32[..., live, :])
 
 # %%
+# Proof: ``masked_fill`` refuses what a dtype cannot store
+# --------------------------------------------------------
+# ``masked_fill`` refuses the overflow instead of rounding it (so the masks of this page
+# are built in float32 with ``torch.where`` and then rounded with ``.to(dtype)``).
+try:
+    torch.zeros(2, dtype=torch.float16, device=device).masked_fill(
+        torch.tensor([True, False], device=device), -1e9)
+except RuntimeError as err:
+    print(f"float16 masked_fill(-1e9): RuntimeError:\n    {err}")
+else:
+    raise AssertionError("expected masked_fill(-1e9) to refuse float16")
+
+# %%
+# Proof: ``finfo.min`` plus a logit overflows in float16
+# ------------------------------------------------------
+# Hugging Face fills masked logits with ``finfo(dtype).min``. Whatever is then *added*
+# to it is rounded at ``finfo.min``'s spacing: ``2**5 = 32`` in float16, so a logit of
+# ``-16`` or less pushes it to ``-inf`` and one of ``+16`` moves it to ``-65472``. In
+# bfloat16 and float32 the spacing there is ``2**120`` and ``2**104``: any real logit
+# vanishes. Two masks added together (causal + padding) overflow in every dtype.
+for dt in DTYPES:
+    fi = torch.finfo(dt)
+    m = torch.tensor(fi.min, dtype=dt, device=device)
+    spacing = fi.eps * 2.0 ** math.floor(math.log2(fi.max))  # one ulp at finfo.min
+    got = {z: (m + z).item() for z in (-16.0, -15.0, 16.0)}
+    named = {z: "min" if x == fi.min else f"{x:g}" for z, x in got.items()}
+    print(f"{str(dt)[6:]:9s} ulp(min) {spacing:.0e}: min-16 -> {named[-16.0]}, "
+          f"min-15 -> {named[-15.0]}, min+16 -> {named[16.0]}, 2 min -> {m + m:g}")
+    assert (m + m).isinf()  # two finfo.min masks added: -inf in every dtype
+    if dt == torch.float16:
+        assert spacing == 32  # the masked logit moves to -inf or by one spacing:
+        assert named == {-16.0: "-inf", -15.0: "min", 16.0: "-65472"}
+    else:
+        assert set(named.values()) == {"min"}  # every logit absorbed
+
+# %%
+# Proof: every finite mask is bit-equal to ``-inf`` in partial rows
+# -----------------------------------------------------------------
+# Each finite mask against the ``-inf`` mask directly, in the dtype: equal bit for bit
+# here (``rtol=0, atol=0``), since the masked weights are exactly 0 and the kept logits
+# see the same arithmetic.
+for dt in LOW:
+    z = z64.to(dt)
+    p_inf = masked_softmax(z, keep, float("-inf"))
+    for value in (torch.finfo(dt).min, -1e4):
+        p = masked_softmax(z, keep, value)
+        torch.testing.assert_close(p, p_inf, rtol=0, atol=0)
+    p_1e9 = masked_softmax(z, keep, -1e9)
+    torch.testing.assert_close(p_1e9, p_inf, rtol=0, atol=0)  # f16: -1e9 *is* -inf
+print("finfo.min, -1e4, -1e9 masks: bit-equal to the -inf mask in bfloat16 and float16")
+
+# %%
+# Proof: with ``finfo.min`` a fully masked row averages ``v``
+# -----------------------------------------------------------
 # With ``finfo.min`` the naive row is the mean of ``v``: its weights are exactly ``1/L``
 # and the reference is ``v``'s mean in float64, rounded once (default tolerances for
 # the dtype).
@@ -268,6 +318,8 @@ for dt in LOW:
     torch.testing.assert_close(naive[..., dead, :], mean_v)
 
 # %%
+# Proof: SDPA returns zeros for a fully masked row on CPU
+# -------------------------------------------------------
 # ``scaled_dot_product_attention`` with a boolean mask that masks a whole row returns
 # **zeros** for that row on CPU (torch 2.13, float32, bfloat16 and float16 alike; also
 # with an additive ``-inf`` mask). This was not measured on a GPU: on CUDA the page
@@ -306,6 +358,8 @@ for dt in DTYPES:
         torch.testing.assert_close(sdpa_inf, sdpa, rtol=0, atol=0)  # -inf = boolean
 
 # %%
+# Proof: SDPA with ``finfo.min`` in float16 attends as if unmasked
+# ----------------------------------------------------------------
 # SDPA with an additive ``finfo.min`` mask, on CPU: in bfloat16 the row is uniform (the
 # mean of ``v``, as in the naive code), but in float16 the kernel adds the mask in
 # float32, where ``-65504`` is just a constant shift: the fully masked query attends as
@@ -335,8 +389,12 @@ for dt in LOW:
         assert to_mean > 0.1  # far from the mean of v
 
 # %%
-# Unscaled ``q @ k.T`` overflows float16
-# --------------------------------------
+# Try it: drop the ``1/sqrt(Dh)`` scale. When does ``q @ k.T`` overflow float16?
+# ------------------------------------------------------------------------------
+# Take queries and keys whose every entry is ``a``: every logit is ``Dh * a**2``. From
+# which ``a`` is it ``inf`` at ``Dh = 64``, and at ``Dh = 128``?
+
+# %%
 # With constant entries ``a`` every logit is ``Dh * a**2``. float16 rounds to ``inf``
 # from ``65504 + 16`` on (half the spacing ``32`` above its largest number), so the
 # unscaled logits overflow exactly when ``Dh * a**2 >= 65520``: from ``a = 32`` at
@@ -408,8 +466,12 @@ for dt in LOW:
         torch.testing.assert_close(z_after, z_first, rtol=0, atol=0)  # same bits
 
 # %%
-# What bfloat16 pays instead: precision
-# -------------------------------------
+# Try it: shift every logit by ``M``. What does bfloat16's softmax cost?
+# ----------------------------------------------------------------------
+# Softmax is shift-invariant: ``softmax(M + u) = softmax(u)`` exactly. How far is the
+# 16-bit softmax of ``M + u`` from float64's, for ``M`` from 1 to ``1e5``?
+
+# %%
 # Softmax is shift-invariant, so ``softmax(M + u)`` is ``softmax(u)`` for any offset
 # ``M``; but rounding ``M + u`` to the dtype moves each logit by up to half a spacing at
 # ``M``, ``M * 2**-8`` in bfloat16, ``M * 2**-11`` in float16. The softmax's Jacobian
