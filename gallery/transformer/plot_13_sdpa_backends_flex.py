@@ -94,8 +94,8 @@ for ax, (name, keep) in zip(axs, dense.items()):
                  f"visited, {int(full.sum())} full", fontsize="medium")
     ax.set_xlabel("key m")
 axs[0].set_ylabel("query l")
-fig.suptitle("A mask decides which 128 x 128 blocks need computing: FlexAttention "
-             "skips the empty ones (grey), full ones (outlined) need no mask")
+fig.suptitle("A mask decides which 128 x 128 blocks need computing: FlexAttention\n"
+             "skips the empty ones (grey); full ones (outlined) need no mask")
 plt.show()
 
 # %%

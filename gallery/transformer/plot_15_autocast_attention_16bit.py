@@ -51,31 +51,30 @@ print(f"device: {device}, torch {torch.__version__}")
 #
 # So in a pre-LN block the products run in 16 bits while the LayerNorms read the
 # float32 stream and the sum ``x + branch`` promotes back to float32:
-fig, ax = plt.subplots(figsize=(9, 3.4))
+fig, ax = plt.subplots(figsize=(11, 3.6))
 boxes = [  # (x, y, label, dtype of its output under autocast)
-    (0.2, 1.6, "x", "float32"), (1.6, 2.6, "LayerNorm", "float32"),
-    (3.1, 2.6, "Linear qkv", "16-bit"), (4.6, 2.6, "q k^T, softmax, p v", "16-bit*"),
-    (6.1, 2.6, "Linear out", "16-bit"), (7.6, 1.6, "x + attn", "float32"),
-    (1.6, 0.6, "LayerNorm", "float32"), (3.1, 0.6, "Linear fc", "16-bit"),
-    (4.6, 0.6, "GELU", "16-bit"), (6.1, 0.6, "Linear proj", "16-bit"),
-    (8.9, 0.6, "+ mlp = y", "float32")]
+    (0.3, 1.5, "x", "float32"), (1.3, 2.8, "LayerNorm", "float32"),
+    (2.7, 2.8, "Linear qkv", "16-bit"), (4.3, 2.8, "softmax(qk^T) v", "16-bit*"),
+    (5.9, 2.8, "Linear out", "16-bit"), (7.0, 1.5, "h = x + attn", "float32"),
+    (7.9, 0.2, "LayerNorm", "float32"), (9.2, 0.2, "Linear fc", "16-bit"),
+    (10.5, 0.2, "GELU", "16-bit"), (11.8, 0.2, "Linear proj", "16-bit"),
+    (12.7, 1.5, "y = h + mlp", "float32")]
 color = {"float32": "C0", "16-bit": "C1", "16-bit*": "C1"}
 for bx, by, label, kind in boxes:
     ax.text(bx, by, f"{label}\n{kind}", ha="center", va="center", fontsize=8.5,
             bbox=dict(boxstyle="round", fc=color[kind], alpha=0.3, ec=color[kind]))
-for (x0, y0, *_), (x1, y1, *_) in zip(boxes[:5], boxes[1:6]):
-    ax.annotate("", (x1 - 0.55, y1), (x0 + 0.55, y0), arrowprops=dict(arrowstyle="->"))
-for (x0, y0, *_), (x1, y1, *_) in zip(boxes[5:10], boxes[6:11]):
-    ax.annotate("", (x1 - 0.55, y1), (x0 + 0.55, y0), arrowprops=dict(arrowstyle="->"))
-ax.annotate("", (7.0, 1.6), (0.6, 1.6),
-            arrowprops=dict(arrowstyle="->", color="C0", lw=2))  # the residual stream
-ax.annotate("", (8.3, 0.6), (7.9, 1.4),
-            arrowprops=dict(arrowstyle="->", color="C0", lw=2))
-ax.text(3.8, 1.75, "residual stream, float32", color="C0", ha="center")
-ax.text(4.6, 0.0, "* softmax: 16-bit on CPU, float32 on CUDA (its float32 list)",
-        ha="center", fontsize=8)
-ax.set_xlim(-0.3, 9.6)
-ax.set_ylim(-0.3, 3.2)
+branches = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (7, 8), (8, 9),
+            (9, 10)]
+for i, j in branches + [(0, 5), (5, 10)]:  # the last two: the residual stream
+    stream = (i, j) in [(0, 5), (5, 10)]
+    ax.annotate("", boxes[j][:2], boxes[i][:2], arrowprops=dict(
+        arrowstyle="->", shrinkA=20, shrinkB=20, color="C0" if stream else "k",
+        lw=2.5 if stream else 1))
+ax.text(3.6, 1.62, "residual stream, float32", color="C0", ha="center")
+ax.text(4.0, 0.2, "* softmax: 16-bit on CPU,\nfloat32 on CUDA (its float32 list)",
+        ha="center", va="center", fontsize=8)
+ax.set_xlim(-0.2, 13.4)
+ax.set_ylim(-0.4, 3.4)
 ax.axis("off")
 ax.set_title("Under autocast the products run in 16 bits (orange); the residual "
              "stream stays float32 (blue)")
@@ -267,6 +266,13 @@ for dt in DTYPES:
     print(f"autocast {short[dt]:9s} block output {short[y.dtype]}, branches "
           f"{short[branches[0].dtype]} and {short[branches[1].dtype]}")
     assert y.dtype == torch.float32 and branches[0].dtype == branches[1].dtype == dt
+x_later = x.clone()
+x_later[:, -1] += torch.randn_like(x[:, -1])  # change the last token only
+with torch.no_grad():
+    moved = (block(x_later) - block(x)).abs().amax(dim=(0, 2))  # (L,)
+print(f"changing the last token moves earlier outputs by {moved[:-1].max():.1e}, "
+      f"the last by {moved[-1]:.2f}")
+assert moved[:-1].max() < 1e-5 < 0.1 < moved[-1]  # causal: no query sees a later key
 
 # %%
 # Proof: autocast's ``linear`` accumulates in float32 on CPU

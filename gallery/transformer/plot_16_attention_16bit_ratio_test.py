@@ -53,7 +53,7 @@ short = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
 #
 # the :math:`\varepsilon` term for rounding the reference to the dtype. The figure:
 # SDPA's default kernel against the naive computation, for each dtype, head size and
-# mask (computed in the next two cells).
+# mask.
 #
 # The formula, its float64 reference and the inputs, from scratch:
 
@@ -100,16 +100,8 @@ for dt in DTYPES:
             naive = formula(q, k, v, causal)
             for who, o in [("kernel", kern[case]), ("naive", naive)]:
                 err[case + (who,)] = (o.double() - ref[case]).abs().max().item()
-print(f"{'dtype':9s}{'Dh':>4s} {'mask':7s}{'kernel':>10s}{'naive':>10s}{'ratio':>7s}")
-for (dt, Dh, causal, who), e in err.items():
-    if who == "kernel":
-        n = err[dt, Dh, causal, "naive"]
-        print(f"{short[dt]:9s}{Dh:4d} {'causal' if causal else 'none':7s}"
-              f"{e:10.2e}{n:10.2e}{e / n:7.2f}")
 ratios = [err[k] / err[k[:3] + ("naive",)] for k in err if k[3] == "kernel"]
 best, worst = min(ratios), max(ratios)
-print(f"ratio kernel / naive: {best:.2f} to {worst:.2f} (FlashAttention's tests allow "
-      "2)")
 cases = [(dt, Dh, c) for dt in DTYPES for Dh in HEADS for c in [False, True]]
 pos = torch.arange(len(cases)).tolist()
 fig, ax = plt.subplots(figsize=(9, 3.6))
@@ -155,6 +147,14 @@ plt.show()
 #
 # For each dtype and head size, without and with the causal mask: the idea's
 # inequality, with ``rtol = eps`` and ``atol`` twice the naive error.
+print(f"{'dtype':9s}{'Dh':>4s} {'mask':7s}{'kernel':>10s}{'naive':>10s}{'ratio':>7s}")
+for (dt, Dh, causal, who), e in err.items():
+    if who == "kernel":
+        n = err[dt, Dh, causal, "naive"]
+        print(f"{short[dt]:9s}{Dh:4d} {'causal' if causal else 'none':7s}"
+              f"{e:10.2e}{n:10.2e}{e / n:7.2f}")
+print(f"ratio kernel / naive: {best:.2f} to {worst:.2f} (FlashAttention's tests allow "
+      "2)")
 for dt in DTYPES:
     eps = torch.finfo(dt).eps  # covers rounding the float64 reference to dt
     for Dh in HEADS:
@@ -184,6 +184,27 @@ for dt in DTYPES:
 # them when ``v`` has mean zero; both are asserted on CPU only. On
 # CUDA they are printed: no GPU measurement backs them yet, and float16's ``rtol``
 # (1.02 ``eps``) leaves a kernel little room beyond the rounding of the reference.
+def within_defaults(actual, expected, dt):
+    """Elementwise, torch.testing's defaults for dt: |a - e| <= atol + rtol |e|."""
+    rtol = 1.6e-2 if dt == torch.bfloat16 else 1e-3
+    return torch.isclose(actual.double(), expected.double(), rtol=rtol, atol=1e-5)
+
+
+# our elementwise reading of the defaults agrees with torch.testing on either side of
+# atol (at 0) and of rtol (at 1)
+for dt in DTYPES:
+    rtol = 1.6e-2 if dt == torch.bfloat16 else 1e-3
+    for at, gap in [(0.0, 0.5e-5), (0.0, 2e-5), (1.0, 0.5 * rtol), (1.0, 2 * rtol)]:
+        a_t, e_t = torch.tensor([at + gap], dtype=dt), torch.tensor([at], dtype=dt)
+        try:
+            torch.testing.assert_close(a_t, e_t)
+        except AssertionError:
+            passes = False
+        else:
+            passes = True
+        assert bool(within_defaults(a_t, e_t, dt)) == passes == (gap < 1e-5 + at * rtol)
+
+
 fails = {}  # (dtype, Dh, causal) -> share of entries outside the defaults, v ~ N(0,1)
 pos_kern, pos_ref = {}, {}  # (dtype, Dh, causal) -> output, float64 reference; v > 0
 for dt in DTYPES:
@@ -192,9 +213,7 @@ for dt in DTYPES:
             q, k, v = inputs(dt, B, Nh, L, Dh, device)
             r64 = formula(q.double(), k.double(), v.double(), causal)
             out16 = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-            close = torch.isclose(out16.double(), r64.to(dt).double(),
-                                  rtol=1.6e-2 if dt == torch.bfloat16 else 1e-3,
-                                  atol=1e-5)
+            close = within_defaults(out16, r64.to(dt), dt)  # (B, Nh, L, Dh)
             fails[dt, Dh, causal] = 1 - close.double().mean().item()
             q, k, v = inputs(dt, B, Nh, L, Dh, device,
                              positive_v=True)  # outputs of one sign
@@ -219,6 +238,21 @@ for dt in DTYPES:
 fail_min_pct = 100 * min(fails.values())
 fail_max_pct = 100 * max(fails.values())
 pos_eps_max = max(pos_eps.values())
+
+# %%
+# Proof: ``formula`` with a bias is SDPA with a float ``attn_mask``
+# ----------------------------------------------------------------
+# The forced-backend section below adds a float bias through ``formula``; on any
+# device, in float64, that path equals SDPA's (the math kernel).
+q, k, v = (t.double() for t in inputs(torch.float32, 1, Nh, 16, 8, device))
+bias64 = torch.randn(Nh, 16, 16, device=device, dtype=torch.float64)  # (Nh, L, L)
+later = torch.ones(16, 16, dtype=torch.bool, device=device).triu(1)  # key after query
+for causal in [False, True]:
+    mask64 = bias64.masked_fill(later, float("-inf")) if causal else bias64
+    torch.testing.assert_close(
+        formula(q, k, v, causal, bias64),
+        F.scaled_dot_product_attention(q, k, v, attn_mask=mask64))
+print("formula(q, k, v, causal, bias) = SDPA with attn_mask=bias, float64, both masks")
 
 # %%
 # Proof: each backend forced, on CUDA
