@@ -21,9 +21,11 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "myst_nb",
     "sphinx_copybutton",
+    "sphinx_design",  # dropdowns: the collapsed proofs and answers (_ext/anatomy.py)
     "book",  # _ext/book.py: records claims, writes the ledger; decides what runs again
     "rendering",  # _ext/rendering.py: figure links, thumbnails' alt text, no linter comments shown
     "measured",  # _ext/measured.py: the :measured: role, numbers in prose from a page's run
+    "anatomy",  # _ext/anatomy.py: "Proof:" sections and "Try it:" answers folded, one click away
 ]
 
 root_doc = "index"

@@ -22,6 +22,9 @@ them against the pinned versions and fails naming the reliance when an upgrade c
 7. Sphinx's ``Extension`` objects in ``app.extensions`` and their ``parallel_read_safe`` /
    ``parallel_write_safe`` attributes, set for an extension that does not declare them.
 8. CPython's ``sys._getframe``: the line and globals of the page's code calling a check.
+9. sphinx-design's dropdown as a doctree node: ``shared.create_component("dropdown", ...)``
+   with the fields its ``dropdown`` directive sets (undocumented), which its post-transform
+   turns into ``<details>`` (the collapsed proofs and answers, ``anatomy.py``).
 """
 
 import codeop
@@ -149,3 +152,20 @@ def declare_parallel_safe(app, name):
 def caller_frame(depth=1):
     """The frame ``depth`` calls above the function calling this one (1: its caller)."""
     return sys._getframe(depth + 1)
+
+
+# 9 ---------------------------------------------------------------------------------------
+
+
+def dropdown(title, children, classes=()):
+    """sphinx-design's dropdown, closed, titled ``title`` (inline nodes), holding ``children``:
+    what ``.. dropdown:: title`` builds, rendered as ``<details>`` by sphinx-design."""
+    from docutils import nodes
+    from sphinx_design.shared import create_component
+
+    node = create_component("dropdown", opened=False, type="dropdown", has_title=True,
+                            icon=None, chevron=None, container_classes=["sd-mb-3", *classes],
+                            title_classes=[], body_classes=[])
+    node += nodes.rubric("", "", *title)
+    node.extend(children)
+    return node

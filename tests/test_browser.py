@@ -98,10 +98,15 @@ class Visit:
         if response.status >= 400 and urlsplit(response.url).path not in BROWSER_OWN:
             self.problems.append(f"HTTP {response.status}: {response.url}")
 
-    def open(self, path, idle=False):
-        """Load a page, wait for MathJax to finish typesetting and for fonts and images."""
+    def open(self, path, idle=False, unfold=True):
+        """Load a page, wait for MathJax to finish typesetting and for fonts and images.
+
+        ``unfold``: open every folded proof and answer (``<details>``, _ext/anatomy.py) first,
+        so that what a test measures is all of the page; False: the page as it opens."""
         self.problems.clear()
         self.page.goto(path, wait_until="networkidle" if idle else "load")
+        if unfold:
+            self.page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
         self.page.evaluate("""async () => {
             if (window.MathJax && MathJax.startup && MathJax.startup.promise)
                 await MathJax.startup.promise;

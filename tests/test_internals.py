@@ -172,6 +172,27 @@ def test_8_caller_frame():
     assert called() is here
 
 
+def test_9_the_dropdown_node_becomes_details_in_html():
+    """The node built as sphinx-design's directive builds it; its HTML post-transform (run on
+    a small document) makes it a closed ``<details>`` with the title as ``<summary>``."""
+    from docutils import nodes
+    from docutils.utils import new_document
+    from sphinx_design.dropdown import DropdownHtmlTransform, dropdown_main, dropdown_title
+
+    node = internals.dropdown([nodes.Text("Show the proof")], [nodes.paragraph("", "body")],
+                              ["anatomy-proof"])
+    document = new_document("test")
+    document += node
+    transform = DropdownHtmlTransform.__new__(DropdownHtmlTransform)
+    transform.document = document
+    transform.run()
+    [details] = document.children
+    assert isinstance(details, dropdown_main) and not details["opened"]
+    assert "anatomy-proof" in details["classes"]
+    assert isinstance(details[0], dropdown_title) and "Show the proof" in details[0].astext()
+    assert details[1].astext() == "body"
+
+
 def test_a_script_without_a_docstring_is_no_gallery_page(tmp_path):
     script = tmp_path / "plot_02_bare.py"
     script.write_text("x = 1\nassert x\n")

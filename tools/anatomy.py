@@ -27,6 +27,24 @@ GALLERY = ROOT / "gallery"
 sys.path.insert(0, str(ROOT / "_ext"))
 import internals  # noqa: E402  (sphinx-gallery's own splitter, as the build reads pages)
 
+# Pages not yet rewritten into the anatomy (issue 24): the browser test expects them to fail
+# (xfail, strict: a page that passes must leave this list). Empty when the issue is done.
+NOT_YET = {f"{c}/{p}" for c, ps in {
+    "normalization": "01_common_recipe 02_batchnorm 03_running_stats 04_instancenorm "
+                     "05_layernorm 06_groupnorm_rmsnorm 07_qk_norm 08_gradients "
+                     "09_norms_16bit 10_norm_placement 11_qk_norm_practice 12_dyt "
+                     "13_batchnorm_practice",
+    "positional": "01_formulation 02_sinusoidal 03_learned_absolute 04_rope "
+                  "05_rope_attention 06_rope_nd 07_alibi 08_rope_16bit 09_rope_scaling "
+                  "10_large_bases 11_partial_rope 12_nope_causal 13_alibi_bloom",
+    "transformer": "01_self_attention 02_multihead_attention 03_causal_attention "
+                   "04_conv1d_feedforward 05_transformer_block 06_attention_maps "
+                   "07_attention_cost 08_gpt2_vs_hugging_face 09_kv_cache 10_gqa_mqa "
+                   "11_llama_decoder_layer 12_sliding_window_sinks "
+                   "13_sdpa_backends_flex 14_softmax_masks_16bit "
+                   "15_autocast_attention_16bit",
+}.items() for p in (f"plot_{n}" for n in ps.split())}
+
 COPIED = re.compile(r"#\s*Copied from (\w+/plot_\w+)\.py: (\w+)\s*$")
 BUILTINS = set(dir(builtins)) | {"__class__", "__file__", "__name__"}
 

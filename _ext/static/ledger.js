@@ -85,6 +85,25 @@
       body.append(...sorted);
     }
     count.textContent = `${shown} of ${rows.length} claims shown`;
+    // The filters live in the address (?page=normalization/plot_05_layernorm&dtype=...), so
+    // a page's "this page in the proof ledger" link and a copied address open them as set.
+    const query = new URLSearchParams();
+    for (const sel of selects) {
+      if (sel.value && sel.value !== "order") query.set(sel.name, sel.value);
+    }
+    const search = query.toString() ? "?" + query : "";
+    if (search !== location.search) {
+      try {
+        history.replaceState(null, "", location.pathname + search + location.hash);
+      } catch (e) { /* some browsers refuse it for file:// pages: the filters still apply */ }
+    }
+  }
+  // Filters from the address; a value that names no option (a page that is gone) is ignored.
+  const selects = [chapter, page, set, dtype, status, sort];
+  const given = new URLSearchParams(location.search);
+  for (const sel of selects) {
+    const value = given.get(sel.name);
+    if (value !== null && [...sel.options].some((o) => o.value === value)) sel.value = value;
   }
   apply();
 })();
