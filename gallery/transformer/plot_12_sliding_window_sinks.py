@@ -289,6 +289,9 @@ with torch.no_grad():
     for p in mistral.parameters():
         p.add_(0.1 * torch.randn_like(p))
 
+# %%
+# A forward hook on each attention layer records what it saw and returned.
+
 
 def run_and_record(model, ids):
     """Run the model on ids (B, L); per layer, what its self_attn saw and returned."""
@@ -308,6 +311,8 @@ def run_and_record(model, ids):
     return seen
 
 
+# %%
+# The model's mask, as the first layer received it: ``0`` where kept.
 ids = torch.randint(3, cfg.vocab_size, (B, L), device=device)
 seen = run_and_record(mistral, ids)
 hf_mask = seen[0][1]  # (B, 1, L, L) float: 0 where kept

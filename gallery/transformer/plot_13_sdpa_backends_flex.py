@@ -362,6 +362,8 @@ def descendants(event):
         yield from descendants(child)
 
 
+# %%
+# Each call's kernel op, read from the profiler's events under its label.
 by_label = {e.name: e for e in prof.function_events if e.name.startswith("call ")}
 op = {}  # (dtype, mask, backend or "default") -> the kernel op's name
 for key, label in labels.items():

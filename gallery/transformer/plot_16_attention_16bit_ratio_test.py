@@ -204,7 +204,8 @@ for dt in DTYPES:
             passes = True
         assert bool(within_defaults(a_t, e_t, dt)) == passes == (gap < 1e-5 + at * rtol)
 
-
+# %%
+# The share of outputs outside the defaults, with ``v`` of mean zero and of one sign.
 fails = {}  # (dtype, Dh, causal) -> share of entries outside the defaults, v ~ N(0,1)
 pos_kern, pos_ref = {}, {}  # (dtype, Dh, causal) -> output, float64 reference; v > 0
 for dt in DTYPES:
@@ -241,7 +242,7 @@ pos_eps_max = max(pos_eps.values())
 
 # %%
 # Proof: ``formula`` with a bias is SDPA with a float ``attn_mask``
-# ----------------------------------------------------------------
+# -----------------------------------------------------------------
 # The forced-backend section below adds a float bias through ``formula``; on any
 # device, in float64, that path equals SDPA's (the math kernel).
 q, k, v = (t.double() for t in inputs(torch.float32, 1, Nh, 16, 8, device))
