@@ -194,8 +194,29 @@ print(f"uniform causal: max|o_t - W_o(W_v mean(x_0..x_t) + b_v) - b_o| = "
 torch.testing.assert_close(ours, reference)
 
 # %%
-# The expectation, exactly
-# ------------------------
+# Proof: the permutation test, permutation by permutation
+# -------------------------------------------------------
+# Without a mask ``f(P x)`` and ``P f(x)`` agree to float64 rounding for each
+# permutation; with the causal mask they differ by order one.
+for i in range(len(perms)):
+    print(f"permutation {i} ({'reversed' if i == 0 else 'random'}): "
+          f"max|f(Px) - P f(x)| no mask {gaps['no mask'][i]:.1e}, "
+          f"causal {gaps['causal'][i]:.2f}")
+fig, ax = plt.subplots()
+ax.plot(range(len(perms)), gaps["no mask"], "o", label="no mask")
+ax.plot(range(len(perms)), gaps["causal"], "s", label="causal mask")
+ax.set_yscale("log")
+ax.set_xticks(range(len(perms)), ["rev"] + [str(i) for i in range(1, len(perms))])
+ax.set_xlabel("permutation (0: reversed, then random)")
+ax.set_ylabel("max |f(Px) - P f(x)|")
+ax.set_title("Without a mask attention is permutation-equivariant (to 1e-16);\n"
+             "with a causal mask every permutation changes the outputs")
+ax.legend()
+plt.show()
+
+# %%
+# Proof: the expectation is exact over a Hadamard batch
+# -----------------------------------------------------
 # With an orthogonal value and output projection and zero biases,
 # :math:`\lVert o_t \rVert = \lVert \bar x_t \rVert`. The average of the idea's
 # equation is exact over the rows of an ``L x L`` Hadamard matrix (Sylvester's
@@ -228,59 +249,6 @@ print(f"Hadamard batch: max|S_t - 1/(t+1)| = {(S_exact - theory).abs().max():.1e
       f"probe: t_hat = t for {int((t_hat.cpu() == torch.arange(L)).sum())} of {L}")
 torch.testing.assert_close(S_exact, theory)
 assert torch.equal(t_hat.cpu(), torch.arange(L))
-
-# %%
-# One sequence, exactly: a beginning-of-sequence marker
-# -----------------------------------------------------
-# Kazemnejad et al. (2023) prove that a decoder without PE can represent absolute
-# positions. The simplest mechanism needs no batch: let only the first token carry a
-# marker, a 1 in channel 0 (a beginning-of-sequence token), and let the value
-# projection of uniform causal attention read channel 0 alone. Output ``t`` then holds
-# ``1 / (t + 1)`` in channel 0, whatever the other channels of the tokens hold, and
-# ``round(1 / o_t - 1)`` reads ``t`` from a single sequence, here of 1024 tokens.
-L_long = 1024
-marker_layer = copy.deepcopy(uniform)
-with torch.no_grad():
-    reads_marker = torch.zeros(D, D, dtype=dtype)  # (D, D)
-    reads_marker[0, 0] = 1.0  # value channel 0 = token channel 0, nothing else
-    marker_layer.in_proj_weight[2 * D:] = reads_marker.to(device)
-    marker_layer.in_proj_bias[2 * D:].zero_()
-    marker_layer.out_proj.weight.copy_(torch.eye(D, dtype=dtype))
-    marker_layer.out_proj.bias.zero_()
-gen_seq = torch.Generator().manual_seed(2)  # its own stream
-seq = torch.randn(1, L_long, D, dtype=dtype, generator=gen_seq)  # (1, L_long, D)
-seq[0, :, 0] = 0.0
-seq[0, 0, 0] = 1.0  # the marker, on the first token only
-mask_long = ~causal_mask(L_long, device)  # (L_long, L_long), True: hide
-marker = mha_attend(marker_layer, seq.to(device), mask_long)[0, :, 0]  # (L_long,)
-t_long = torch.arange(L_long)
-expected = 1 / torch.arange(1, L_long + 1, dtype=dtype)  # (L_long,): 1 / (t + 1)
-read = (1 / marker - 1).round().long().cpu()  # (L_long,)
-print(f"marker: max|o_t[0] - 1/(t+1)| = {(marker.cpu() - expected).abs().max():.1e}; "
-      f"t read back for {int((read == t_long).sum())} of {L_long} positions")
-torch.testing.assert_close(marker.cpu(), expected)
-assert torch.equal(read, t_long)
-
-# %%
-# Proof: the permutation test, permutation by permutation
-# -------------------------------------------------------
-# Without a mask ``f(P x)`` and ``P f(x)`` agree to float64 rounding for each
-# permutation; with the causal mask they differ by order one.
-for i in range(len(perms)):
-    print(f"permutation {i} ({'reversed' if i == 0 else 'random'}): "
-          f"max|f(Px) - P f(x)| no mask {gaps['no mask'][i]:.1e}, "
-          f"causal {gaps['causal'][i]:.2f}")
-fig, ax = plt.subplots()
-ax.plot(range(len(perms)), gaps["no mask"], "o", label="no mask")
-ax.plot(range(len(perms)), gaps["causal"], "s", label="causal mask")
-ax.set_yscale("log")
-ax.set_xticks(range(len(perms)), ["rev"] + [str(i) for i in range(1, len(perms))])
-ax.set_xlabel("permutation (0: reversed, then random)")
-ax.set_ylabel("max |f(Px) - P f(x)|")
-ax.set_title("Without a mask attention is permutation-equivariant (to 1e-16);\n"
-             "with a causal mask every permutation changes the outputs")
-ax.legend()
-plt.show()
 
 # %%
 # Proof: the probe reads position from random tokens too
@@ -330,6 +298,41 @@ drawn_fall = (drawn[0] / drawn[-1]).item()  # V_0 / V_(L-1): its inverse is prin
 print(f"causal, as drawn: V_0 = {drawn[0]:.3f}, V_{L - 1} = {drawn[-1]:.3f}, "
       f"V_{L - 1} / V_0 = {drawn[-1] / drawn[0]:.3f}")
 assert drawn_fall > 5, "V_t no longer falls with t?"
+
+# %%
+# Try it: one sequence, no batch. Can a marker on the first token give position?
+# ------------------------------------------------------------------------------
+# Kazemnejad et al. (2023) prove that a decoder without PE can represent absolute
+# positions. Let only the first token carry a marker, a 1 in channel 0 (a
+# beginning-of-sequence token), and let uniform causal attention's value projection
+# read channel 0 alone. What does output ``t`` hold in channel 0?
+
+# %%
+# Output ``t`` holds ``1 / (t + 1)`` in channel 0, whatever the other channels of the
+# tokens hold, and ``round(1 / o_t - 1)`` reads ``t`` from a single sequence, here of
+# 1024 tokens.
+L_long = 1024
+marker_layer = copy.deepcopy(uniform)
+with torch.no_grad():
+    reads_marker = torch.zeros(D, D, dtype=dtype)  # (D, D)
+    reads_marker[0, 0] = 1.0  # value channel 0 = token channel 0, nothing else
+    marker_layer.in_proj_weight[2 * D:] = reads_marker.to(device)
+    marker_layer.in_proj_bias[2 * D:].zero_()
+    marker_layer.out_proj.weight.copy_(torch.eye(D, dtype=dtype))
+    marker_layer.out_proj.bias.zero_()
+gen_seq = torch.Generator().manual_seed(2)  # its own stream
+seq = torch.randn(1, L_long, D, dtype=dtype, generator=gen_seq)  # (1, L_long, D)
+seq[0, :, 0] = 0.0
+seq[0, 0, 0] = 1.0  # the marker, on the first token only
+mask_long = ~causal_mask(L_long, device)  # (L_long, L_long), True: hide
+marker = mha_attend(marker_layer, seq.to(device), mask_long)[0, :, 0]  # (L_long,)
+t_long = torch.arange(L_long)
+expected = 1 / torch.arange(1, L_long + 1, dtype=dtype)  # (L_long,): 1 / (t + 1)
+read = (1 / marker - 1).round().long().cpu()  # (L_long,)
+print(f"marker: max|o_t[0] - 1/(t+1)| = {(marker.cpu() - expected).abs().max():.1e}; "
+      f"t read back for {int((read == t_long).sum())} of {L_long} positions")
+torch.testing.assert_close(marker.cpu(), expected)
+assert torch.equal(read, t_long)
 
 # %%
 # Try it: take the mask away. Does :math:`V_t` still depend on ``t``?

@@ -178,93 +178,6 @@ torch.testing.assert_close(out[:, :, :W], causal_ref[:, :, :W])
 assert (per_query[W:] > 0.1).all()  # from query W on, every query has lost a key
 
 # %%
-# The attention layer from scratch
-# --------------------------------
-# Mistral's attention: bias-free projections, rotary embeddings on ``q`` and ``k`` (the
-# rotate-half layout of :doc:`/generated/positional/plot_04_rope`, ``base`` its RoPE
-# base), ``Nkv`` key/value heads each shared by ``Nh / Nkv`` consecutive query heads,
-# then ``attend_with_sinks``. gpt-oss, below, adds biases and the learned sinks. The
-# parameters carry Hugging Face's names, so its weights load strictly, as they are.
-from torch import nn
-
-
-# Copied from positional/plot_04_rope.py: rope_inv_freq
-def rope_inv_freq(Dh, base, dtype=torch.float32):
-    """Per-pair frequencies base ** (-2i / Dh), i = 0 .. Dh/2 - 1: (Dh/2,), in `dtype`."""  # noqa: E501
-    return 1.0 / base ** (torch.arange(0, Dh, 2, dtype=dtype) / Dh)
-
-
-# Copied from positional/plot_04_rope.py: rope_cos_sin
-def rope_cos_sin(pos, Dh, base, dtype=torch.float32):
-    """pos (..., L) -> cos, sin (..., L, Dh), rotate-half layout, angles in `dtype`.
-
-    Channel i and channel i + Dh/2 form pair i and share its angle pos * inv_freq[i]."""
-    inv_freq = rope_inv_freq(Dh, base, dtype).to(pos.device)  # (Dh/2,)
-    angles = pos[..., None].to(dtype) * inv_freq  # (..., L, Dh/2)
-    angles = torch.cat([angles, angles], dim=-1)  # (..., L, Dh)
-    return angles.cos(), angles.sin()
-
-
-# Copied from positional/plot_04_rope.py: rotate_half
-def rotate_half(x):
-    """(x1, x2) -> (-x2, x1) on the two halves of the last dim: x (..., Dh)."""
-    x1, x2 = x.chunk(2, dim=-1)  # (..., Dh/2) each
-    return torch.cat([-x2, x1], dim=-1)
-
-
-# Copied from positional/plot_04_rope.py: rope
-def rope(x, cos, sin):
-    """Rotate-half RoPE: x (..., L, Dh); cos, sin broadcast to it, e.g. (L, Dh) or
-    (B, 1, L, Dh) for x (B, Nh, L, Dh)."""
-    return x * cos + rotate_half(x) * sin
-
-
-class WindowAttention(nn.Module):
-    """Attention on (B, L, D) with Nkv shared key/value heads, RoPE, a keep mask and,
-    optionally, one learned sink logit per head."""
-
-    def __init__(self, D, Nh, Nkv, Dh, base, bias=False, sinks=False):
-        super().__init__()
-        self.Nh, self.Nkv, self.Dh, self.base = Nh, Nkv, Dh, base
-        self.q_proj = nn.Linear(D, Nh * Dh, bias=bias)
-        self.k_proj = nn.Linear(D, Nkv * Dh, bias=bias)
-        self.v_proj = nn.Linear(D, Nkv * Dh, bias=bias)
-        self.o_proj = nn.Linear(Nh * Dh, D, bias=bias)
-        self.sinks = nn.Parameter(torch.zeros(Nh)) if sinks else None
-
-    def rotated_qk(self, x):
-        """x (B, L, D) -> rotated q (B, Nh, L, Dh), k repeated to (B, Nh, L, Dh)."""
-        B, L, D = x.shape
-        Nh, Nkv, Dh = self.Nh, self.Nkv, self.Dh
-        q = self.q_proj(x).view(B, L, Nh, Dh).transpose(1, 2)  # (B, Nh, L, Dh)
-        k = self.k_proj(x).view(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
-        cos, sin = rope_cos_sin(torch.arange(L, device=x.device), Dh, self.base)
-        q, k = rope(q, cos, sin), rope(k, cos, sin)  # cos, sin (L, Dh)
-        # query head h reads key/value head h // (Nh / Nkv), as in repeat_kv
-        return q, k.repeat_interleave(Nh // Nkv, dim=1)
-
-    def forward(self, x, keep):
-        B, L, D = x.shape
-        Nh, Nkv, Dh = self.Nh, self.Nkv, self.Dh
-        q, k = self.rotated_qk(x)  # (B, Nh, L, Dh) each
-        v = self.v_proj(x).view(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
-        v = v.repeat_interleave(Nh // Nkv, dim=1)  # (B, Nh, L, Dh)
-        y, p = attend_with_sinks(q, k, v, keep, self.sinks)  # y (B, Nh, L, Dh)
-        return self.o_proj(y.transpose(1, 2).reshape(B, L, Nh * Dh)), p  # (B, L, D)
-
-
-def window_attention_from(hf_attn, device, **kwargs):
-    """Our WindowAttention carrying the weights of a Hugging Face attention layer."""
-    c = hf_attn.config
-    ours = WindowAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads,
-                           hf_attn.head_dim, c.rope_parameters["rope_theta"], **kwargs)
-    state = hf_attn.state_dict()
-    assert sorted(ours.state_dict()) == sorted(state)  # the same names, every tensor
-    ours.load_state_dict(state, strict=True)
-    return ours.to(device)
-
-
-# %%
 # Proof: Hugging Face's Mistral keeps exactly ``W`` keys
 # ------------------------------------------------------
 # ``MistralConfig(sliding_window=W)`` builds its mask in ``masking_utils.py``
@@ -348,6 +261,92 @@ print("HF's weights, both layers: exactly 0 outside the window, > 0 inside it")
 # %%
 # Proof: our layer equals Hugging Face's ``MistralAttention``
 # -----------------------------------------------------------
+# Our layer, from scratch. Mistral's attention: bias-free projections, rotary embeddings
+# on ``q`` and ``k`` (the rotate-half layout of
+# :doc:`/generated/positional/plot_04_rope`, ``base`` its RoPE base), ``Nkv`` key/value
+# heads each shared by ``Nh / Nkv`` consecutive query heads, then ``attend_with_sinks``.
+# gpt-oss, below, adds biases and the learned sinks. The parameters carry Hugging Face's
+# names, so its weights load strictly, as they are.
+from torch import nn
+
+
+# Copied from positional/plot_04_rope.py: rope_inv_freq
+def rope_inv_freq(Dh, base, dtype=torch.float32):
+    """Per-pair frequencies base ** (-2i / Dh), i = 0 .. Dh/2 - 1: (Dh/2,), in `dtype`."""  # noqa: E501
+    return 1.0 / base ** (torch.arange(0, Dh, 2, dtype=dtype) / Dh)
+
+
+# Copied from positional/plot_04_rope.py: rope_cos_sin
+def rope_cos_sin(pos, Dh, base, dtype=torch.float32):
+    """pos (..., L) -> cos, sin (..., L, Dh), rotate-half layout, angles in `dtype`.
+
+    Channel i and channel i + Dh/2 form pair i and share its angle pos * inv_freq[i]."""
+    inv_freq = rope_inv_freq(Dh, base, dtype).to(pos.device)  # (Dh/2,)
+    angles = pos[..., None].to(dtype) * inv_freq  # (..., L, Dh/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (..., L, Dh)
+    return angles.cos(), angles.sin()
+
+
+# Copied from positional/plot_04_rope.py: rotate_half
+def rotate_half(x):
+    """(x1, x2) -> (-x2, x1) on the two halves of the last dim: x (..., Dh)."""
+    x1, x2 = x.chunk(2, dim=-1)  # (..., Dh/2) each
+    return torch.cat([-x2, x1], dim=-1)
+
+
+# Copied from positional/plot_04_rope.py: rope
+def rope(x, cos, sin):
+    """Rotate-half RoPE: x (..., L, Dh); cos, sin broadcast to it, e.g. (L, Dh) or
+    (B, 1, L, Dh) for x (B, Nh, L, Dh)."""
+    return x * cos + rotate_half(x) * sin
+
+
+class WindowAttention(nn.Module):
+    """Attention on (B, L, D) with Nkv shared key/value heads, RoPE, a keep mask and,
+    optionally, one learned sink logit per head."""
+
+    def __init__(self, D, Nh, Nkv, Dh, base, bias=False, sinks=False):
+        super().__init__()
+        self.Nh, self.Nkv, self.Dh, self.base = Nh, Nkv, Dh, base
+        self.q_proj = nn.Linear(D, Nh * Dh, bias=bias)
+        self.k_proj = nn.Linear(D, Nkv * Dh, bias=bias)
+        self.v_proj = nn.Linear(D, Nkv * Dh, bias=bias)
+        self.o_proj = nn.Linear(Nh * Dh, D, bias=bias)
+        self.sinks = nn.Parameter(torch.zeros(Nh)) if sinks else None
+
+    def rotated_qk(self, x):
+        """x (B, L, D) -> rotated q (B, Nh, L, Dh), k repeated to (B, Nh, L, Dh)."""
+        B, L, D = x.shape
+        Nh, Nkv, Dh = self.Nh, self.Nkv, self.Dh
+        q = self.q_proj(x).view(B, L, Nh, Dh).transpose(1, 2)  # (B, Nh, L, Dh)
+        k = self.k_proj(x).view(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
+        cos, sin = rope_cos_sin(torch.arange(L, device=x.device), Dh, self.base)
+        q, k = rope(q, cos, sin), rope(k, cos, sin)  # cos, sin (L, Dh)
+        # query head h reads key/value head h // (Nh / Nkv), as in repeat_kv
+        return q, k.repeat_interleave(Nh // Nkv, dim=1)
+
+    def forward(self, x, keep):
+        B, L, D = x.shape
+        Nh, Nkv, Dh = self.Nh, self.Nkv, self.Dh
+        q, k = self.rotated_qk(x)  # (B, Nh, L, Dh) each
+        v = self.v_proj(x).view(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
+        v = v.repeat_interleave(Nh // Nkv, dim=1)  # (B, Nh, L, Dh)
+        y, p = attend_with_sinks(q, k, v, keep, self.sinks)  # y (B, Nh, L, Dh)
+        return self.o_proj(y.transpose(1, 2).reshape(B, L, Nh * Dh)), p  # (B, L, D)
+
+
+def window_attention_from(hf_attn, device, **kwargs):
+    """Our WindowAttention carrying the weights of a Hugging Face attention layer."""
+    c = hf_attn.config
+    ours = WindowAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads,
+                           hf_attn.head_dim, c.rope_parameters["rope_theta"], **kwargs)
+    state = hf_attn.state_dict()
+    assert sorted(ours.state_dict()) == sorted(state)  # the same names, every tensor
+    ours.load_state_dict(state, strict=True)
+    return ours.to(device)
+
+
+# %%
 # In both layers our attention, fed the input the model gave Hugging Face's, returns the
 # same output and the same weights with our window mask. With a window one key narrower
 # or wider, or with no window at all, it does not.

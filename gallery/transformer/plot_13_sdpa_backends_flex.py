@@ -28,6 +28,7 @@ mask), :doc:`/generated/transformer/plot_12_sliding_window_sinks` (the window),
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
 import math
+import warnings
 
 import matplotlib.pyplot as plt
 import torch
@@ -149,16 +150,6 @@ def alibi_slopes(Nh, device=None):
 
 
 # %%
-# This page's head counts (8, then 4) are powers of two. For others, ALiBi's rule takes
-# the slopes of the next power of two below and every other slope of the one above:
-# for ``Nh = 12``, the 8 slopes of ``Nh = 8`` and 4 of the 16 of ``Nh = 16``.
-closed_8 = torch.tensor([2 ** (-8 * h / 8) for h in range(1, 9)])  # (8,)
-closed_16 = torch.tensor([2 ** (-8 * h / 16) for h in range(1, 17)])  # (16,)
-print(f"alibi_slopes(12): {[f'{s:.4f}' for s in alibi_slopes(12).tolist()]}")
-torch.testing.assert_close(alibi_slopes(12), torch.cat([closed_8, closed_16[0::2][:4]]))
-
-
-# %%
 # FlexAttention's mask as functions: a ``mask_mod(b, h, q_idx, kv_idx)`` says which key
 # a query may see, a ``score_mod(score, b, h, q_idx, kv_idx)`` rewrites each scaled
 # logit. FlexAttention traces each ``*_mod`` with TorchDynamo, which looks a global name
@@ -196,99 +187,27 @@ def alibi_score_mod(slopes):
 # ------------------------
 # ``torch.nn.attention.sdpa_kernel`` allows only the backends it is given:
 # ``FLASH_ATTENTION`` (FlashAttention, Dao et al. 2022: the scores tile by tile, never
-# stored), ``EFFICIENT_ATTENTION`` (the memory-efficient kernel after Rabe and Staats
-# 2021), ``CUDNN_ATTENTION`` (NVIDIA's cuDNN) and ``MATH`` (the formula in ordinary
-# PyTorch ops); if none of them takes the inputs the call raises ``RuntimeError``. The
-# shape is that of the H100 measurements this page's CUDA side comes from. The masks:
-# none, ``is_causal=True``, a boolean ``(L, L)`` sliding window of ``W`` keys, and an
-# additive float ALiBi bias with the causal :math:`-\infty`, as ``(Nh, L, L)`` and as
-# ``(1, Nh, L, L)``. The float64 reference gets its own masks, built another way: the
-# window from the positions' difference, the slopes from the closed form per head. A
-# slip in either construction fails the float32 comparisons below.
+# stored), ``EFFICIENT_ATTENTION`` (after Rabe and Staats 2021), ``CUDNN_ATTENTION``
+# and ``MATH`` (the formula in ordinary PyTorch ops); a backend that does not take the
+# inputs raises ``RuntimeError``. Each one that takes float32 causal attention returns
+# the formula's answer (the Proof below runs every dtype and mask).
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-B, Nh, L, Dh = 2, 8, 256, 64
-W = 64  # the sliding window: each query sees itself and the 63 keys before it
-BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
-            SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]
-NAMES = [be.name for be in BACKENDS]
-DTYPES = [torch.float32, torch.bfloat16, torch.float16]
-f64 = torch.float64
-q64, k64, v64 = (torch.randn(B, Nh, L, Dh, device=device, dtype=f64) for _ in range(3))
-
-causal_LL = causal_mask(L, device)  # (L, L): True where query l may see key m <= l
-window_LL = causal_mask(L, device).triu(-(W - 1))  # (L, L): l - W < m <= l
-slopes = alibi_slopes(Nh, device).to(f64)  # (Nh,), exact powers of two
-pos = torch.arange(L, device=device, dtype=f64)
-alibi = slopes[:, None, None] * (pos[None, None, :] - pos[None, :, None])  # (Nh, L, L)
-alibi = alibi.masked_fill(~causal_LL, -math.inf)  # -slope * (l - m), future -inf
-MASKS = {"none": {}, "is_causal": {"is_causal": True},
-         "bool (L,L)": {"attn_mask": window_LL},
-         "float (Nh,L,L)": {"attn_mask": alibi},
-         "float (1,Nh,L,L)": {"attn_mask": alibi[None]}}
-
-l_idx = torch.arange(L, device=device)[:, None]  # (L, 1): query position l
-m_idx = torch.arange(L, device=device)[None, :]  # (1, L): key position m
-window_ref = (m_idx <= l_idx) & (l_idx - m_idx < W)  # (L, L): m = l - W + 1 .. l
-slopes_ref = torch.tensor([2 ** (-8 * (h + 1) / Nh) for h in range(Nh)],
-                          dtype=f64, device=device)  # 1/2, 1/4, .., 1/256 for Nh = 8
-alibi_ref = torch.where(m_idx <= l_idx,  # (Nh, L, L): -slope * (l - m), future -inf
-                        -slopes_ref[:, None, None] * (l_idx - m_idx), -math.inf)
-REF_MASKS = {"none": {}, "is_causal": {"is_causal": True},
-             "bool (L,L)": {"attn_mask": window_ref},
-             "float (Nh,L,L)": {"attn_mask": alibi_ref},
-             "float (1,Nh,L,L)": {"attn_mask": alibi_ref[None]}}
-keys_per_query = window_LL.sum(dim=-1)  # (L,)
-window_width = keys_per_query.max().item()
-print(f"window: keys per query {keys_per_query[:3].tolist()} .. "
-      f"{keys_per_query[-3:].tolist()}, at most {window_width}")
-# query l sees itself and the keys before it, at most W in all: 1, 2, .., W, W, ..
-assert torch.equal(keys_per_query, torch.arange(1, L + 1, device=device).clamp(max=W))
-assert window_width == W and torch.equal(window_LL, window_ref)
-ref = {mask: sdpa_formula(q64, k64, v64, **kw)
-       for mask, kw in REF_MASKS.items()}  # float64
-
-# %%
-# Every combination runs under ``sdpa_kernel(backend)``, and once more with no backend
-# forced; a refusal is caught. The warnings a refusal raises (the reason, on CPU) are
-# caught too. All of it runs inside the profiler, which names the op each call
-# dispatches (the approach of :doc:`plot_02_multihead_attention` and
-# :doc:`plot_07_attention_cost`): the Proof below reads it.
-import contextlib
-import textwrap
-import warnings
-
-outs, refusals = {}, {}  # (dtype, mask, backend name) -> output / error message
-labels = {}  # (dtype, mask, backend name or "default") -> the call's profiler label
-# The autograd profiler without Kineto: the same op names, a start in milliseconds.
-with (torch.autograd.profiler.profile(use_kineto=False) as prof,
-      warnings.catch_warnings(record=True) as caught):
-    warnings.simplefilter("always")
-    for dtype in DTYPES:
-        q, k, v = q64.to(dtype), k64.to(dtype), v64.to(dtype)  # (B, Nh, L, Dh)
-        for mask, kw in MASKS.items():
-            for be in BACKENDS + [None]:
-                key = (dtype, mask, be.name if be else "default")
-                labels[key] = f"call {len(labels)}"
-                try:
-                    with (torch.profiler.record_function(labels[key]),
-                          sdpa_kernel(be) if be else contextlib.nullcontext()):
-                        outs[key] = F.scaled_dot_product_attention(q, k, v,
-                                                                   **cast(kw, dtype))
-                except RuntimeError as err:
-                    refusals[key] = str(err).split(".")[0]
-            outs[dtype, mask, "naive"] = sdpa_formula(q, k, v, **cast(kw, dtype))
-accepted = {key: key in outs for key in labels}
-
-# %%
-# Every float32 answer, forced or default, equals the float64 reference at float32's
-# default tolerances.
-n_float32 = sum(1 for (dtype, _, name) in outs
-                if dtype == torch.float32 and name != "naive")
-print(f"{n_float32} float32 answers against the float64 reference")
-for (dtype, mask, name), out in outs.items():
-    if dtype == torch.float32 and name != "naive":
-        torch.testing.assert_close(out, ref[mask].to(dtype))
+gen = torch.Generator().manual_seed(1)  # its own stream: the page's stays as is
+q, k, v = (torch.randn(1, 2, 64, 16, generator=gen).to(device) for _ in range(3))
+formula64 = sdpa_formula(q.double(), k.double(), v.double(), is_causal=True)
+took = []
+for be in [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+           SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]:
+    try:
+        with sdpa_kernel(be):
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (1,2,64,16)
+    except RuntimeError:
+        continue
+    took.append(be.name)
+    torch.testing.assert_close(out, formula64.float())
+print(f"float32, causal: {', '.join(took)} took the inputs, each equal to the formula")
+assert "MATH" in took and len(took) >= 2
 
 # %%
 # FlexAttention: the mask as a function
@@ -348,6 +267,156 @@ for name in ARGS:
     gap = (flex_out[name] - sdpa_out[name]).abs().max().item()
     print(f"{name:15s} max|flex_attention - SDPA with the dense mask| = {gap:.1e}")
     torch.testing.assert_close(flex_out[name], sdpa_out[name])
+
+# %%
+# Proof: the BlockMask's blocks are the dense mask's
+# --------------------------------------------------
+# ``create_block_mask`` ran eagerly on this device (its ``device=`` argument), and its
+# blocks are those of the dense mask, as the idea's figure sorted them: a block is
+# visited where the dense mask has any ``True`` entry, and *full* where it has only
+# ``True`` entries. The dense ALiBi bias came from the slopes' closed form per head,
+# not from ``alibi_slopes``, and the dense masks from ``tril``, ``triu`` and
+# ``block_diag``, not from the ``*_mod`` functions.
+visits = {}  # mask name -> number of blocks visited
+for name in ["causal", "sliding window", "document"]:
+    bm = block_masks[name]
+    print(f"{name:15s} on {bm.kv_num_blocks.device.type}: ", end="")
+    assert bm.kv_num_blocks.device.type == device
+    blocks = dense[name].reshape(nb, 128, nb, 128)  # (q block, row, kv block, col)
+    visited = bm.to_dense()[0, 0].bool()  # (nb, nb)
+    full = torch.zeros(nb, nb, dtype=torch.bool, device=device)
+    for r in range(nb):
+        full[r, bm.full_kv_indices[0, 0, r, :bm.full_kv_num_blocks[0, 0, r]]] = True
+    print(f"visits {int(visited.sum())} of {nb * nb} blocks, {int(full.sum())} of them "
+          f"full, sparsity {bm.sparsity():.1f} %")
+    assert torch.equal(visited, blocks.any(dim=3).any(dim=1))
+    assert torch.equal(full, blocks.all(dim=3).all(dim=1))
+    visits[name] = int(visited.sum())
+visits_causal, visits_window = visits["causal"], visits["sliding window"]
+visits_document, n_blocks = visits["document"], nb * nb
+
+# %%
+# Proof: eager on CPU, compiled on CUDA
+# -------------------------------------
+# The profiler shows which of the two ran, call by call: a compiled call runs the graph
+# Inductor generated (an event ``## Call CompiledFxGraph ...``) and no op sees a
+# ``(B, Nh, L, L)`` tensor; an eager call runs no compiled graph, and its ops do see the
+# scores. (torch also warns about eager calls, but once per process only, so the page
+# does not rely on that.) The page does not time the compilation: a time would differ
+# from build to build. The CUDA side is not yet verified by a GPU build of the book.
+compiled, materialized = {}, {}  # mask name -> True, False
+for name, events in flex_events.items():
+    compiled[name] = any(e.name.startswith("## Call CompiledFxGraph") for e in events)
+    materialized[name] = any(list(shape) == [B, Nh, L, L]
+                             for e in events for shape in e.input_shapes)
+    print(f"{name:15s} on {device}: compiled graph ran {compiled[name]!s:5s}, "
+          f"(B, Nh, L, L) scores in memory {materialized[name]}")
+if device == "cuda":  # compiled: Inductor's graph ran, nothing materialized the scores
+    assert all(compiled.values()) and not any(materialized.values())
+else:  # eager: no compiled graph, the scores in memory
+    assert not any(compiled.values()) and all(materialized.values())
+
+# %%
+# Proof: every backend, dtype and mask
+# ------------------------------------
+# ``torch.nn.attention.sdpa_kernel`` allows only the backends it is given:
+# ``FLASH_ATTENTION`` (FlashAttention, Dao et al. 2022: the scores tile by tile, never
+# stored), ``EFFICIENT_ATTENTION`` (the memory-efficient kernel after Rabe and Staats
+# 2021), ``CUDNN_ATTENTION`` (NVIDIA's cuDNN) and ``MATH`` (the formula in ordinary
+# PyTorch ops); if none of them takes the inputs the call raises ``RuntimeError``. The
+# shape is that of the H100 measurements this page's CUDA side comes from. The masks:
+# none, ``is_causal=True``, a boolean ``(L, L)`` sliding window of ``W`` keys, and an
+# additive float ALiBi bias with the causal :math:`-\infty`, as ``(Nh, L, L)`` and as
+# ``(1, Nh, L, L)``; a Proof below builds each mask a second way and finds it equal.
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+B, Nh, L, Dh = 2, 8, 256, 64
+W = 64  # the sliding window: each query sees itself and the 63 keys before it
+BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+            SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]
+NAMES = [be.name for be in BACKENDS]
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+f64 = torch.float64
+q64, k64, v64 = (torch.randn(B, Nh, L, Dh, device=device, dtype=f64) for _ in range(3))
+
+causal_LL = causal_mask(L, device)  # (L, L): True where query l may see key m <= l
+window_LL = causal_mask(L, device).triu(-(W - 1))  # (L, L): l - W < m <= l
+slopes = alibi_slopes(Nh, device).to(f64)  # (Nh,), exact powers of two
+pos = torch.arange(L, device=device, dtype=f64)
+alibi = slopes[:, None, None] * (pos[None, None, :] - pos[None, :, None])  # (Nh, L, L)
+alibi = alibi.masked_fill(~causal_LL, -math.inf)  # -slope * (l - m), future -inf
+MASKS = {"none": {}, "is_causal": {"is_causal": True},
+         "bool (L,L)": {"attn_mask": window_LL},
+         "float (Nh,L,L)": {"attn_mask": alibi},
+         "float (1,Nh,L,L)": {"attn_mask": alibi[None]}}
+
+ref = {mask: sdpa_formula(q64, k64, v64, **kw)
+       for mask, kw in MASKS.items()}  # float64
+L_sdpa, W_sdpa, Nh_sdpa = L, W, Nh  # for the proof of the masks below
+
+# %%
+# Every combination runs under ``sdpa_kernel(backend)``, and once more with no backend
+# forced; a refusal is caught. The warnings a refusal raises (the reason, on CPU) are
+# caught too. All of it runs inside the profiler, which names the op each call
+# dispatches (the approach of :doc:`plot_02_multihead_attention` and
+# :doc:`plot_07_attention_cost`): the Proof below reads it.
+import contextlib
+import textwrap
+
+outs, refusals = {}, {}  # (dtype, mask, backend name) -> output / error message
+labels = {}  # (dtype, mask, backend name or "default") -> the call's profiler label
+# The autograd profiler without Kineto: the same op names, a start in milliseconds.
+with (torch.autograd.profiler.profile(use_kineto=False) as prof,
+      warnings.catch_warnings(record=True) as caught):
+    warnings.simplefilter("always")
+    for dtype in DTYPES:
+        q, k, v = q64.to(dtype), k64.to(dtype), v64.to(dtype)  # (B, Nh, L, Dh)
+        for mask, kw in MASKS.items():
+            for be in BACKENDS + [None]:
+                key = (dtype, mask, be.name if be else "default")
+                labels[key] = f"call {len(labels)}"
+                try:
+                    with (torch.profiler.record_function(labels[key]),
+                          sdpa_kernel(be) if be else contextlib.nullcontext()):
+                        outs[key] = F.scaled_dot_product_attention(q, k, v,
+                                                                   **cast(kw, dtype))
+                except RuntimeError as err:
+                    refusals[key] = str(err).split(".")[0]
+            outs[dtype, mask, "naive"] = sdpa_formula(q, k, v, **cast(kw, dtype))
+accepted = {key: key in outs for key in labels}
+
+# %%
+# Every float32 answer, forced or default, equals the float64 reference at float32's
+# default tolerances.
+n_float32 = sum(1 for (dtype, _, name) in outs
+                if dtype == torch.float32 and name != "naive")
+print(f"{n_float32} float32 answers against the float64 reference")
+for (dtype, mask, name), out in outs.items():
+    if dtype == torch.float32 and name != "naive":
+        torch.testing.assert_close(out, ref[mask].to(dtype))
+
+# %%
+# Proof: the masks the backends got are the masks they claim
+# ----------------------------------------------------------
+# Built another way: the window from the positions' difference, the slopes from the
+# closed form per head. The window keeps ``W`` keys per query.
+l_idx = torch.arange(L_sdpa, device=device)[:, None]  # (L, 1): query position l
+m_idx = torch.arange(L_sdpa, device=device)[None, :]  # (1, L): key position m
+window_ref = (m_idx <= l_idx) & (l_idx - m_idx < W_sdpa)  # (L, L): m = l - W + 1 .. l
+slopes_ref = torch.tensor([2 ** (-8 * (h + 1) / Nh_sdpa) for h in range(Nh_sdpa)],
+                          dtype=f64, device=device)  # 1/2, 1/4, .., 1/256 for Nh = 8
+alibi_ref = torch.where(m_idx <= l_idx,  # (Nh, L, L): -slope * (l - m), future -inf
+                        -slopes_ref[:, None, None] * (l_idx - m_idx), -math.inf)
+keys_per_query = window_LL.sum(dim=-1)  # (L,)
+window_width = keys_per_query.max().item()
+print(f"window: keys per query {keys_per_query[:3].tolist()} .. "
+      f"{keys_per_query[-3:].tolist()}, at most {window_width}")
+# query l sees itself and the keys before it, at most W in all: 1, 2, .., W, W, ..
+assert torch.equal(keys_per_query,
+                   torch.arange(1, L_sdpa + 1, device=device).clamp(max=W_sdpa))
+assert window_width == W_sdpa and torch.equal(window_LL, window_ref)
+torch.testing.assert_close(alibi, alibi_ref, rtol=0, atol=0)  # the same numbers
+print("the window and the ALiBi bias equal their second construction")
 
 # %%
 # Proof: which backend takes what, and which runs by default
@@ -444,52 +513,15 @@ else:  # H100, torch 2.11: each refusal says "No available kernel"; no CPU kerne
     assert not any(name.endswith("_for_cpu") for name in op.values())
 
 # %%
-# Proof: the BlockMask's blocks are the dense mask's
-# --------------------------------------------------
-# ``create_block_mask`` ran eagerly on this device (its ``device=`` argument), and its
-# blocks are those of the dense mask, as the idea's figure sorted them: a block is
-# visited where the dense mask has any ``True`` entry, and *full* where it has only
-# ``True`` entries. The dense ALiBi bias came from the slopes' closed form per head,
-# not from ``alibi_slopes``, and the dense masks from ``tril``, ``triu`` and
-# ``block_diag``, not from the ``*_mod`` functions.
-visits = {}  # mask name -> number of blocks visited
-for name in ["causal", "sliding window", "document"]:
-    bm = block_masks[name]
-    print(f"{name:15s} on {bm.kv_num_blocks.device.type}: ", end="")
-    assert bm.kv_num_blocks.device.type == device
-    blocks = dense[name].reshape(nb, 128, nb, 128)  # (q block, row, kv block, col)
-    visited = bm.to_dense()[0, 0].bool()  # (nb, nb)
-    full = torch.zeros(nb, nb, dtype=torch.bool, device=device)
-    for r in range(nb):
-        full[r, bm.full_kv_indices[0, 0, r, :bm.full_kv_num_blocks[0, 0, r]]] = True
-    print(f"visits {int(visited.sum())} of {nb * nb} blocks, {int(full.sum())} of them "
-          f"full, sparsity {bm.sparsity():.1f} %")
-    assert torch.equal(visited, blocks.any(dim=3).any(dim=1))
-    assert torch.equal(full, blocks.all(dim=3).all(dim=1))
-    visits[name] = int(visited.sum())
-visits_causal, visits_window = visits["causal"], visits["sliding window"]
-visits_document, n_blocks = visits["document"], nb * nb
-
-# %%
-# Proof: eager on CPU, compiled on CUDA
-# -------------------------------------
-# The profiler shows which of the two ran, call by call: a compiled call runs the graph
-# Inductor generated (an event ``## Call CompiledFxGraph ...``) and no op sees a
-# ``(B, Nh, L, L)`` tensor; an eager call runs no compiled graph, and its ops do see the
-# scores. (torch also warns about eager calls, but once per process only, so the page
-# does not rely on that.) The page does not time the compilation: a time would differ
-# from build to build. The CUDA side is not yet verified by a GPU build of the book.
-compiled, materialized = {}, {}  # mask name -> True, False
-for name, events in flex_events.items():
-    compiled[name] = any(e.name.startswith("## Call CompiledFxGraph") for e in events)
-    materialized[name] = any(list(shape) == [B, Nh, L, L]
-                             for e in events for shape in e.input_shapes)
-    print(f"{name:15s} on {device}: compiled graph ran {compiled[name]!s:5s}, "
-          f"(B, Nh, L, L) scores in memory {materialized[name]}")
-if device == "cuda":  # compiled: Inductor's graph ran, nothing materialized the scores
-    assert all(compiled.values()) and not any(materialized.values())
-else:  # eager: no compiled graph, the scores in memory
-    assert not any(compiled.values()) and all(materialized.values())
+# Proof: ``alibi_slopes`` beyond powers of two
+# --------------------------------------------
+# This page's head counts (8, then 4) are powers of two. For others, ALiBi's rule takes
+# the slopes of the next power of two below and every other slope of the one above:
+# for ``Nh = 12``, the 8 slopes of ``Nh = 8`` and 4 of the 16 of ``Nh = 16``.
+closed_8 = torch.tensor([2 ** (-8 * h / 8) for h in range(1, 9)])  # (8,)
+closed_16 = torch.tensor([2 ** (-8 * h / 16) for h in range(1, 17)])  # (16,)
+print(f"alibi_slopes(12): {[f'{s:.4f}' for s in alibi_slopes(12).tolist()]}")
+torch.testing.assert_close(alibi_slopes(12), torch.cat([closed_8, closed_16[0::2][:4]]))
 
 # %%
 # References

@@ -123,26 +123,6 @@ def kept_attention64(q, k, v, keep):
             out[..., i, :] = (torch.softmax(z, dim=-1) @ v[..., idx, :])[..., 0, :]
     return out
 # %%
-# Mask values as each dtype stores them
-# -------------------------------------
-# float16 keeps 5 exponent bits (largest finite ``65504``), bfloat16 keeps float32's 8
-# with a 7-bit mantissa (so ``-1e4`` is stored as ``-9984``). ``-1e9`` does not fit in
-# float16: it *is* ``-inf`` there.
-DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-LOW = (torch.bfloat16, torch.float16)
-for dt in DTYPES:
-    fi = torch.finfo(dt)
-    stored = {c: torch.tensor(c, dtype=dt, device=device).item() for c in (-1e4, -1e9)}
-    print(f"{str(dt):15s} finfo.min {fi.min:11.4e}  -1e4 -> {stored[-1e4]:8.0f}  "
-          f"-1e9 -> {stored[-1e9]:.4e}")
-neg = {dt: {c: torch.tensor(c, dtype=dt, device=device) for c in (-1e4, -1e9)}
-       for dt in DTYPES}
-assert neg[torch.float16][-1e9].isinf()  # float16(-1e9) = -inf
-assert neg[torch.bfloat16][-1e9].item() == -998244352.0  # finite, 8 bits of mantissa
-assert neg[torch.bfloat16][-1e4].item() == -9984.0  # bfloat16's -1e4 is -9984
-assert neg[torch.float16][-1e4].item() == -1e4  # float16 stores -1e4 exactly
-
-# %%
 # Partially masked rows: every mask value agrees with ``-inf``
 # ------------------------------------------------------------
 # With at least one key kept, ``exp(masked - max)`` underflows to exactly 0 for
@@ -150,6 +130,8 @@ assert neg[torch.float16][-1e4].item() == -1e4  # float16 stores -1e4 exactly
 # ``|z| <= 8``). The reference does not mask at all: it takes the softmax of the kept
 # logits (the same 16-bit logits) in float64, puts zeros at the masked keys and rounds
 # once to the dtype. Compared in the dtype, torch.testing's default tolerances for it.
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+LOW = (torch.bfloat16, torch.float16)
 L = 16  # a power of two: a uniform row's weights 1/L are exact in every dtype
 g = torch.Generator().manual_seed(1)
 z64 = 4 * torch.randn(L, L, generator=g, dtype=torch.float64).clamp(-2, 2)  # (L, L)
@@ -172,8 +154,61 @@ for dt in LOW:
         assert (p[~keep] == 0).all()  # exactly zero, not just small
 
 # %%
-# Where ``-1e4`` leaks
-# --------------------
+# A fully masked row
+# ------------------
+# A query whose every key is masked (a padding query, a window with nothing in it) has
+# no valid softmax. With ``-inf`` the naive softmax computes ``exp(-inf - (-inf))``:
+# NaN, and so does ``torch.softmax``. With ``finfo.min`` every logit rounds to the same
+# number (the logits here are below 16 in size), so the row is uniform: the query
+# returns the mean of ``v``. Row 3 of this batch is fully masked. The reference,
+# ``kept_attention64``, uses no mask: float64, each row over its kept keys only; in
+# float32 the naive code matches it at the default tolerances.
+B, Nh, Dh = 1, 2, 8
+g = torch.Generator().manual_seed(2)
+q64, k64, v64 = (torch.randn(B, Nh, L, Dh, generator=g, dtype=torch.float64)
+                 for _ in range(3))  # each (B, Nh, L, Dh)
+q64 = 3 * q64  # sharp rows: the unmasked output is far from the mean of v
+q64, k64, v64 = q64.to(device), k64.to(device), v64.to(device)
+dead = 3  # the fully masked query
+keep_full = keep.clone()
+keep_full[dead] = False  # (L, L)
+live = keep_full.any(dim=-1)  # (L,), rows that keep a key
+
+
+for dt in DTYPES:
+    q, k, v = q64.to(dt), k64.to(dt), v64.to(dt)
+    z = (q @ k.transpose(-2, -1) / Dh ** 0.5).masked_fill(~keep_full, float("-inf"))
+    naive = naive_attention(q, k, v, keep_full, float("-inf"))
+    soft = torch.softmax(z, dim=-1)
+    print(f"{str(dt):15s} -inf: naive row NaN {naive[..., dead, :].isnan().all()}, "
+          f"torch.softmax row NaN {soft[..., dead, :].isnan().all()}")
+    assert naive[..., dead, :].isnan().all() and soft[..., dead, :].isnan().all()
+    assert not naive[..., :dead, :].isnan().any()  # only that row
+    if dt == torch.float32:  # the naive code is right: default float32 tolerances
+        ref32 = kept_attention64(q, k, v, keep_full).float()
+        torch.testing.assert_close(naive[..., live, :], ref32[..., live, :])
+
+# %%
+# Proof: how each dtype stores the mask values
+# --------------------------------------------
+# float16 keeps 5 exponent bits (largest finite ``65504``), bfloat16 keeps float32's 8
+# with a 7-bit mantissa (so ``-1e4`` is stored as ``-9984``). ``-1e9`` does not fit in
+# float16: it *is* ``-inf`` there.
+for dt in DTYPES:
+    fi = torch.finfo(dt)
+    stored = {c: torch.tensor(c, dtype=dt, device=device).item() for c in (-1e4, -1e9)}
+    print(f"{str(dt):15s} finfo.min {fi.min:11.4e}  -1e4 -> {stored[-1e4]:8.0f}  "
+          f"-1e9 -> {stored[-1e9]:.4e}")
+neg = {dt: {c: torch.tensor(c, dtype=dt, device=device) for c in (-1e4, -1e9)}
+       for dt in DTYPES}
+assert neg[torch.float16][-1e9].isinf()  # float16(-1e9) = -inf
+assert neg[torch.bfloat16][-1e9].item() == -998244352.0  # finite, 8 bits of mantissa
+assert neg[torch.bfloat16][-1e4].item() == -9984.0  # bfloat16's -1e4 is -9984
+assert neg[torch.float16][-1e4].item() == -1e4  # float16 stores -1e4 exactly
+
+# %%
+# Proof: where ``-1e4`` leaks, predicted point by point
+# -----------------------------------------------------
 # ``-1e4`` is added, so a masked logit ``s`` becomes ``s - 1e4``. One kept key at logit
 # 0 and three masked keys at logit ``s``: the masked weight is exactly 0 while
 # ``exp(s - 1e4)`` underflows, and the whole row is wrong once ``s`` nears ``1e4``. The
@@ -215,41 +250,6 @@ for dt in DTYPES:
 first_float32, first_bfloat16 = first[torch.float32], first[torch.bfloat16]
 first_float16 = first[torch.float16]
 leak_margin = 1e4 - min(first.values())  # how close to 1e4 a masked logit may come
-
-# %%
-# A fully masked row
-# ------------------
-# A query whose every key is masked (a padding query, a window with nothing in it) has
-# no valid softmax. With ``-inf`` the naive softmax computes ``exp(-inf - (-inf))``:
-# NaN, and so does ``torch.softmax``. With ``finfo.min`` every logit rounds to the same
-# number (the logits here are below 16 in size), so the row is uniform: the query
-# returns the mean of ``v``. Row 3 of this batch is fully masked. The reference,
-# ``kept_attention64``, uses no mask: float64, each row over its kept keys only; in
-# float32 the naive code matches it at the default tolerances.
-B, Nh, Dh = 1, 2, 8
-g = torch.Generator().manual_seed(2)
-q64, k64, v64 = (torch.randn(B, Nh, L, Dh, generator=g, dtype=torch.float64)
-                 for _ in range(3))  # each (B, Nh, L, Dh)
-q64 = 3 * q64  # sharp rows: the unmasked output is far from the mean of v
-q64, k64, v64 = q64.to(device), k64.to(device), v64.to(device)
-dead = 3  # the fully masked query
-keep_full = keep.clone()
-keep_full[dead] = False  # (L, L)
-live = keep_full.any(dim=-1)  # (L,), rows that keep a key
-
-
-for dt in DTYPES:
-    q, k, v = q64.to(dt), k64.to(dt), v64.to(dt)
-    z = (q @ k.transpose(-2, -1) / Dh ** 0.5).masked_fill(~keep_full, float("-inf"))
-    naive = naive_attention(q, k, v, keep_full, float("-inf"))
-    soft = torch.softmax(z, dim=-1)
-    print(f"{str(dt):15s} -inf: naive row NaN {naive[..., dead, :].isnan().all()}, "
-          f"torch.softmax row NaN {soft[..., dead, :].isnan().all()}")
-    assert naive[..., dead, :].isnan().all() and soft[..., dead, :].isnan().all()
-    assert not naive[..., :dead, :].isnan().any()  # only that row
-    if dt == torch.float32:  # the naive code is right: default float32 tolerances
-        ref32 = kept_attention64(q, k, v, keep_full).float()
-        torch.testing.assert_close(naive[..., live, :], ref32[..., live, :])
 
 # %%
 # Proof: ``masked_fill`` refuses what a dtype cannot store

@@ -83,9 +83,7 @@ plt.show()
 # From scratch
 # ------------
 # The chapter's block (:doc:`plot_05_transformer_block`) in its pre-LN order with the
-# causal mask of :doc:`plot_03_causal_attention`, and the same block written cast by
-# cast, as autocast should run it: each ``Linear`` and ``einsum`` fed tensors cast to
-# the dtype, the LayerNorms and (on CUDA) the softmax in float32.
+# causal mask of :doc:`plot_03_causal_attention`.
 from torch import nn
 
 
@@ -124,25 +122,6 @@ class PreLNBlock(nn.Module):
         return x + self.mlp(self.ln_2(x))
 
 
-def block_by_hand(block, x, dt):
-    """autocast's pre-LN `block`, cast by cast; x (B, L, D) float32; 3 x (B, L, D)."""
-    B, L, D = x.shape
-    P = dict(block.named_parameters())  # name -> parameter
-    Dh = D // block.Nh
-    soft = torch.float32 if x.device.type == "cuda" else dt  # the dtype softmax runs in
-    a = F.layer_norm(x, (D,), P["ln_1.weight"], P["ln_1.bias"])  # float32
-    qkv = F.linear(a.to(dt), P["qkv.weight"].to(dt), P["qkv.bias"].to(dt))
-    q, k, v = (t.reshape(B, L, block.Nh, Dh).transpose(1, 2) for t in qkv.split(D, -1))
-    s = torch.einsum("bhld,bhmd->bhlm", q, k) / math.sqrt(Dh)  # (B, Nh, L, L), dt
-    s = s.masked_fill(~causal_mask(L, x.device), float("-inf"))  # later keys: -inf
-    p = s.to(soft).softmax(dim=-1).to(dt)  # (B, Nh, L, L)
-    y = torch.einsum("bhlm,bhmd->bhld", p, v).transpose(1, 2).reshape(B, L, D)
-    att = F.linear(y, P["out.weight"].to(dt), P["out.bias"].to(dt))  # (B, L, D), dt
-    h = x + att  # float32: the residual stream
-    c = F.layer_norm(h, (D,), P["ln_2.weight"], P["ln_2.bias"]).to(dt)
-    m = F.gelu(F.linear(c, P["fc.weight"].to(dt), P["fc.bias"].to(dt)))
-    mlp = F.linear(m, P["proj.weight"].to(dt), P["proj.bias"].to(dt))  # (B, L, D), dt
-    return att, mlp, h + mlp  # the branches and the block's output (float32)
 # %%
 # Which dtype each operation runs in
 # ----------------------------------
@@ -312,12 +291,35 @@ linear_eps_bf16, linear_eps_f16 = linear_eps[torch.bfloat16], linear_eps[torch.f
 # %%
 # Proof: the block under autocast is the hand-cast block, bit for bit
 # -------------------------------------------------------------------
-# The block computed by hand (``block_by_hand`` above): the same weights, each
+# The block computed by hand (``block_by_hand``, below): the same weights, each
 # ``Linear`` and ``einsum`` fed tensors cast to the dtype, the LayerNorms and (on CUDA)
 # the softmax in float32, written without the class's methods. Both branches and the
 # block's output equal autocast's, bit for bit. (On CPU the softmax's dtype cannot be
 # seen here: its 16-bit kernel computes in float32 and rounds once, so
 # float32-then-round gives the same bits.)
+def block_by_hand(block, x, dt):
+    """autocast's pre-LN `block`, cast by cast; x (B, L, D) float32; 3 x (B, L, D)."""
+    B, L, D = x.shape
+    P = dict(block.named_parameters())  # name -> parameter
+    Dh = D // block.Nh
+    soft = torch.float32 if x.device.type == "cuda" else dt  # the dtype softmax runs in
+    a = F.layer_norm(x, (D,), P["ln_1.weight"], P["ln_1.bias"])  # float32
+    qkv = F.linear(a.to(dt), P["qkv.weight"].to(dt), P["qkv.bias"].to(dt))
+    q, k, v = (t.reshape(B, L, block.Nh, Dh).transpose(1, 2) for t in qkv.split(D, -1))
+    s = torch.einsum("bhld,bhmd->bhlm", q, k) / math.sqrt(Dh)  # (B, Nh, L, L), dt
+    s = s.masked_fill(~causal_mask(L, x.device), float("-inf"))  # later keys: -inf
+    p = s.to(soft).softmax(dim=-1).to(dt)  # (B, Nh, L, L)
+    y = torch.einsum("bhlm,bhmd->bhld", p, v).transpose(1, 2).reshape(B, L, D)
+    att = F.linear(y, P["out.weight"].to(dt), P["out.bias"].to(dt))  # (B, L, D), dt
+    h = x + att  # float32: the residual stream
+    c = F.layer_norm(h, (D,), P["ln_2.weight"], P["ln_2.bias"]).to(dt)
+    m = F.gelu(F.linear(c, P["fc.weight"].to(dt), P["fc.bias"].to(dt)))
+    mlp = F.linear(m, P["proj.weight"].to(dt), P["proj.bias"].to(dt))  # (B, L, D), dt
+    return att, mlp, h + mlp  # the branches and the block's output (float32)
+
+
+# %%
+# Both, for each dtype:
 for dt in DTYPES:
     with torch.no_grad(), torch.autocast(device, dtype=dt):
         att = block.attn(block.ln_1(x))  # (B, L, D)
