@@ -102,8 +102,7 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# The formula in ordinary ops, the reference every backend is held to; and a helper that
-# casts float masks to the queries' dtype, as SDPA requires.
+# The formula in ordinary ops, the reference every backend is held to.
 
 
 def sdpa_formula(q, k, v, is_causal=False, attn_mask=None):
@@ -119,11 +118,6 @@ def sdpa_formula(q, k, v, is_causal=False, attn_mask=None):
         logits = logits + attn_mask
     return logits.softmax(dim=-1) @ v  # (B, Nh, L, Dh)
 
-
-def cast(kwargs, dtype):
-    """The mask arguments with float masks in the queries' dtype (SDPA requires it)."""
-    return {key: val.to(dtype) if torch.is_tensor(val) and val.is_floating_point()
-            else val for key, val in kwargs.items()}
 
 
 # %%
@@ -232,7 +226,6 @@ block_masks = {name: create_block_mask(mod, None, None, L, L, device=device)
                for name, mod in [("causal", causal_mod), ("sliding window", window_mod),
                                  ("document", document_mod)]}
 block_masks["ALiBi"] = block_masks["causal"]
-print(block_masks["document"])
 
 # %%
 # ``flex_attention`` called as it is runs an unfused implementation that materializes
@@ -277,6 +270,7 @@ for name in ARGS:
 # ``True`` entries. The dense ALiBi bias came from the slopes' closed form per head,
 # not from ``alibi_slopes``, and the dense masks from ``tril``, ``triu`` and
 # ``block_diag``, not from the ``*_mod`` functions.
+print(block_masks["document"])
 visits = {}  # mask name -> number of blocks visited
 for name in ["causal", "sliding window", "document"]:
     bm = block_masks[name]
@@ -353,6 +347,14 @@ MASKS = {"none": {}, "is_causal": {"is_causal": True},
 ref = {mask: sdpa_formula(q64, k64, v64, **kw)
        for mask, kw in MASKS.items()}  # float64
 L_sdpa, W_sdpa, Nh_sdpa = L, W, Nh  # for the proof of the masks below
+
+# %%
+# A helper: the float masks in the queries' dtype, as SDPA requires.
+def cast(kwargs, dtype):
+    """The mask arguments with float masks in the queries' dtype (SDPA requires it)."""
+    return {key: val.to(dtype) if torch.is_tensor(val) and val.is_floating_point()
+            else val for key, val in kwargs.items()}
+
 
 # %%
 # Every combination runs under ``sdpa_kernel(backend)``, and once more with no backend

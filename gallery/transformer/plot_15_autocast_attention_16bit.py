@@ -166,32 +166,8 @@ print(f"{'op':11s}" + "".join(f"{'float32 input':>18s}{'16-bit input':>18s}"
 for n in OPS:
     print(f"{n:11s}" + "".join(f"{short[out[dt, given, n].dtype]:>18s}"
                                for dt in DTYPES for given in ["float32", "16-bit"]))
-
-# %%
-# The table, asserted. On CPU (torch 2.13, measured for this page) the lower-precision
-# list holds ``matmul``, ``linear`` and SDPA; softmax, the norms and GELU are on neither
-# list, so they run in whatever dtype they are given: float32 from the user, 16 bits
-# after a ``Linear``. CPU autocast takes float16 as well as bfloat16 in torch 2.13, with
-# the same lists. On CUDA (measured on an H100 with torch 2.11, bfloat16 and 16-bit
-# inputs only; not yet verified by a GPU build of the book) softmax and ``layer_norm``
-# are on the float32 list: they return float32 even from a 16-bit input. What was not
-# measured there (float16, float32 inputs beyond ``matmul`` and ``linear``) is printed
-# above and asserted only where it follows from the lower-precision list, which
-# PyTorch's ``autocast_mode.cpp`` shares between the two 16-bit dtypes and which holds
-# SDPA on CUDA too.
 LOWER = ["matmul", "linear", "sdpa"]  # the lower-precision list on both devices
 FLOAT32_ON_CUDA = ["softmax", "layer_norm"]  # the float32 list (of these ops), CUDA
-for dt in DTYPES:
-    for name in LOWER:
-        assert out[dt, "float32", name].dtype == dt, (dt, name)
-    if device == "cpu":  # torch 2.13: the rest keep their input's dtype
-        for name in set(OPS) - set(LOWER):
-            assert out[dt, "float32", name].dtype == torch.float32, (dt, name)
-            assert out[dt, "16-bit", name].dtype == dt, (dt, name)
-if device == "cuda":  # H100, torch 2.11, bfloat16 on a bfloat16 input
-    expected = {n: torch.float32 if n in FLOAT32_ON_CUDA else torch.bfloat16
-                for n in OPS}
-    assert {n: out[torch.bfloat16, "16-bit", n].dtype for n in OPS} == expected
 
 # %%
 # autocast is "cast the inputs, run the op"
@@ -252,6 +228,32 @@ with torch.no_grad():
 print(f"changing the last token moves earlier outputs by {moved[:-1].max():.1e}, "
       f"the last by {moved[-1]:.2f}")
 assert moved[:-1].max() < 1e-5 < 0.1 < moved[-1]  # causal: no query sees a later key
+
+# %%
+# Proof: the table, asserted on each device
+# -----------------------------------------
+# The table, asserted. On CPU (torch 2.13, measured for this page) the lower-precision
+# list holds ``matmul``, ``linear`` and SDPA; softmax, the norms and GELU are on neither
+# list, so they run in whatever dtype they are given: float32 from the user, 16 bits
+# after a ``Linear``. CPU autocast takes float16 as well as bfloat16 in torch 2.13, with
+# the same lists. On CUDA (measured on an H100 with torch 2.11, bfloat16 and 16-bit
+# inputs only; not yet verified by a GPU build of the book) softmax and ``layer_norm``
+# are on the float32 list: they return float32 even from a 16-bit input. What was not
+# measured there (float16, float32 inputs beyond ``matmul`` and ``linear``) is printed
+# above and asserted only where it follows from the lower-precision list, which
+# PyTorch's ``autocast_mode.cpp`` shares between the two 16-bit dtypes and which holds
+# SDPA on CUDA too.
+for dt in DTYPES:
+    for name in LOWER:
+        assert out[dt, "float32", name].dtype == dt, (dt, name)
+    if device == "cpu":  # torch 2.13: the rest keep their input's dtype
+        for name in set(OPS) - set(LOWER):
+            assert out[dt, "float32", name].dtype == torch.float32, (dt, name)
+            assert out[dt, "16-bit", name].dtype == dt, (dt, name)
+if device == "cuda":  # H100, torch 2.11, bfloat16 on a bfloat16 input
+    expected = {n: torch.float32 if n in FLOAT32_ON_CUDA else torch.bfloat16
+                for n in OPS}
+    assert {n: out[torch.bfloat16, "16-bit", n].dtype for n in OPS} == expected
 
 # %%
 # Proof: autocast's ``linear`` accumulates in float32 on CPU
