@@ -2,17 +2,22 @@
 Sliding-window attention and attention sinks
 ============================================
 
-Mistral 7B (v0.1, with a window of 4096; later Mistral releases ship
-``sliding_window: null`` and attend causally) lets each token attend only to a window of
-recent tokens: in Hugging Face's implementation the last ``W``, itself included, one
-fewer than in Mistral's first reference code. StreamingLLM keeps the first ``S`` tokens
-as well when it evicts old keys from its cache, as *attention sinks*; gpt-oss instead
-gives each head a learned sink logit, an extra column of the softmax that takes its
-share of the mass and is then dropped. This page builds the three from scratch and
-proves them: the window equal to causal attention when it covers the sequence and to
-Hugging Face's Mistral on the eager path (a window one key wider or narrower fails),
-the sink mask equal to a cache that physically evicts keys, and the learned sinks equal
-to Hugging Face's gpt-oss attention, whose rows then sum to one minus the sink's share.
+Mistral 7B (v0.1, with a window of 4096) lets each token attend only to the last ``W``
+tokens; StreamingLLM keeps the first ``S`` tokens as well, as *attention sinks*; gpt-oss
+gives each head a learned sink logit that takes a share of the softmax and is dropped.
+This page builds the three from scratch and proves them against Hugging Face's Mistral
+and gpt-oss and against a cache that evicts keys.
+
+**You will learn**
+
+- how a sliding window, and a window plus sinks, are boolean masks over ``(query, key)``
+- why a window that covers the sequence is causal attention
+- how a learned sink logit lets a head's weights sum to less than one
+- why two windowed layers reach ``2 (W - 1)`` tokens back
+
+**Prerequisites:** :doc:`/generated/transformer/plot_03_causal_attention` (the causal
+mask), :doc:`/generated/positional/plot_04_rope` (RoPE),
+:doc:`/generated/transformer/plot_10_gqa_mqa` (shared key/value heads).
 """
 
 # %%
@@ -30,6 +35,7 @@ import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
+import matplotlib.pyplot as plt
 import torch
 import transformers
 
@@ -39,52 +45,20 @@ print(f"device: {device}, torch {torch.__version__}, "
       f"transformers {transformers.__version__}")
 
 # %%
-# Three masks from scratch
-# ------------------------
+# The idea
+# --------
 # A boolean ``keep[i, j]`` says whether query ``i`` may look at key ``j``. Causal:
-# ``j <= i``. A sliding window of ``W`` keys: ``i - W < j <= i``, the query's own key
-# included, so each query sees at most ``W`` keys and attention costs ``O(L W)``
-# instead of ``O(L^2)``. StreamingLLM's sinks: the window, plus the first ``S`` keys
-# (those that exist yet: ``j <= i`` still holds).
-L, W, S = 12, 4, 2
-
-
-def causal_mask(L):
-    """(L, L) bool: query i keeps key j when j <= i."""
-    i = torch.arange(L, device=device)[:, None]  # (L, 1)
-    j = torch.arange(L, device=device)[None, :]  # (1, L)
-    return j <= i
-
-
-def window_mask(L, W):
-    """(L, L) bool: query i keeps the W keys i - W < j <= i."""
-    i = torch.arange(L, device=device)[:, None]
-    j = torch.arange(L, device=device)[None, :]
-    return (j <= i) & (j > i - W)
-
-
-def sink_window_mask(L, S, W):
-    """(L, L) bool: the window of W keys plus the first S keys (the sinks)."""
-    i = torch.arange(L, device=device)[:, None]
-    j = torch.arange(L, device=device)[None, :]
-    return (j <= i) & ((j > i - W) | (j < S))
-
-
-for name, keep in (("window", window_mask(L, W)),
-                   ("sinks+window", sink_window_mask(L, S, W))):
-    print(f"{name:>12}: keys per query {keep.sum(dim=-1).tolist()}")
-    for row in keep.tolist():
-        print(" " * 14 + "".join("x" if kept else "." for kept in row))
-# query i has i + 1 keys so far; the window keeps min(i + 1, W), sinks add up to S
-n_keys = torch.arange(1, L + 1, device=device)
-assert torch.equal(window_mask(L, W).sum(dim=-1), n_keys.clamp(max=W))
-assert torch.equal(sink_window_mask(L, S, W).sum(dim=-1), n_keys.clamp(max=S + W))
-
-# %%
-# Attention with a mask, and with learned sinks
-# ---------------------------------------------
-# One function computes the three variants. Masked logits are ``-inf``, so their weight
-# is exactly zero. ``sinks``, one logit :math:`s_h` per head, joins each row of the
+# ``j <= i``. A sliding window of ``W`` keys, the query's own key included, so each
+# query sees at most ``W`` keys and attention costs ``O(L W)`` instead of ``O(L^2)``;
+# StreamingLLM's sinks add the first ``S`` keys (those that exist yet):
+#
+# .. math::
+#
+#    \mathrm{keep}^{\mathrm{window}}_{ij} = [\, i - W < j \le i \,], \qquad
+#    \mathrm{keep}^{\mathrm{sinks}}_{ij} = [\, j \le i \,]
+#    \wedge \big([\, j > i - W \,] \vee [\, j < S \,]\big).
+#
+# gpt-oss's learned sink is one logit :math:`s_h` per head that joins each row of the
 # softmax as an extra key with no value:
 #
 # .. math::
@@ -93,13 +67,77 @@ assert torch.equal(sink_window_mask(L, S, W).sum(dim=-1), n_keys.clamp(max=S + W
 #    \qquad \sum_j p_{ij} = 1 - \frac{e^{s_h}}{e^{s_h} + \sum_m e^{\ell_{im}}} < 1 ,
 #
 # the sums running over the keys that query ``i`` keeps: a head can put part of its
-# attention "nowhere" instead of on some key.
+# attention "nowhere" instead of on some key. The three masks, for ``L = 12``,
+# ``W = 4``, ``S = 2``, drawn with ``tril`` and ``triu``:
+L, W, S = 12, 4, 2
+ones = torch.ones(L, L, dtype=torch.bool)  # (L, L)
+idea_masks = {"causal": ones.tril(),
+              f"window W = {W}": ones.tril() & ones.triu(-(W - 1)),
+              f"sinks S = {S} + window": ones.tril() & (ones.triu(-(W - 1))
+                                                         | (torch.arange(L) < S))}
+fig, axes = plt.subplots(1, 3, figsize=(9, 3.8), sharey=True, layout="constrained")
+for ax, (name, keep) in zip(axes, idea_masks.items()):
+    ax.imshow(keep, cmap="Greys", vmin=0, vmax=1.5)
+    ax.grid(False)
+    ax.set_title(f"{name}: {keep.sum().item()} keys")
+    ax.set_xlabel("key position j")
+axes[0].set_ylabel("query position i")
+fig.suptitle(f"A window keeps at most W = {W} keys per query, O(L W) in all;\n"
+             f"sinks keep the first S = {S} keys as well")
+plt.show()
+
+# %%
+# Three masks from scratch
+# ------------------------
+# The causal mask of :doc:`/generated/transformer/plot_03_causal_attention`, the window,
+# and the window plus sinks, each ``True`` where a query keeps a key.
+
+
+# Copied from transformer/plot_03_causal_attention.py: causal_mask
+def causal_mask(L, device=None):
+    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
+    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
+
+
+def window_mask(L, W, device=None):
+    """(L, L) bool: query i keeps the W keys i - W < j <= i."""
+    i = torch.arange(L, device=device)[:, None]  # (L, 1)
+    j = torch.arange(L, device=device)[None, :]  # (1, L)
+    return (j <= i) & (j > i - W)
+
+
+def sink_window_mask(L, S, W, device=None):
+    """(L, L) bool: the window of W keys plus the first S keys (the sinks)."""
+    i = torch.arange(L, device=device)[:, None]  # (L, 1)
+    j = torch.arange(L, device=device)[None, :]  # (1, L)
+    return (j <= i) & ((j > i - W) | (j < S))
+
+
+# %%
+# Query ``i`` has ``i + 1`` keys so far; the window keeps ``min(i + 1, W)``, the sinks
+# add up to ``S``. The idea's figure drew the same masks.
+for name, keep in (("window", window_mask(L, W, device)),
+                   ("sinks+window", sink_window_mask(L, S, W, device))):
+    print(f"{name:>12}: keys per query {keep.sum(dim=-1).tolist()}")
+n_keys = torch.arange(1, L + 1, device=device)
+assert torch.equal(window_mask(L, W, device).sum(dim=-1), n_keys.clamp(max=W))
+assert torch.equal(sink_window_mask(L, S, W, device).sum(dim=-1),
+                   n_keys.clamp(max=S + W))
+assert torch.equal(causal_mask(L).cpu(), idea_masks["causal"])
+assert torch.equal(window_mask(L, W).cpu(), idea_masks[f"window W = {W}"])
+assert torch.equal(sink_window_mask(L, S, W).cpu(),
+                   idea_masks[f"sinks S = {S} + window"])
+
+# %%
+# Attention with a mask, and with learned sinks
+# ---------------------------------------------
+# One function computes the three variants. Masked logits are ``-inf``, so their weight
+# is exactly zero; ``sinks`` (one logit per head, or ``None``) joins the denominator as
+# in the idea's equation.
 import math
 
-import torch.nn.functional as F
 
-
-def attend(q, k, v, keep, sinks=None):
+def attend_with_sinks(q, k, v, keep, sinks=None):
     """q, k, v (B, Nh, L, Dh), keep (L, L) bool, sinks (Nh,) or None.
 
     Returns the output (B, Nh, L, Dh) and the weights (B, Nh, L, L)."""
@@ -122,15 +160,17 @@ def attend(q, k, v, keep, sinks=None):
 # :func:`~torch.nn.functional.scaled_dot_product_attention` with ``is_causal=True``.
 # With ``W < L`` the first ``W`` queries still see all their keys and agree; every later
 # query has lost keys and differs.
+import torch.nn.functional as F
+
 B, Nh, Dh = 2, 4, 16
 q, k, v = torch.randn(3, B, Nh, L, Dh, device=device).unbind(0)  # 3 x (B, Nh, L, Dh)
 causal_ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, Nh, L, Dh)
 for W_try in (L, L + 5):
-    out, _ = attend(q, k, v, window_mask(L, W_try))
+    out, _ = attend_with_sinks(q, k, v, window_mask(L, W_try, device))
     print(f"W = {W_try:2d} >= L: max|window - causal| = "
           f"{(out - causal_ref).abs().max().item():.1e}")
     torch.testing.assert_close(out, causal_ref)
-out, _ = attend(q, k, v, window_mask(L, W))
+out, _ = attend_with_sinks(q, k, v, window_mask(L, W, device))
 per_query = (out - causal_ref).abs().amax(dim=(0, 1, 3))  # (L,): max over B, Nh, Dh
 print(f"W = {W:2d} <  L: max|window - causal| per query\n    "
       + " ".join(f"{d:.0e}" if d < 1e-3 else f"{d:.2f}" for d in per_query.tolist()))
@@ -138,8 +178,8 @@ torch.testing.assert_close(out[:, :, :W], causal_ref[:, :, :W])
 assert (per_query[W:] > 0.1).all()  # from query W on, every query has lost a key
 
 # %%
-# Hugging Face's Mistral: which ``W`` keys?
-# -----------------------------------------
+# Proof: Hugging Face's Mistral keeps exactly ``W`` keys
+# ------------------------------------------------------
 # ``MistralConfig(sliding_window=W)`` builds its mask in ``masking_utils.py``
 # (``sliding_window_overlay``: ``kv_idx > q_idx - sliding_window``, and'ed with
 # ``kv_idx <= q_idx``). A tiny random Mistral (2 layers, ``D = 64``, ``Nh = 4`` query
@@ -162,6 +202,9 @@ with torch.no_grad():
     for p in mistral.parameters():
         p.add_(0.1 * torch.randn_like(p))
 
+# %%
+# A forward hook on each attention layer records what it saw and returned.
+
 
 def run_and_record(model, ids):
     """Run the model on ids (B, L); per layer, what its self_attn saw and returned."""
@@ -181,6 +224,8 @@ def run_and_record(model, ids):
     return seen
 
 
+# %%
+# The model's mask, as the first layer received it: ``0`` where kept.
 ids = torch.randint(3, cfg.vocab_size, (B, L), device=device)
 seen = run_and_record(mistral, ids)
 hf_mask = seen[0][1]  # (B, 1, L, L) float: 0 where kept
@@ -197,87 +242,107 @@ assert ((hf_mask == 0) | (hf_mask == lowest)).all()  # finfo.min, not -inf
 # between ``i - W`` and ``i``" reads. The two conventions differ by one diagonal.
 ones = torch.ones(L, L, device=device)
 one_file_ref = torch.triu(torch.tril(ones), diagonal=-W) == 1  # (L, L)
-for name, keep in (("W - 1", window_mask(L, W - 1)), ("W", window_mask(L, W)),
-                   ("W + 1", window_mask(L, W + 1)), ("causal", causal_mask(L)),
-                   ("triu(-W)", one_file_ref)):
+for name, keep in (("W - 1", window_mask(L, W - 1, device)),
+                   ("W", window_mask(L, W, device)),
+                   ("W + 1", window_mask(L, W + 1, device)),
+                   ("causal", causal_mask(L, device)), ("triu(-W)", one_file_ref)):
     print(f"ours with {name:>8}: {(keep != hf_keep).sum().item():2d} of {L * L} "
           f"entries differ from HF's mask")
-assert torch.equal(window_mask(L, W), hf_keep)
-assert not torch.equal(window_mask(L, W - 1), hf_keep)
-assert not torch.equal(window_mask(L, W + 1), hf_keep)
-assert not torch.equal(causal_mask(L), hf_keep)
-assert torch.equal(one_file_ref, window_mask(L, W + 1))  # W + 1 keys per query
+assert torch.equal(window_mask(L, W, device), hf_keep)
+assert not torch.equal(window_mask(L, W - 1, device), hf_keep)
+assert not torch.equal(window_mask(L, W + 1, device), hf_keep)
+assert not torch.equal(causal_mask(L, device), hf_keep)
+assert torch.equal(one_file_ref, window_mask(L, W + 1, device))  # W + 1 keys per query
 for layer_idx, (_, mask, _, weights) in seen.items():  # every layer, every head
     assert torch.equal(mask, hf_mask)
     assert (weights[:, :, ~hf_keep] == 0).all() and (weights[:, :, hf_keep] > 0).all()
 print("HF's weights, both layers: exactly 0 outside the window, > 0 inside it")
 
 # %%
-# The attention layer from scratch
-# --------------------------------
-# Mistral's attention: bias-free projections, rotary embeddings on ``q`` and ``k``
-# (the "halves" layout: dims ``d`` and ``d + Dh/2`` rotate together, angle
-# :math:`t\,\theta^{-2d/D_h}` at position ``t``), ``Nkv`` key/value heads each shared
-# by ``Nh / Nkv`` consecutive query heads, then ``attend``. gpt-oss, below, adds biases
-# and the learned sinks. The weights come from Hugging Face's layer through an explicit
-# map, loaded strictly.
+# Proof: our layer equals Hugging Face's ``MistralAttention``
+# -----------------------------------------------------------
+# Our layer, from scratch. Mistral's attention: bias-free projections, rotary embeddings
+# on ``q`` and ``k`` (the rotate-half layout of
+# :doc:`/generated/positional/plot_04_rope`, ``base`` its RoPE base), ``Nkv`` key/value
+# heads each shared by ``Nh / Nkv`` consecutive query heads, then ``attend_with_sinks``.
+# gpt-oss, below, adds biases and the learned sinks. The parameters carry Hugging Face's
+# names, so its weights load strictly, as they are.
 from torch import nn
 
 
-def rope(x, theta):
-    """Rotary embedding, halves layout, of x (B, Nh, L, Dh) at positions 0 .. L-1."""
-    L, Dh = x.shape[-2:]
-    inv_freq = theta ** (-torch.arange(0, Dh, 2, device=x.device) / Dh)  # (Dh/2,)
-    angle = torch.arange(L, device=x.device)[:, None] * inv_freq  # (L, Dh/2)
-    cos, sin = angle.cos(), angle.sin()
-    x1, x2 = x[..., : Dh // 2], x[..., Dh // 2 :]
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+# Copied from positional/plot_04_rope.py: rope_inv_freq
+def rope_inv_freq(Dh, base, dtype=torch.float32):
+    """Per-pair frequencies base ** (-2i / Dh), i = 0 .. Dh/2 - 1: (Dh/2,), in `dtype`."""  # noqa: E501
+    return 1.0 / base ** (torch.arange(0, Dh, 2, dtype=dtype) / Dh)
+
+
+# Copied from positional/plot_04_rope.py: rope_cos_sin
+def rope_cos_sin(pos, Dh, base, dtype=torch.float32):
+    """pos (..., L) -> cos, sin (..., L, Dh), rotate-half layout, angles in `dtype`.
+
+    Channel i and channel i + Dh/2 form pair i and share its angle pos * inv_freq[i]."""
+    inv_freq = rope_inv_freq(Dh, base, dtype).to(pos.device)  # (Dh/2,)
+    angles = pos[..., None].to(dtype) * inv_freq  # (..., L, Dh/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (..., L, Dh)
+    return angles.cos(), angles.sin()
+
+
+# Copied from positional/plot_04_rope.py: rotate_half
+def rotate_half(x):
+    """(x1, x2) -> (-x2, x1) on the two halves of the last dim: x (..., Dh)."""
+    x1, x2 = x.chunk(2, dim=-1)  # (..., Dh/2) each
+    return torch.cat([-x2, x1], dim=-1)
+
+
+# Copied from positional/plot_04_rope.py: rope
+def rope(x, cos, sin):
+    """Rotate-half RoPE: x (..., L, Dh); cos, sin broadcast to it, e.g. (L, Dh) or
+    (B, 1, L, Dh) for x (B, Nh, L, Dh)."""
+    return x * cos + rotate_half(x) * sin
 
 
 class WindowAttention(nn.Module):
     """Attention on (B, L, D) with Nkv shared key/value heads, RoPE, a keep mask and,
     optionally, one learned sink logit per head."""
 
-    def __init__(self, D, Nh, Nkv, Dh, theta, bias=False, sinks=False):
+    def __init__(self, D, Nh, Nkv, Dh, base, bias=False, sinks=False):
         super().__init__()
-        self.Nh, self.Nkv, self.Dh, self.theta = Nh, Nkv, Dh, theta
-        self.wq = nn.Linear(D, Nh * Dh, bias=bias)
-        self.wk = nn.Linear(D, Nkv * Dh, bias=bias)
-        self.wv = nn.Linear(D, Nkv * Dh, bias=bias)
-        self.wo = nn.Linear(Nh * Dh, D, bias=bias)
+        self.Nh, self.Nkv, self.Dh, self.base = Nh, Nkv, Dh, base
+        self.q_proj = nn.Linear(D, Nh * Dh, bias=bias)
+        self.k_proj = nn.Linear(D, Nkv * Dh, bias=bias)
+        self.v_proj = nn.Linear(D, Nkv * Dh, bias=bias)
+        self.o_proj = nn.Linear(Nh * Dh, D, bias=bias)
         self.sinks = nn.Parameter(torch.zeros(Nh)) if sinks else None
+
+    def rotated_qk(self, x):
+        """x (B, L, D) -> rotated q (B, Nh, L, Dh), k repeated to (B, Nh, L, Dh)."""
+        B, L, D = x.shape
+        Nh, Nkv, Dh = self.Nh, self.Nkv, self.Dh
+        q = self.q_proj(x).view(B, L, Nh, Dh).transpose(1, 2)  # (B, Nh, L, Dh)
+        k = self.k_proj(x).view(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
+        cos, sin = rope_cos_sin(torch.arange(L, device=x.device), Dh, self.base)
+        q, k = rope(q, cos, sin), rope(k, cos, sin)  # cos, sin (L, Dh)
+        # query head h reads key/value head h // (Nh / Nkv), as in repeat_kv
+        return q, k.repeat_interleave(Nh // Nkv, dim=1)
 
     def forward(self, x, keep):
         B, L, D = x.shape
         Nh, Nkv, Dh = self.Nh, self.Nkv, self.Dh
-        q = self.wq(x).view(B, L, Nh, Dh).transpose(1, 2)  # (B, Nh, L, Dh)
-        k = self.wk(x).view(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
-        v = self.wv(x).view(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
-        q, k = rope(q, self.theta), rope(k, self.theta)
-        # query head h reads key/value head h // (Nh / Nkv), as in repeat_kv
-        k = k.repeat_interleave(Nh // Nkv, dim=1)  # (B, Nh, L, Dh)
-        v = v.repeat_interleave(Nh // Nkv, dim=1)
-        y, p = attend(q, k, v, keep, self.sinks)  # (B, Nh, L, Dh), (B, Nh, L, L)
-        return self.wo(y.transpose(1, 2).reshape(B, L, Nh * Dh)), p  # (B, L, D)
+        q, k = self.rotated_qk(x)  # (B, Nh, L, Dh) each
+        v = self.v_proj(x).view(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
+        v = v.repeat_interleave(Nh // Nkv, dim=1)  # (B, Nh, L, Dh)
+        y, p = attend_with_sinks(q, k, v, keep, self.sinks)  # y (B, Nh, L, Dh)
+        return self.o_proj(y.transpose(1, 2).reshape(B, L, Nh * Dh)), p  # (B, L, D)
 
 
-NAMES = {  # ours -> Hugging Face's MistralAttention
-    "wq.weight": "q_proj.weight",  # (Nh Dh, D)
-    "wk.weight": "k_proj.weight",  # (Nkv Dh, D)
-    "wv.weight": "v_proj.weight",  # (Nkv Dh, D)
-    "wo.weight": "o_proj.weight",  # (D, Nh Dh)
-}
-print("\n".join(f"    {ours:9} <- {theirs}" for ours, theirs in NAMES.items()))
-
-
-def ours_from(hf_attn, names, **kwargs):
+def window_attention_from(hf_attn, device, **kwargs):
     """Our WindowAttention carrying the weights of a Hugging Face attention layer."""
     c = hf_attn.config
     ours = WindowAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads,
                            hf_attn.head_dim, c.rope_parameters["rope_theta"], **kwargs)
     state = hf_attn.state_dict()
-    assert sorted(names.values()) == sorted(state)  # every tensor of theirs is mapped
-    ours.load_state_dict({o: state[t] for o, t in names.items()}, strict=True)
+    assert sorted(ours.state_dict()) == sorted(state)  # the same names, every tensor
+    ours.load_state_dict(state, strict=True)
     return ours.to(device)
 
 
@@ -286,13 +351,13 @@ def ours_from(hf_attn, names, **kwargs):
 # same output and the same weights with our window mask. With a window one key narrower
 # or wider, or with no window at all, it does not.
 for layer_idx, (x, _, hf_out, hf_p) in seen.items():
-    ours = ours_from(mistral.layers[layer_idx].self_attn, NAMES)
+    ours = window_attention_from(mistral.layers[layer_idx].self_attn, device)
     with torch.no_grad():
-        out, p = ours(x, window_mask(L, W))  # (B, L, D), (B, Nh, L, L)
+        out, p = ours(x, window_mask(L, W, device))  # (B, L, D), (B, Nh, L, L)
         wrong = {name: (ours(x, keep)[0] - hf_out).abs().max().item()
-                 for name, keep in (("W - 1", window_mask(L, W - 1)),
-                                    ("W + 1", window_mask(L, W + 1)),
-                                    ("causal", causal_mask(L)))}
+                 for name, keep in (("W - 1", window_mask(L, W - 1, device)),
+                                    ("W + 1", window_mask(L, W + 1, device)),
+                                    ("causal", causal_mask(L, device)))}
     print(f"layer {layer_idx}: max|ours - HF| output {(out - hf_out).abs().max():.1e}, "
           f"weights {(p - hf_p).abs().max():.1e}\n    with the wrong mask: "
           + ", ".join(f"{n} {g:.2f}" for n, g in wrong.items()))
@@ -301,24 +366,8 @@ for layer_idx, (x, _, hf_out, hf_p) in seen.items():
     assert min(wrong.values()) > 0.1  # each wrong mask is another layer
 
 # %%
-# Two windowed layers reach ``2 (W - 1)`` tokens back
-# ---------------------------------------------------
-# One layer moves information at most ``W - 1`` positions forward; a stack of ``n``
-# layers, ``n (W - 1)``: the Mistral paper's argument that a small window still gives a
-# long reach (the paper counts ``n W``, as its ``W + 1``-key window does). The gradient
-# of the model's last output with respect to its input embeddings shows it: exactly zero
-# beyond ``2 (W - 1) = 6`` tokens back, non-zero within (the masked weights are exactly
-# zero, and so is their gradient).
-emb = mistral.embed_tokens(ids).detach().requires_grad_()  # (B, L, D)
-mistral(inputs_embeds=emb).last_hidden_state[:, -1].sum().backward()
-reach = emb.grad.abs().sum(dim=(0, 2))  # (L,): how much each input position matters
-seen_from_last = (reach > 0).nonzero().flatten().tolist()
-print(f"the last position's output depends on input positions {seen_from_last}")
-assert seen_from_last == list(range(L - 1 - 2 * (W - 1), L))
-
-# %%
-# StreamingLLM's sinks: a mask, or a cache that evicts
-# ----------------------------------------------------
+# Proof: StreamingLLM's sink mask equals a cache that evicts
+# ----------------------------------------------------------
 # StreamingLLM streams text with a key/value cache of fixed size ``S + W``: the first
 # ``S`` tokens stay, and once the cache is full the oldest of the others is evicted.
 # ``transformers`` 5.23 has no implementation to compare with: the ``SinkCache`` of
@@ -332,9 +381,8 @@ assert not hasattr(transformers, "SinkCache")
 # The independent reference is the cache itself: tokens arrive one by one, their keys
 # and values are appended to Python lists, the evicted ones are deleted from the lists,
 # and each query runs plain attention, with no mask, over what is left. Our mask gives
-# the same output for every query; the window alone (no sinks) does not, nor does full
-# causal attention, once ``L = 12 > S + W = 6``. The ``q, k`` here carry no position;
-# StreamingLLM also numbers positions inside the cache, which this check does not cover.
+# the same output for every query. The ``q, k`` here carry no position; StreamingLLM
+# also numbers positions inside the cache, which this check does not cover.
 cache_k, cache_v, streamed = [], [], []
 for t in range(L):
     cache_k.append(k[:, :, t])  # (B, Nh, Dh)
@@ -345,19 +393,14 @@ for t in range(L):
     w = (torch.einsum("bhd,bhnd->bhn", q[:, :, t], K) / math.sqrt(Dh)).softmax(dim=-1)
     streamed.append(torch.einsum("bhn,bhnd->bhd", w, V))  # (B, Nh, Dh)
 streamed = torch.stack(streamed, dim=2)  # (B, Nh, L, Dh)
-out_sinks, p_sinks = attend(q, k, v, sink_window_mask(L, S, W))
-out_window, _ = attend(q, k, v, window_mask(L, W))
+out_sinks, p_sinks = attend_with_sinks(q, k, v, sink_window_mask(L, S, W, device))
 print(f"cache of {len(cache_k)} entries; max|sink mask - cache| = "
-      f"{(out_sinks - streamed).abs().max():.1e}, window alone "
-      f"{(out_window - streamed).abs().max():.2f}, causal "
-      f"{(causal_ref - streamed).abs().max():.2f}")
+      f"{(out_sinks - streamed).abs().max():.1e}")
 torch.testing.assert_close(out_sinks, streamed)
-assert (out_window - streamed).abs().max() > 0.1  # the sinks matter
-assert (causal_ref - streamed).abs().max() > 0.1  # and so does the eviction
 
 # %%
-# gpt-oss's learned sinks against Hugging Face's
-# ----------------------------------------------
+# Proof: gpt-oss's learned sinks equal Hugging Face's
+# ---------------------------------------------------
 # A tiny random gpt-oss (2 layers: the first with a sliding window of ``W``, the second
 # full, as ``layer_types`` alternates; 2 experts, eager attention). Like the real one,
 # its heads are not ``D / Nh`` wide: ``Nh Dh = 4 x 8 = 32`` against ``D = 64`` (gpt-oss:
@@ -390,38 +433,25 @@ print("a gpt-oss layer's biases:\n    " + "\n    ".join(oss_biases))
 assert oss_biases == [f"self_attn.{x}_proj.bias" for x in "qkvo"] + [
     "mlp.router.bias", "mlp.experts.gate_up_proj_bias", "mlp.experts.down_proj_bias"]
 
-NAMES_OSS = {  # ours -> Hugging Face's GptOssAttention
-    **NAMES,
-    "wq.bias": "q_proj.bias",
-    "wk.bias": "k_proj.bias",
-    "wv.bias": "v_proj.bias",
-    "wo.bias": "o_proj.bias",
-    "sinks": "sinks",  # (Nh,)
-}
-print("NAMES, plus:\n" + "\n".join(f"    {ours:9} <- {theirs}"
-                                   for ours, theirs in NAMES_OSS.items()
-                                   if ours not in NAMES))
-
 # %%
 # Both layers agree with ours, the sliding one under our window mask and the full one
 # under our causal mask; the same layer without its sinks does not. Every row of
 # Hugging Face's weights sums to less than one, and to one minus the sink's share
 # :math:`\sigma(s_h - \log\sum_m e^{\ell_{im}})`, computed here from our logits.
-keeps = {"sliding_attention": window_mask(L, W), "full_attention": causal_mask(L)}
+keeps = {"sliding_attention": window_mask(L, W, device),
+         "full_attention": causal_mask(L, device)}
 sink_share = {}
 for layer_idx, (x, mask, hf_out, hf_p) in seen_oss.items():
     keep = keeps[gcfg.layer_types[layer_idx]]
     assert torch.equal(mask[0, 0] == 0, keep)
     hf_attn = gpt_oss.layers[layer_idx].self_attn
-    ours = ours_from(hf_attn, NAMES_OSS, bias=True, sinks=True)
+    ours = window_attention_from(hf_attn, device, bias=True, sinks=True)
     with torch.no_grad():
         out, p = ours(x, keep)
         sinks = ours.sinks  # (Nh,)
         ours.sinks = None
         no_sinks, _ = ours(x, keep)
-        qh = rope(ours.wq(x).view(B, L, Nh, -1).transpose(1, 2), ours.theta)
-        kh = rope(ours.wk(x).view(B, L, ours.Nkv, -1).transpose(1, 2), ours.theta)
-        kh = kh.repeat_interleave(Nh // ours.Nkv, dim=1)  # (B, Nh, L, Dh)
+        qh, kh = ours.rotated_qk(x)  # (B, Nh, L, Dh) each
         logits = qh @ kh.transpose(-1, -2) / math.sqrt(ours.Dh)  # (B, Nh, L, L)
         lse = logits.masked_fill(~keep, float("-inf")).logsumexp(dim=-1)  # (B, Nh, L)
         share = torch.sigmoid(sinks.view(1, -1, 1) - lse)  # (B, Nh, L)
@@ -439,25 +469,6 @@ for layer_idx, (x, mask, hf_out, hf_p) in seen_oss.items():
     assert (row_sums < 1).all()  # every row gives the sink a share
     assert row_sums.min() < 0.1  # a sink can take nearly all of a row
     torch.testing.assert_close(row_sums, 1 - share)
-
-# %%
-# Where the mass goes
-# -------------------
-# The three masks side by side, for ``L = 12``, ``W = 4``, ``S = 2``.
-import matplotlib.pyplot as plt
-
-masks = {"causal": causal_mask(L), f"window W = {W}": window_mask(L, W),
-         f"sinks S = {S} + window": sink_window_mask(L, S, W)}
-fig, axes = plt.subplots(1, 3, figsize=(9, 3.8), sharey=True, layout="constrained")
-for ax, (name, keep) in zip(axes, masks.items()):
-    ax.imshow(keep.cpu(), cmap="Greys", vmin=0, vmax=1.5)
-    ax.grid(False)
-    ax.set_title(f"{name}: {keep.sum().item()} keys")
-    ax.set_xlabel("key position j")
-axes[0].set_ylabel("query position i")
-fig.suptitle(f"A window keeps at most W = {W} keys per query, O(L W) in all;\n"
-             f"sinks keep the first S = {S} keys as well")
-plt.show()
 
 # %%
 # Where each row's attention goes. Left, StreamingLLM's mask on this page's random
@@ -490,3 +501,45 @@ ax2.set_title("gpt-oss: row sum = 1 - sink share < 1")
 ax2.legend(loc="upper center", ncol=2, fontsize="small")
 fig.suptitle("Sinks take mass: kept keys in StreamingLLM, a learned logit in gpt-oss")
 plt.show()
+
+# %%
+# Try it: how far back does the last output of two windowed layers see?
+# ---------------------------------------------------------------------
+# One layer moves information at most ``W - 1`` positions forward. Take the gradient of
+# the Mistral model's last output with respect to its input embeddings: which input
+# positions does it depend on?
+
+# %%
+# A stack of ``n`` layers reaches ``n (W - 1)`` back: the Mistral paper's argument that
+# a small window still gives a long reach (the paper counts ``n W``, as its
+# ``W + 1``-key window does). The gradient is exactly zero beyond ``2 (W - 1) = 6``
+# tokens back, non-zero within (the masked weights are exactly zero, and so is their
+# gradient).
+emb = mistral.embed_tokens(ids).detach().requires_grad_()  # (B, L, D)
+mistral(inputs_embeds=emb).last_hidden_state[:, -1].sum().backward()
+reach = emb.grad.abs().sum(dim=(0, 2))  # (L,): how much each input position matters
+seen_from_last = (reach > 0).nonzero().flatten().tolist()
+print(f"the last position's output depends on input positions {seen_from_last}")
+assert seen_from_last == list(range(L - 1 - 2 * (W - 1), L))
+
+# %%
+# Try it: evict without sinks. Does the window alone match the cache?
+# -------------------------------------------------------------------
+# Compare the evicting cache above with the window mask alone, and with full causal
+# attention, for ``L = 12 > S + W = 6``.
+
+# %%
+# Neither does: the first ``S`` keys matter, and so does the eviction.
+out_window, _ = attend_with_sinks(q, k, v, window_mask(L, W, device))
+print(f"max|window alone - cache| = {(out_window - streamed).abs().max():.2f}, "
+      f"max|causal - cache| = {(causal_ref - streamed).abs().max():.2f}")
+assert (out_window - streamed).abs().max() > 0.1  # the sinks matter
+assert (causal_ref - streamed).abs().max() > 0.1  # and so does the eviction
+
+# %%
+# References
+# ----------
+# Jiang et al. (2023), *Mistral 7B*; Xiao et al. (2024), *Efficient Streaming Language
+# Models with Attention Sinks* (StreamingLLM); OpenAI (2025), *gpt-oss model card*.
+# ``torch.nn.functional.scaled_dot_product_attention``,
+# ``torch.nn.Module.register_forward_hook``.

@@ -2,12 +2,23 @@
 SDPA backends and FlexAttention
 ===============================
 
-``scaled_dot_product_attention`` is one function in front of four kernels: flash,
-memory-efficient, cuDNN and math. This page asks each of them, for three dtypes and five
-kinds of mask, whether it takes the inputs, checks every float32 answer against a
-float64 reference, and reads which kernel runs when none is forced. Then FlexAttention
-writes causal, ALiBi, sliding-window and document masks as small Python functions, and
-each output equals SDPA's with the same mask written out as a dense tensor.
+``scaled_dot_product_attention`` is one formula in front of four kernels: flash,
+memory-efficient, cuDNN and math. FlexAttention writes the mask as a small Python
+function and skips the ``128 x 128`` blocks it hides. This page runs every kernel on
+every dtype and mask it takes, and proves that each float32 answer, and each
+FlexAttention answer, is the formula's.
+
+**You will learn**
+
+- how ``sdpa_kernel`` forces one of the four backends, and what each refuses
+- how the profiler tells which kernel a default call ran
+- how FlexAttention's ``mask_mod`` and ``score_mod`` write causal, ALiBi, sliding-window
+  and document masks
+- how a ``BlockMask`` sorts blocks into skipped, full and partial
+
+**Prerequisites:** :doc:`/generated/transformer/plot_03_causal_attention` (the causal
+mask), :doc:`/generated/transformer/plot_12_sliding_window_sinks` (the window),
+:doc:`/generated/positional/plot_07_alibi` (ALiBi).
 """
 
 # %%
@@ -16,58 +27,85 @@ each output equals SDPA's with the same mask written out as a dense tensor.
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import math
+import warnings
+
+import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
 # %%
-# Four kernels behind one function
-# --------------------------------
-# ``F.scaled_dot_product_attention`` computes :math:`\mathrm{softmax}(q k^\top /
-# \sqrt{D_h} + M)\,v` with one of four *backends*: ``FLASH_ATTENTION`` (FlashAttention,
-# Dao et al. 2022: the scores tile by tile, never stored), ``EFFICIENT_ATTENTION`` (the
-# memory-efficient kernel after Rabe and Staats 2021), ``CUDNN_ATTENTION`` (NVIDIA's
-# cuDNN) and ``MATH`` (the formula in ordinary PyTorch ops).
-# ``torch.nn.attention.sdpa_kernel`` allows only the backends it is given; if none of
-# them takes the inputs the call raises ``RuntimeError``. The shape is that of the H100
-# measurements this page's CUDA side comes from. The masks: none, ``is_causal=True``, a
-# boolean ``(L, L)`` sliding window of ``W`` keys, and an additive float ALiBi bias
-# (Press et al. 2022; slope :math:`2^{-8h/N_h}` for head :math:`h = 1, \dots, N_h`, see
-# :doc:`/generated/positional/plot_07_alibi`) with the causal :math:`-\infty`, as
-# ``(Nh, L, L)`` and as ``(1, Nh, L, L)``. The float64 reference gets its own masks,
-# built another way: the window from the positions' difference, the slopes from the
-# closed form per head. A slip in either construction fails the float32 comparisons
-# below.
-import math
+# The idea
+# --------
+# Every backend computes one formula, with a mask :math:`M` that is ``0`` where query
+# :math:`l` may see key :math:`m`, :math:`-\infty` where it may not, or any additive
+# bias (ALiBi's :math:`-\mathrm{slope}_h (l - m)`):
+#
+# .. math::
+#
+#    \mathrm{SDPA}(q, k, v) = \mathrm{softmax}\Big(\frac{q k^\top}{\sqrt{D_h}}
+#    + M\Big)\, v .
+#
+# Where a whole ``128 x 128`` block of :math:`M` is :math:`-\infty` there is nothing to
+# compute: FlexAttention skips it; where a block has no :math:`-\infty` it needs no
+# mask (*full*); the rest are *partial*. The four masks of this page, for ``L = 512``,
+# drawn with ``tril``, ``triu`` and ``block_diag``, their blocks sorted with
+# ``any``/``all``; ALiBi shows the bias of the last head (slope ``2**-8``).
+L_flex, W_flex = 512, 100  # sliding window: l - 100 < m <= l
+lengths = [100, 60, 96, 256]  # four packed documents, L_flex tokens in all
+ones = torch.ones(L_flex, L_flex, dtype=torch.bool, device=device)
+dense = {"causal": ones.tril(), "sliding window": ones.tril().triu(-(W_flex - 1)),
+         "document": torch.block_diag(*[torch.ones(n, n, device=device).tril()
+                                        for n in lengths]).bool()}
+dense["ALiBi"] = dense["causal"]
+dense = {name: dense[name] for name in ["causal", "ALiBi", "sliding window",
+                                        "document"]}
+pos_flex = torch.arange(L_flex, device=device)
+closed_form = torch.tensor([2 ** (-8 * h / 4) for h in range(1, 5)],
+                           device=device)  # (Nh = 4,): 1/4, 1/16, 1/64, 1/256
+alibi_flex = (closed_form[:, None, None]
+              * (pos_flex[None, :] - pos_flex[:, None])).masked_fill(
+    ~dense["causal"], -math.inf)  # (Nh, L, L): -slope * (l - m), future -inf
+nb = L_flex // 128
+fig, axs = plt.subplots(1, 4, figsize=(11, 3.6), sharey=True)
+for ax, (name, keep) in zip(axs, dense.items()):
+    blocks = keep.reshape(nb, 128, nb, 128)  # (q block, row, kv block, col)
+    visited = blocks.any(dim=3).any(dim=1).cpu()  # (nb, nb)
+    full = blocks.all(dim=3).all(dim=1).cpu()  # (nb, nb)
+    if name == "ALiBi":
+        ax.imshow(alibi_flex[-1].cpu(), cmap="viridis", interpolation="nearest")
+    else:
+        ax.imshow(keep.cpu(), cmap="Blues", vmin=-0.3, vmax=1, interpolation="nearest")
+    for r in range(nb):
+        for c in range(nb):
+            corner = (c * 128 - 0.5, r * 128 - 0.5)
+            if not visited[r, c]:
+                ax.add_patch(plt.Rectangle(corner, 128, 128, color="0.55", alpha=0.6))
+            elif full[r, c]:
+                ax.add_patch(plt.Rectangle(corner, 128, 128, fill=False,
+                                           edgecolor="C1", lw=2))
+    ax.set_xticks(range(0, L_flex + 1, 128))
+    ax.set_yticks(range(0, L_flex + 1, 128))
+    ax.grid(True, color="0.4", lw=0.5)
+    ax.set_title(f"{name}: {int(visited.sum())} of {nb * nb} blocks\n"
+                 f"visited, {int(full.sum())} full", fontsize="medium")
+    ax.set_xlabel("key m")
+axs[0].set_ylabel("query l")
+fig.suptitle("A mask decides which 128 x 128 blocks need computing: FlexAttention\n"
+             "skips the empty ones (grey); full ones (outlined) need no mask")
+plt.show()
 
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
-
-B, Nh, L, Dh = 2, 8, 256, 64
-W = 64  # the sliding window: each query sees itself and the 63 keys before it
-BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
-            SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]
-NAMES = [be.name for be in BACKENDS]
-DTYPES = [torch.float32, torch.bfloat16, torch.float16]
-f64 = torch.float64
-q64, k64, v64 = (torch.randn(B, Nh, L, Dh, device=device, dtype=f64) for _ in range(3))
-
-ones = torch.ones(L, L, dtype=torch.bool, device=device)
-causal_LL = ones.tril()  # (L, L): True where query l may see key m <= l
-window_LL = ones.tril().triu(-(W - 1))  # (L, L): l - W < m <= l
-slopes = 2.0 ** (-8 * torch.arange(1, Nh + 1, device=device, dtype=f64) / Nh)  # (Nh,)
-pos = torch.arange(L, device=device, dtype=f64)
-alibi = slopes[:, None, None] * (pos[None, None, :] - pos[None, :, None])  # (Nh, L, L)
-alibi = alibi.masked_fill(~causal_LL, -math.inf)  # -slope * (l - m), future -inf
-MASKS = {"none": {}, "is_causal": {"is_causal": True},
-         "bool (L,L)": {"attn_mask": window_LL},
-         "float (Nh,L,L)": {"attn_mask": alibi},
-         "float (1,Nh,L,L)": {"attn_mask": alibi[None]}}
+# %%
+# From scratch
+# ------------
+# The formula in ordinary ops, the reference every backend is held to.
 
 
-def naive(q, k, v, is_causal=False, attn_mask=None):
+def sdpa_formula(q, k, v, is_causal=False, attn_mask=None):
     """softmax(q k^T / sqrt(Dh) + M) v, the formula, in the inputs' dtype."""
     logits = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, Nh, L, L)
     if is_causal:  # key m after query l: -inf
@@ -81,45 +119,251 @@ def naive(q, k, v, is_causal=False, attn_mask=None):
     return logits.softmax(dim=-1) @ v  # (B, Nh, L, Dh)
 
 
+
+# %%
+# The shared blocks: the causal mask of
+# :doc:`/generated/transformer/plot_03_causal_attention` and ALiBi's slopes of
+# :doc:`/generated/positional/plot_07_alibi`, :math:`2^{-8h/N_h}` for
+# :math:`h = 1, \dots, N_h` when :math:`N_h` is a power of two.
+
+
+# Copied from transformer/plot_03_causal_attention.py: causal_mask
+def causal_mask(L, device=None):
+    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
+    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
+
+
+# Copied from positional/plot_07_alibi.py: alibi_slopes
+def alibi_slopes(Nh, device=None):
+    """ALiBi slope of each head: (Nh,)."""
+    P = 2 ** math.floor(math.log2(Nh))  # largest power of two <= Nh
+    first = 2.0 ** (-8 * torch.arange(1, P + 1, device=device) / P)  # (P,)
+    # every other slope of the 2P sequence: 2 ** (-8 (2j + 1) / (2P)), j < Nh - P
+    extra = 2.0 ** (-4 * (2 * torch.arange(Nh - P, device=device) + 1) / P)  # (Nh - P,)
+    return torch.cat([first, extra])
+
+
+# %%
+# FlexAttention's mask as functions: a ``mask_mod(b, h, q_idx, kv_idx)`` says which key
+# a query may see, a ``score_mod(score, b, h, q_idx, kv_idx)`` rewrites each scaled
+# logit. FlexAttention traces each ``*_mod`` with TorchDynamo, which looks a global name
+# up in the module the function names (``__main__`` here), and a page run by another
+# program (the book's build) keeps its globals elsewhere. So each ``*_mod`` is made by a
+# function and closes over its data (window, document ids, slopes): that runs anywhere.
+def causal_mod(b, h, q_idx, kv_idx):
+    """FlexAttention mask_mod: key kv_idx visible from query q_idx when not later."""
+    return q_idx >= kv_idx
+
+
+def sliding_window(W):
+    """A mask_mod keeping the W keys q_idx - W < kv_idx <= q_idx."""
+    def window_mod(b, h, q_idx, kv_idx):
+        return (q_idx >= kv_idx) & (q_idx - kv_idx < W)
+    return window_mod
+
+
+def documents(doc):
+    """doc (L,): the document id of each token of the packed sequence."""
+    def document_mod(b, h, q_idx, kv_idx):
+        return (doc[q_idx] == doc[kv_idx]) & (q_idx >= kv_idx)
+    return document_mod
+
+
+def alibi_score_mod(slopes):
+    """slopes (Nh,): ALiBi's slope of each head."""
+    def alibi_mod(score, b, h, q_idx, kv_idx):
+        return score + slopes[h] * (kv_idx - q_idx)
+    return alibi_mod
+
+
+# %%
+# Four kernels, one answer
+# ------------------------
+# ``torch.nn.attention.sdpa_kernel`` allows only the backends it is given:
+# ``FLASH_ATTENTION`` (FlashAttention, Dao et al. 2022: the scores tile by tile, never
+# stored), ``EFFICIENT_ATTENTION`` (after Rabe and Staats 2021), ``CUDNN_ATTENTION``
+# and ``MATH`` (the formula in ordinary PyTorch ops); a backend that does not take the
+# inputs raises ``RuntimeError``. Each one that takes float32 causal attention returns
+# the formula's answer (the Proof below runs every dtype and mask).
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+gen = torch.Generator().manual_seed(1)  # its own stream: the page's stays as is
+q, k, v = (torch.randn(1, 2, 64, 16, generator=gen).to(device) for _ in range(3))
+formula64 = sdpa_formula(q.double(), k.double(), v.double(), is_causal=True)
+took = []
+for be in [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+           SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]:
+    try:
+        with sdpa_kernel(be):
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (1,2,64,16)
+    except RuntimeError:
+        continue
+    took.append(be.name)
+    torch.testing.assert_close(out, formula64.float())
+print(f"float32, causal: {', '.join(took)} took the inputs, each equal to the formula")
+assert "MATH" in took and len(took) >= 2
+
+# %%
+# FlexAttention: the mask as a function
+# -------------------------------------
+# ``torch.nn.attention.flex_attention`` (Dong et al., 2024) takes the mask as code.
+# ``create_block_mask`` evaluates the ``mask_mod`` and sorts the ``128 x 128`` blocks
+# into a ``BlockMask``, as the idea's figure did by hand. The four masks: causal, ALiBi
+# (a ``score_mod`` on top of the causal block mask), a sliding window, and the document
+# mask of packed sequences (each token sees itself and the earlier tokens of its own
+# document). Shapes for this part: ``4 x 4`` blocks.
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+B, Nh, L, Dh = 2, 4, L_flex, 16
+W = W_flex
+q, k, v = (torch.randn(B, Nh, L, Dh, device=device) for _ in range(3))
+doc = torch.repeat_interleave(torch.arange(len(lengths), device=device),
+                              torch.tensor(lengths, device=device))  # (L,) document ids
+head_slopes = alibi_slopes(Nh, device)  # (Nh,)
+window_mod, document_mod = sliding_window(W), documents(doc)
+alibi_mod = alibi_score_mod(head_slopes)
+block_masks = {name: create_block_mask(mod, None, None, L, L, device=device)
+               for name, mod in [("causal", causal_mod), ("sliding window", window_mod),
+                                 ("document", document_mod)]}
+block_masks["ALiBi"] = block_masks["causal"]
+
+# %%
+# ``flex_attention`` called as it is runs an unfused implementation that materializes
+# all the ``(B, Nh, L, L)`` scores; ``torch.compile(flex_attention)`` generates a fused
+# kernel, at the price of compiling it on the first call. The CPU build runs flex
+# eagerly, to keep the page within its time budget; the CUDA build compiles it. Each
+# call runs under the profiler (read in a Proof below).
+flex = torch.compile(flex_attention) if device == "cuda" else flex_attention
+ARGS = {"causal": {"block_mask": block_masks["causal"]},
+        "ALiBi": {"score_mod": alibi_mod, "block_mask": block_masks["ALiBi"]},
+        "sliding window": {"block_mask": block_masks["sliding window"]},
+        "document": {"block_mask": block_masks["document"]}}
+flex_out, flex_events = {}, {}  # mask name -> output / the profiler's events
+for name, kw in ARGS.items():
+    with (torch.autograd.profiler.profile(use_kineto=False,
+                                          record_shapes=True) as prof_flex,
+          warnings.catch_warnings()):
+        warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
+        flex_out[name] = flex(q, k, v, **kw)  # (B, Nh, L, Dh)
+    flex_events[name] = prof_flex.function_events
+
+# %%
+# Each output equals SDPA's with the dense mask of the idea (the ALiBi bias as a float
+# ``attn_mask``, added to the scaled logits as FlexAttention's ``score_mod`` is).
+sdpa_out = {"causal": F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            "ALiBi": F.scaled_dot_product_attention(q, k, v, attn_mask=alibi_flex),
+            "sliding window": F.scaled_dot_product_attention(
+                q, k, v, attn_mask=dense["sliding window"]),
+            "document": F.scaled_dot_product_attention(q, k, v,
+                                                       attn_mask=dense["document"])}
+for name in ARGS:
+    gap = (flex_out[name] - sdpa_out[name]).abs().max().item()
+    print(f"{name:15s} max|flex_attention - SDPA with the dense mask| = {gap:.1e}")
+    torch.testing.assert_close(flex_out[name], sdpa_out[name])
+
+# %%
+# Proof: the BlockMask's blocks are the dense mask's
+# --------------------------------------------------
+# ``create_block_mask`` ran eagerly on this device (its ``device=`` argument), and its
+# blocks are those of the dense mask, as the idea's figure sorted them: a block is
+# visited where the dense mask has any ``True`` entry, and *full* where it has only
+# ``True`` entries. The dense ALiBi bias came from the slopes' closed form per head,
+# not from ``alibi_slopes``, and the dense masks from ``tril``, ``triu`` and
+# ``block_diag``, not from the ``*_mod`` functions.
+print(block_masks["document"])
+visits = {}  # mask name -> number of blocks visited
+for name in ["causal", "sliding window", "document"]:
+    bm = block_masks[name]
+    print(f"{name:15s} on {bm.kv_num_blocks.device.type}: ", end="")
+    assert bm.kv_num_blocks.device.type == device
+    blocks = dense[name].reshape(nb, 128, nb, 128)  # (q block, row, kv block, col)
+    visited = bm.to_dense()[0, 0].bool()  # (nb, nb)
+    full = torch.zeros(nb, nb, dtype=torch.bool, device=device)
+    for r in range(nb):
+        full[r, bm.full_kv_indices[0, 0, r, :bm.full_kv_num_blocks[0, 0, r]]] = True
+    print(f"visits {int(visited.sum())} of {nb * nb} blocks, {int(full.sum())} of them "
+          f"full, sparsity {bm.sparsity():.1f} %")
+    assert torch.equal(visited, blocks.any(dim=3).any(dim=1))
+    assert torch.equal(full, blocks.all(dim=3).all(dim=1))
+    visits[name] = int(visited.sum())
+visits_causal, visits_window = visits["causal"], visits["sliding window"]
+visits_document, n_blocks = visits["document"], nb * nb
+
+# %%
+# Proof: eager on CPU, compiled on CUDA
+# -------------------------------------
+# The profiler shows which of the two ran, call by call: a compiled call runs the graph
+# Inductor generated (an event ``## Call CompiledFxGraph ...``) and no op sees a
+# ``(B, Nh, L, L)`` tensor; an eager call runs no compiled graph, and its ops do see the
+# scores. (torch also warns about eager calls, but once per process only, so the page
+# does not rely on that.) The page does not time the compilation: a time would differ
+# from build to build. The CUDA side is not yet verified by a GPU build of the book.
+compiled, materialized = {}, {}  # mask name -> True, False
+for name, events in flex_events.items():
+    compiled[name] = any(e.name.startswith("## Call CompiledFxGraph") for e in events)
+    materialized[name] = any(list(shape) == [B, Nh, L, L]
+                             for e in events for shape in e.input_shapes)
+    print(f"{name:15s} on {device}: compiled graph ran {compiled[name]!s:5s}, "
+          f"(B, Nh, L, L) scores in memory {materialized[name]}")
+if device == "cuda":  # compiled: Inductor's graph ran, nothing materialized the scores
+    assert all(compiled.values()) and not any(materialized.values())
+else:  # eager: no compiled graph, the scores in memory
+    assert not any(compiled.values()) and all(materialized.values())
+
+# %%
+# Proof: every backend, dtype and mask
+# ------------------------------------
+# ``torch.nn.attention.sdpa_kernel`` allows only the backends it is given:
+# ``FLASH_ATTENTION`` (FlashAttention, Dao et al. 2022: the scores tile by tile, never
+# stored), ``EFFICIENT_ATTENTION`` (the memory-efficient kernel after Rabe and Staats
+# 2021), ``CUDNN_ATTENTION`` (NVIDIA's cuDNN) and ``MATH`` (the formula in ordinary
+# PyTorch ops); if none of them takes the inputs the call raises ``RuntimeError``. The
+# shape is that of the H100 measurements this page's CUDA side comes from. The masks:
+# none, ``is_causal=True``, a boolean ``(L, L)`` sliding window of ``W`` keys, and an
+# additive float ALiBi bias with the causal :math:`-\infty`, as ``(Nh, L, L)`` and as
+# ``(1, Nh, L, L)``; a Proof below builds each mask a second way and finds it equal.
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+B, Nh, L, Dh = 2, 8, 256, 64
+W = 64  # the sliding window: each query sees itself and the 63 keys before it
+BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+            SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]
+NAMES = [be.name for be in BACKENDS]
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+f64 = torch.float64
+q64, k64, v64 = (torch.randn(B, Nh, L, Dh, device=device, dtype=f64) for _ in range(3))
+
+causal_LL = causal_mask(L, device)  # (L, L): True where query l may see key m <= l
+window_LL = causal_mask(L, device).triu(-(W - 1))  # (L, L): l - W < m <= l
+slopes = alibi_slopes(Nh, device).to(f64)  # (Nh,), exact powers of two
+pos = torch.arange(L, device=device, dtype=f64)
+alibi = slopes[:, None, None] * (pos[None, None, :] - pos[None, :, None])  # (Nh, L, L)
+alibi = alibi.masked_fill(~causal_LL, -math.inf)  # -slope * (l - m), future -inf
+MASKS = {"none": {}, "is_causal": {"is_causal": True},
+         "bool (L,L)": {"attn_mask": window_LL},
+         "float (Nh,L,L)": {"attn_mask": alibi},
+         "float (1,Nh,L,L)": {"attn_mask": alibi[None]}}
+
+ref = {mask: sdpa_formula(q64, k64, v64, **kw)
+       for mask, kw in MASKS.items()}  # float64
+L_sdpa, W_sdpa, Nh_sdpa = L, W, Nh  # for the proof of the masks below
+
+# %%
+# A helper: the float masks in the queries' dtype, as SDPA requires.
 def cast(kwargs, dtype):
     """The mask arguments with float masks in the queries' dtype (SDPA requires it)."""
     return {key: val.to(dtype) if torch.is_tensor(val) and val.is_floating_point()
             else val for key, val in kwargs.items()}
 
 
-l_idx = torch.arange(L, device=device)[:, None]  # (L, 1): query position l
-m_idx = torch.arange(L, device=device)[None, :]  # (1, L): key position m
-window_ref = (m_idx <= l_idx) & (l_idx - m_idx < W)  # (L, L): m = l - W + 1 .. l
-slopes_ref = torch.tensor([2 ** (-8 * (h + 1) / Nh) for h in range(Nh)],
-                          dtype=f64, device=device)  # 1/2, 1/4, .., 1/256 for Nh = 8
-alibi_ref = torch.where(m_idx <= l_idx,  # (Nh, L, L): -slope * (l - m), future -inf
-                        -slopes_ref[:, None, None] * (l_idx - m_idx), -math.inf)
-REF_MASKS = {"none": {}, "is_causal": {"is_causal": True},
-             "bool (L,L)": {"attn_mask": window_ref},
-             "float (Nh,L,L)": {"attn_mask": alibi_ref},
-             "float (1,Nh,L,L)": {"attn_mask": alibi_ref[None]}}
-keys_per_query = window_LL.sum(dim=-1)  # (L,)
-window_width = keys_per_query.max().item()
-print(f"window: keys per query {keys_per_query[:3].tolist()} .. "
-      f"{keys_per_query[-3:].tolist()}, at most {window_width}")
-# query l sees itself and the keys before it, at most W in all: 1, 2, .., W, W, ..
-assert torch.equal(keys_per_query, torch.arange(1, L + 1, device=device).clamp(max=W))
-assert window_width == W and torch.equal(window_LL, window_ref)
-ref = {mask: naive(q64, k64, v64, **kw) for mask, kw in REF_MASKS.items()}  # float64
-
 # %%
-# Which backend takes what, and which runs by default
-# ---------------------------------------------------
 # Every combination runs under ``sdpa_kernel(backend)``, and once more with no backend
 # forced; a refusal is caught. The warnings a refusal raises (the reason, on CPU) are
-# caught too and printed below the table. All of it runs inside the profiler, which
-# names the op each call dispatches: the approach of
-# :doc:`plot_02_multihead_attention` and :doc:`plot_07_attention_cost`, which read it
-# for float32 without a mask; here every dtype and mask. The default call is then named
-# by the forced backend whose op it ran.
+# caught too. All of it runs inside the profiler, which names the op each call
+# dispatches (the approach of :doc:`plot_02_multihead_attention` and
+# :doc:`plot_07_attention_cost`): the Proof below reads it.
 import contextlib
 import textwrap
-import warnings
 
 outs, refusals = {}, {}  # (dtype, mask, backend name) -> output / error message
 labels = {}  # (dtype, mask, backend name or "default") -> the call's profiler label
@@ -140,16 +384,57 @@ with (torch.autograd.profiler.profile(use_kineto=False) as prof,
                                                                    **cast(kw, dtype))
                 except RuntimeError as err:
                     refusals[key] = str(err).split(".")[0]
-            outs[dtype, mask, "naive"] = naive(q, k, v, **cast(kw, dtype))
+            outs[dtype, mask, "naive"] = sdpa_formula(q, k, v, **cast(kw, dtype))
 accepted = {key: key in outs for key in labels}
 
+# %%
+# Every float32 answer, forced or default, equals the float64 reference at float32's
+# default tolerances.
+n_float32 = sum(1 for (dtype, _, name) in outs
+                if dtype == torch.float32 and name != "naive")
+print(f"{n_float32} float32 answers against the float64 reference")
+for (dtype, mask, name), out in outs.items():
+    if dtype == torch.float32 and name != "naive":
+        torch.testing.assert_close(out, ref[mask].to(dtype))
 
+# %%
+# Proof: the masks the backends got are the masks they claim
+# ----------------------------------------------------------
+# Built another way: the window from the positions' difference, the slopes from the
+# closed form per head. The window keeps ``W`` keys per query.
+l_idx = torch.arange(L_sdpa, device=device)[:, None]  # (L, 1): query position l
+m_idx = torch.arange(L_sdpa, device=device)[None, :]  # (1, L): key position m
+window_ref = (m_idx <= l_idx) & (l_idx - m_idx < W_sdpa)  # (L, L): m = l - W + 1 .. l
+slopes_ref = torch.tensor([2 ** (-8 * (h + 1) / Nh_sdpa) for h in range(Nh_sdpa)],
+                          dtype=f64, device=device)  # 1/2, 1/4, .., 1/256 for Nh = 8
+alibi_ref = torch.where(m_idx <= l_idx,  # (Nh, L, L): -slope * (l - m), future -inf
+                        -slopes_ref[:, None, None] * (l_idx - m_idx), -math.inf)
+keys_per_query = window_LL.sum(dim=-1)  # (L,)
+window_width = keys_per_query.max().item()
+print(f"window: keys per query {keys_per_query[:3].tolist()} .. "
+      f"{keys_per_query[-3:].tolist()}, at most {window_width}")
+# query l sees itself and the keys before it, at most W in all: 1, 2, .., W, W, ..
+assert torch.equal(keys_per_query,
+                   torch.arange(1, L_sdpa + 1, device=device).clamp(max=W_sdpa))
+assert window_width == W_sdpa and torch.equal(window_LL, window_ref)
+torch.testing.assert_close(alibi, alibi_ref, rtol=0, atol=0)  # the same numbers
+print("the window and the ALiBi bias equal their second construction")
+
+# %%
+# Proof: which backend takes what, and which runs by default
+# ----------------------------------------------------------
+# The profiler named the op each call dispatched; the default call is named by the
+# forced backend whose op it ran. The table: ``refused`` is ``RuntimeError`` under
+# ``sdpa_kernel(backend)``, a number is the largest gap to the float64 reference.
 def descendants(event):
+    """Every profiler event below `event`, depth first."""
     for child in event.cpu_children:
         yield child
         yield from descendants(child)
 
 
+# %%
+# Each call's kernel op, read from the profiler's events under its label.
 by_label = {e.name: e for e in prof.function_events if e.name.startswith("call ")}
 op = {}  # (dtype, mask, backend or "default") -> the kernel op's name
 for key, label in labels.items():
@@ -166,9 +451,6 @@ for dtype in DTYPES:
     for mask in MASKS:
         default[dtype, mask] = [n for n in NAMES if accepted[dtype, mask, n]
                                 and op[dtype, mask, n] == op[dtype, mask, "default"]]
-
-# %%
-# The table. ``refused`` is ``RuntimeError`` under ``sdpa_kernel(backend)``.
 short = {be.name: be.name.removesuffix("_ATTENTION") for be in BACKENDS}
 print(f"{'dtype':9s}{'mask':17s}" + "".join(f"{short[be.name]:>10s}" for be in BACKENDS)
       + f"{'naive':>10s} {'default':s}")
@@ -192,27 +474,18 @@ for message in messages:
     print(textwrap.indent(textwrap.fill(message, 84), "  "))
 
 # %%
-# Every float32 answer, forced or default, equals the float64 reference at float32's
-# default tolerances.
-for (dtype, mask, name), out in outs.items():
-    if dtype == torch.float32 and name != "naive":
-        torch.testing.assert_close(out, ref[mask].to(dtype))
-
-# %%
-# What each device accepts
-# ------------------------
-# On CPU (torch 2.13, measured for this page) the efficient and cuDNN backends are not
-# there at all: the CPU dispatcher finds "no viable backend". Flash takes every dtype
-# and mask but a 3-D one (it wants 2 or 4 dims, its warning says), and the default is
-# flash wherever flash accepts, math otherwise. On CUDA the expectations come from
-# measurements on an H100 with torch 2.11 (``is_causal`` and the 3-D ``(Nh, L, L)``
-# float mask at this shape; not yet verified by a GPU build of the book): flash and
-# cuDNN refuse float32, and they refuse that 3-D float mask in every dtype; the
-# memory-efficient kernel accepts all of these; every refusal says "No available
-# kernel". PyTorch's dispatcher checks a mask's shape as well as its dtype, and the 2-D
-# and 4-D masks were not measured on a GPU: they, and the kernel CUDA picks by default,
-# are printed above, not asserted. On either device the default runs the op of exactly
-# one backend that accepts the inputs.
+# What each device accepts. On CPU (torch 2.13, measured for this page) the efficient
+# and cuDNN backends are not there at all: the CPU dispatcher finds "no viable
+# backend". Flash takes every dtype and mask but a 3-D one (it wants 2 or 4 dims, its
+# warning says), and the default is flash wherever flash accepts, math otherwise. On
+# CUDA the expectations come from measurements on an H100 with torch 2.11
+# (``is_causal`` and the 3-D ``(Nh, L, L)`` float mask at this shape; not yet verified
+# by a GPU build of the book): flash and cuDNN refuse float32, and they refuse that 3-D
+# float mask in every dtype; the memory-efficient kernel accepts all of these; every
+# refusal says "No available kernel". PyTorch's dispatcher checks a mask's shape as
+# well as its dtype, and the 2-D and 4-D masks were not measured on a GPU: they, and
+# the kernel CUDA picks by default, are printed above, not asserted. On either device
+# the default runs the op of exactly one backend that accepts the inputs.
 if device == "cuda":
     expected = {}
     for dt in DTYPES:
@@ -242,189 +515,15 @@ else:  # H100, torch 2.11: each refusal says "No available kernel"; no CPU kerne
     assert not any(name.endswith("_for_cpu") for name in op.values())
 
 # %%
-# FlexAttention: the mask as a function
-# -------------------------------------
-# ``torch.nn.attention.flex_attention`` (Dong et al., 2024) takes the mask as code: a
-# ``score_mod(score, b, h, q_idx, kv_idx)`` that rewrites each scaled logit, and a
-# ``mask_mod(b, h, q_idx, kv_idx)`` that says which key a query may see.
-# ``create_block_mask`` evaluates the ``mask_mod`` and sorts the ``128 x 128`` blocks
-# into a ``BlockMask``: empty blocks, which are skipped; *full* blocks, which need no
-# mask; and *partial* ones, where the ``mask_mod`` decides entry by entry. The four
-# masks of the chapter: causal, ALiBi (a ``score_mod`` on top of the causal block
-# mask), a sliding window, and the document mask of packed sequences (each token sees
-# itself and the earlier tokens of its own document). Shapes for this part: ``4 x 4``
-# blocks.
-from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
-B, Nh, L, Dh = 2, 4, 512, 16
-W = 100  # sliding window: l - 100 < m <= l
-lengths = [100, 60, 96, 256]  # four packed documents, L tokens in all
-q, k, v = (torch.randn(B, Nh, L, Dh, device=device) for _ in range(3))
-doc = torch.repeat_interleave(torch.arange(len(lengths), device=device),
-                              torch.tensor(lengths, device=device))  # (L,) document ids
-head_slopes = 2.0 ** (-8 * torch.arange(1, Nh + 1, device=device) / Nh)  # (Nh,)
-
-
-# FlexAttention traces each ``*_mod`` with TorchDynamo, which looks a global name up in
-# the module the function names (``__main__`` here), and a page run by another program
-# (the book's build) keeps its globals elsewhere. So each ``*_mod`` is made by a
-# function and closes over its data (window, document ids, slopes): that runs anywhere.
-def causal_mod(b, h, q_idx, kv_idx):
-    return q_idx >= kv_idx
-
-
-def sliding_window(W):
-    def window_mod(b, h, q_idx, kv_idx):
-        return (q_idx >= kv_idx) & (q_idx - kv_idx < W)
-    return window_mod
-
-
-def documents(doc):
-    """doc (L,): the document id of each token of the packed sequence."""
-    def document_mod(b, h, q_idx, kv_idx):
-        return (doc[q_idx] == doc[kv_idx]) & (q_idx >= kv_idx)
-    return document_mod
-
-
-def alibi_bias(slopes):
-    """slopes (Nh,): ALiBi's slope of each head."""
-    def alibi_mod(score, b, h, q_idx, kv_idx):
-        return score + slopes[h] * (kv_idx - q_idx)
-    return alibi_mod
-
-
-window_mod, document_mod = sliding_window(W), documents(doc)
-alibi_mod = alibi_bias(head_slopes)
-block_masks = {name: create_block_mask(mod, None, None, L, L, device=device)
-               for name, mod in [("causal", causal_mod), ("sliding window", window_mod),
-                                 ("document", document_mod)]}
-block_masks["ALiBi"] = block_masks["causal"]
-print(block_masks["document"])
-
-# %%
-# The same masks written out densely, built with ``tril``, ``triu`` and
-# ``block_diag`` rather than from the functions above, and the ALiBi bias from the
-# slopes' closed form per head, :math:`2^{-8h/N_h}` for :math:`h = 1, \dots, N_h`
-# (``1/4, 1/16, 1/64, 1/256`` here), not from ``head_slopes``.
-ones = torch.ones(L, L, dtype=torch.bool, device=device)
-dense = {"causal": ones.tril(), "sliding window": ones.tril().triu(-(W - 1)),
-         "document": torch.block_diag(*[torch.ones(n, n, device=device).tril()
-                                        for n in lengths]).bool()}
-dense["ALiBi"] = dense["causal"]
-pos = torch.arange(L, device=device)
-closed_form = torch.tensor([2 ** (-8 * h / Nh) for h in range(1, Nh + 1)],
-                           device=device)  # (Nh,)
-alibi = (closed_form[:, None, None] * (pos[None, :] - pos[:, None])).masked_fill(
-    ~dense["causal"], -math.inf)  # (Nh, L, L): -slope * (l - m), future -inf
-
-# %%
-# ``create_block_mask`` ran eagerly on this device (its ``device=`` argument), and its
-# blocks are those of the dense mask: a block is visited where the dense mask has any
-# ``True`` entry, and *full* where it has only ``True`` entries.
-nb = L // 128
-visits = {}  # mask name -> number of blocks visited
-for name in ["causal", "sliding window", "document"]:
-    bm = block_masks[name]
-    print(f"{name:15s} on {bm.kv_num_blocks.device.type}: ", end="")
-    assert bm.kv_num_blocks.device.type == device
-    blocks = dense[name].reshape(nb, 128, nb, 128)  # (q block, row, kv block, col)
-    visited = bm.to_dense()[0, 0].bool()  # (nb, nb)
-    full = torch.zeros(nb, nb, dtype=torch.bool, device=device)
-    for r in range(nb):
-        full[r, bm.full_kv_indices[0, 0, r, :bm.full_kv_num_blocks[0, 0, r]]] = True
-    print(f"visits {int(visited.sum())} of {nb * nb} blocks, {int(full.sum())} of them "
-          f"full, sparsity {bm.sparsity():.1f} %")
-    assert torch.equal(visited, blocks.any(dim=3).any(dim=1))
-    assert torch.equal(full, blocks.all(dim=3).all(dim=1))
-    visits[name] = int(visited.sum())
-visits_causal, visits_window = visits["causal"], visits["sliding window"]
-visits_document, n_blocks = visits["document"], nb * nb
-
-# %%
-# Eager on CPU, compiled on CUDA
-# ------------------------------
-# ``flex_attention`` called as it is runs an unfused implementation that materializes
-# all the ``(B, Nh, L, L)`` scores; ``torch.compile(flex_attention)`` generates a fused
-# kernel, at the price of compiling it on the first call (the page does not time it:
-# a time would differ from build to build). The CPU build runs flex eagerly, to keep
-# the page within its time budget; the CUDA build compiles it. Each call runs under
-# the profiler, which shows which of the two ran, call by call: a compiled call runs
-# the graph Inductor generated (an event ``## Call CompiledFxGraph ...``) and no op
-# sees a ``(B, Nh, L, L)`` tensor; an eager call runs no compiled graph, and its ops
-# do see the scores. (torch also warns about eager calls, but once per process only,
-# so the page does not rely on that.) The CUDA side is not yet verified by a GPU build
-# of the book.
-flex = torch.compile(flex_attention) if device == "cuda" else flex_attention
-ARGS = {"causal": {"block_mask": block_masks["causal"]},
-        "ALiBi": {"score_mod": alibi_mod, "block_mask": block_masks["ALiBi"]},
-        "sliding window": {"block_mask": block_masks["sliding window"]},
-        "document": {"block_mask": block_masks["document"]}}
-flex_out, compiled, materialized = {}, {}, {}  # mask name -> output / True, False
-for name, kw in ARGS.items():
-    with (torch.autograd.profiler.profile(use_kineto=False, record_shapes=True) as prof,
-          warnings.catch_warnings()):
-        warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
-        flex_out[name] = flex(q, k, v, **kw)  # (B, Nh, L, Dh)
-    events = prof.function_events
-    compiled[name] = any(e.name.startswith("## Call CompiledFxGraph") for e in events)
-    materialized[name] = any(list(shape) == [B, Nh, L, L]
-                             for e in events for shape in e.input_shapes)
-    print(f"{name:15s} on {device}: compiled graph ran {compiled[name]!s:5s}, "
-          f"(B, Nh, L, L) scores in memory {materialized[name]}")
-if device == "cuda":  # compiled: Inductor's graph ran, nothing materialized the scores
-    assert all(compiled.values()) and not any(materialized.values())
-else:  # eager: no compiled graph, the scores in memory
-    assert not any(compiled.values()) and all(materialized.values())
-
-# %%
-# Each output equals SDPA's with the dense mask (the ALiBi bias as a float
-# ``attn_mask``, added to the scaled logits as FlexAttention's ``score_mod`` is).
-sdpa_out = {"causal": F.scaled_dot_product_attention(q, k, v, is_causal=True),
-            "ALiBi": F.scaled_dot_product_attention(q, k, v, attn_mask=alibi),
-            "sliding window": F.scaled_dot_product_attention(
-                q, k, v, attn_mask=dense["sliding window"]),
-            "document": F.scaled_dot_product_attention(q, k, v,
-                                                       attn_mask=dense["document"])}
-for name in ARGS:
-    gap = (flex_out[name] - sdpa_out[name]).abs().max().item()
-    print(f"{name:15s} max|flex_attention - SDPA with the dense mask| = {gap:.1e}")
-    torch.testing.assert_close(flex_out[name], sdpa_out[name])
-
-# %%
-# The four masks and the ``128 x 128`` blocks FlexAttention visits: grey blocks are
-# skipped, outlined blocks are full (they need no mask), the rest are partial.
-# The ALiBi panel shows the bias of the last head (slope ``2**-8``) on the causal mask.
-import matplotlib.pyplot as plt
-
-fig, axs = plt.subplots(1, 4, figsize=(11, 3.6), sharey=True)
-for ax, name in zip(axs, ARGS):
-    bm = block_masks[name]
-    visited = bm.to_dense()[0, 0].cpu()  # (nb, nb)
-    full_count = int(bm.full_kv_num_blocks.sum())
-    if name == "ALiBi":
-        ax.imshow(alibi[-1].cpu(), cmap="viridis", interpolation="nearest")
-    else:
-        ax.imshow(dense[name].cpu(), cmap="Blues", vmin=-0.3, vmax=1,
-                  interpolation="nearest")
-    for r in range(nb):
-        full_cols = bm.full_kv_indices[0, 0, r, :bm.full_kv_num_blocks[0, 0, r]]
-        for c in range(nb):
-            corner = (c * 128 - 0.5, r * 128 - 0.5)
-            if not visited[r, c]:
-                ax.add_patch(plt.Rectangle(corner, 128, 128, color="0.55", alpha=0.6))
-            elif c in full_cols.tolist():
-                ax.add_patch(plt.Rectangle(corner, 128, 128, fill=False,
-                                           edgecolor="C1", lw=2))
-    ax.set_xticks(range(0, L + 1, 128))
-    ax.set_yticks(range(0, L + 1, 128))
-    ax.grid(True, color="0.4", lw=0.5)
-    ax.set_title(f"{name}: {int(visited.sum())} of {nb * nb} blocks\n"
-                 f"visited, {full_count} full", fontsize="medium")
-    ax.set_xlabel("key m")
-axs[0].set_ylabel("query l")
-fig.suptitle("flex_attention equals SDPA with the dense mask for all four masks "
-             "and skips the empty blocks (grey)")
-plt.show()
+# Proof: ``alibi_slopes`` beyond powers of two
+# --------------------------------------------
+# This page's head counts (8, then 4) are powers of two. For others, ALiBi's rule takes
+# the slopes of the next power of two below and every other slope of the one above:
+# for ``Nh = 12``, the 8 slopes of ``Nh = 8`` and 4 of the 16 of ``Nh = 16``.
+closed_8 = torch.tensor([2 ** (-8 * h / 8) for h in range(1, 9)])  # (8,)
+closed_16 = torch.tensor([2 ** (-8 * h / 16) for h in range(1, 17)])  # (16,)
+print(f"alibi_slopes(12): {[f'{s:.4f}' for s in alibi_slopes(12).tolist()]}")
+torch.testing.assert_close(alibi_slopes(12), torch.cat([closed_8, closed_16[0::2][:4]]))
 
 # %%
 # References

@@ -4,94 +4,86 @@ Softmax and masks in 16 bits
 
 A mask is a number added to the logits, and in 16 bits numbers run out: ``-1e9``
 overflows float16 to ``-inf``, ``finfo.min`` plus a logit can overflow too, and
-``-1e4`` stops masking once logits reach ten thousand. This page measures each mask
-value in float32, bfloat16 and float16 against the ``-inf`` mask, shows what a fully
-masked row returns (NaN, zeros or a uniform average, depending on who computes it),
-finds the ``Dh`` and entry size at which unscaled ``q @ k.T`` overflows float16, and
-plots the softmax's error against the logits' magnitude in each dtype.
-"""
+``-1e4`` stops masking once logits come near ten thousand. This page measures each mask
+value in float32, bfloat16 and float16 against the ``-inf`` mask, and what a fully
+masked row returns (NaN, zeros or a uniform average, depending on who computes it).
 
+**You will learn**
+
+- why a finite mask value is exact only while ``exp`` of the masked logit underflows
+- how ``-1e9``, ``finfo.min`` and ``-1e4`` are stored, and where each fails
+- what a fully masked row returns in naive code, ``torch.softmax`` and SDPA
+- why unscaled ``q @ k.T`` overflows float16, and what bfloat16 pays in precision
+
+**Prerequisites:** :doc:`/generated/transformer/plot_03_causal_attention` (the causal
+mask), :doc:`/generated/normalization/plot_09_norms_16bit` (float16 and bfloat16),
+:doc:`/generated/transformer/plot_13_sdpa_backends_flex` (SDPA).
+"""
 # %%
 # Setup
 # -----
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import math
+
+import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
 # %%
-# Mask values as each dtype stores them
-# -------------------------------------
-# float16 keeps 5 exponent bits (largest finite ``65504``), bfloat16 keeps float32's 8
-# with a 7-bit mantissa (so ``-1e4`` is stored as ``-9984``). ``-1e9`` does not fit in
-# float16: it *is* ``-inf`` there.
-DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-LOW = (torch.bfloat16, torch.float16)
-for dt in DTYPES:
-    fi = torch.finfo(dt)
-    stored = {c: torch.tensor(c, dtype=dt, device=device).item() for c in (-1e4, -1e9)}
-    print(f"{str(dt):15s} finfo.min {fi.min:11.4e}  -1e4 -> {stored[-1e4]:8.0f}  "
-          f"-1e9 -> {stored[-1e9]:.4e}")
-neg = {dt: {c: torch.tensor(c, dtype=dt, device=device) for c in (-1e4, -1e9)}
-       for dt in DTYPES}
-assert neg[torch.float16][-1e9].isinf()  # float16(-1e9) = -inf
-assert neg[torch.bfloat16][-1e9].item() == -998244352.0  # finite, 8 bits of mantissa
-assert neg[torch.bfloat16][-1e4].item() == -9984.0  # bfloat16's -1e4 is -9984
-assert neg[torch.float16][-1e4].item() == -1e4  # float16 stores -1e4 exactly
-
+# The idea
+# --------
+# A mask adds :math:`m_j = 0` to a kept logit and a constant :math:`c` (``-inf``,
+# ``finfo.min``, ``-1e4``, ``-1e9``) to a masked one, and the softmax does the rest:
+#
+# .. math::
+#
+#    p_j = \frac{e^{z_j + m_j - \max_k (z_k + m_k)}}{\sum_k e^{z_k + m_k
+#    - \max_k (z_k + m_k)}}, \qquad
+#    p_j^{\text{masked}} = 0 \iff
+#    \mathrm{round}\big(e^{\,\mathrm{round}(s) + \mathrm{round}(c) - \max}\big) = 0 .
+#
+# A finite :math:`c` masks exactly only while ``exp`` of the masked logit
+# :math:`s + c` underflows in the dtype. With :math:`c = -10^4`, one kept key at logit 0
+# and three masked keys at logit :math:`s`, the masked keys take weight once
+# :math:`s` nears :math:`10^4`, in every dtype (computed here with ``torch.softmax``):
+s_scan = torch.arange(9700.0, 10100.0, 1.0, dtype=torch.float64)  # masked logits s
+rows_scan = torch.zeros(len(s_scan), 4, dtype=torch.float64)
+rows_scan[:, 1:] = s_scan[:, None]  # (S, 4): key 0 kept at 0, keys 1..3 masked at s
+idea_leak = {}  # dtype -> (S,): the weight on the masked keys
+fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
+for dt in (torch.float32, torch.bfloat16, torch.float16):
+    add = torch.tensor([0.0, -1e4, -1e4, -1e4]).to(device, dt)  # (4,): the mask
+    p_scan = torch.softmax(rows_scan.to(device, dt) + add, dim=-1)  # (S, 4)
+    idea_leak[dt] = p_scan[:, 1:].sum(dim=-1).double().cpu()
+    ax.semilogy(s_scan, idea_leak[dt].clamp_min(1e-46),
+                label=f"{dt}".replace("torch.", ""))
+idea_margin = 1e4 - min(s_scan[leak > 0][0].item() for leak in idea_leak.values())
+ax.axvline(1e4, color="gray", lw=0.8, ls="--")
+ax.set_xlabel("logit s of the masked keys (kept key at 0), mask -1e4 added")
+ax.set_ylabel("weight on masked keys")
+ax.set_ylim(1e-46, 2)
+ax.legend()
+ax.set_title(f"-1e4 masks exactly until masked logits come within {idea_margin:.0f} "
+             "of 1e4")
+plt.show()
 # %%
-# ``masked_fill`` refuses the overflow instead of rounding it (so the masks below are
-# built in float32 with ``torch.where`` and then rounded with ``.to(dtype)``).
-try:
-    torch.zeros(2, dtype=torch.float16, device=device).masked_fill(
-        torch.tensor([True, False], device=device), -1e9)
-except RuntimeError as err:
-    print(f"float16 masked_fill(-1e9): RuntimeError:\n    {err}")
-else:
-    raise AssertionError("expected masked_fill(-1e9) to refuse float16")
+# From scratch
+# ------------
+# The causal mask of :doc:`/generated/transformer/plot_03_causal_attention` (``True``
+# where a query may attend), a softmax with a mask value, and two float64 references
+# that use no mask at all: each row over its kept keys only.
 
-# %%
-# ``finfo.min`` plus a logit
-# --------------------------
-# Hugging Face fills masked logits with ``finfo(dtype).min``. Whatever is then *added*
-# to it is rounded at ``finfo.min``'s spacing: ``2**5 = 32`` in float16, so a logit of
-# ``-16`` or less pushes it to ``-inf`` and one of ``+16`` moves it to ``-65472``. In
-# bfloat16 and float32 the spacing there is ``2**120`` and ``2**104``: any real logit
-# vanishes. Two masks added together (causal + padding) overflow in every dtype.
-import math
 
-for dt in DTYPES:
-    fi = torch.finfo(dt)
-    m = torch.tensor(fi.min, dtype=dt, device=device)
-    spacing = fi.eps * 2.0 ** math.floor(math.log2(fi.max))  # one ulp at finfo.min
-    got = {z: (m + z).item() for z in (-16.0, -15.0, 16.0)}
-    named = {z: "min" if x == fi.min else f"{x:g}" for z, x in got.items()}
-    print(f"{str(dt)[6:]:9s} ulp(min) {spacing:.0e}: min-16 -> {named[-16.0]}, "
-          f"min-15 -> {named[-15.0]}, min+16 -> {named[16.0]}, 2 min -> {m + m:g}")
-    assert (m + m).isinf()  # two finfo.min masks added: -inf in every dtype
-    if dt == torch.float16:
-        assert spacing == 32  # the masked logit moves to -inf or by one spacing:
-        assert named == {-16.0: "-inf", -15.0: "min", 16.0: "-65472"}
-    else:
-        assert set(named.values()) == {"min"}  # every logit absorbed
-
-# %%
-# Partially masked rows: every mask value agrees with ``-inf``
-# ------------------------------------------------------------
-# With at least one key kept, ``exp(masked - max)`` underflows to exactly 0 for
-# ``finfo.min``, ``-1e4`` and ``-1e9`` alike, as long as the logits are moderate (here
-# ``|z| <= 8``). The reference does not mask at all: it takes the softmax of the kept
-# logits (the same 16-bit logits) in float64, puts zeros at the masked keys and rounds
-# once to the dtype. Compared in the dtype, torch.testing's default tolerances for it.
-L = 16  # a power of two: a uniform row's weights 1/L are exact in every dtype
-g = torch.Generator().manual_seed(1)
-z64 = 4 * torch.randn(L, L, generator=g, dtype=torch.float64).clamp(-2, 2)  # (L, L)
-keep = torch.ones(L, L, dtype=torch.bool).tril()  # (L, L), True = attend (causal)
-z64, keep = z64.to(device), keep.to(device)
+# Copied from transformer/plot_03_causal_attention.py: causal_mask
+def causal_mask(L, device=None):
+    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
+    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
 
 
 def kept_softmax64(z):
@@ -108,118 +100,8 @@ def masked_softmax(z, keep, value):
     return torch.softmax(z + mask, dim=-1)
 
 
-for dt in LOW:
-    z = z64.to(dt)
-    ref64 = kept_softmax64(z)  # (L, L)
-    ref = ref64.to(dt)
-    fi = torch.finfo(dt)
-    for name, value in (("-inf", float("-inf")), ("finfo.min", fi.min),
-                        ("-1e4", -1e4), ("-1e9", -1e9)):
-        p = masked_softmax(z, keep, value)  # (L, L)
-        err = (p.double() - ref64).abs().max().item()
-        print(f"{str(dt):15s} mask {name:9s}: max|p - float64 reference| = {err:.1e}, "
-              f"masked weight {p[~keep].abs().max().item()}")
-        torch.testing.assert_close(p, ref)  # defaults for dt: one rounding of p
-        assert (p[~keep] == 0).all()  # exactly zero, not just small
-
 # %%
-# Each finite mask against the ``-inf`` mask directly, in the dtype: equal bit for bit
-# here (``rtol=0, atol=0``), since the masked weights are exactly 0 and the kept logits
-# see the same arithmetic.
-for dt in LOW:
-    z = z64.to(dt)
-    p_inf = masked_softmax(z, keep, float("-inf"))
-    for value in (torch.finfo(dt).min, -1e4):
-        p = masked_softmax(z, keep, value)
-        torch.testing.assert_close(p, p_inf, rtol=0, atol=0)
-    p_1e9 = masked_softmax(z, keep, -1e9)
-    torch.testing.assert_close(p_1e9, p_inf, rtol=0, atol=0)  # f16: -1e9 *is* -inf
-print("finfo.min, -1e4, -1e9 masks: bit-equal to the -inf mask in bfloat16 and float16")
-
-# %%
-# Where ``-1e4`` leaks
-# --------------------
-# ``-1e4`` is added, so a masked logit ``s`` becomes ``s - 1e4``. One kept key at logit
-# 0 and three masked keys at logit ``s``: the masked weight is exactly 0 while
-# ``exp(s - 1e4)`` underflows, and the whole row is wrong once ``s`` nears ``1e4``. The
-# softmax kernel computes ``exp`` in float32 and rounds each weight to the dtype, so
-# the leak starts where ``round_dt(exp(round_dt(s) + round_dt(-1e4)))`` leaves 0: that
-# model, computed in float64, predicts every point of the scan on CPU.
-s_grid = torch.arange(9700.0, 10100.0, 1.0, dtype=torch.float64)  # masked logits
-row64 = torch.zeros(len(s_grid), 4, dtype=torch.float64)
-row64[:, 1:] = s_grid[:, None]  # (S, 4): key 0 kept at 0, keys 1..3 masked at s
-row_keep = torch.tensor([True, False, False, False])
-leaks, first = {}, {}
-for dt in DTYPES:
-    rows = row64.to(device, dt)
-    p = masked_softmax(rows, row_keep.to(device), -1e4)  # (S, 4)
-    p_inf = masked_softmax(rows, row_keep.to(device), float("-inf"))
-    leak = p[:, 1:].sum(dim=-1).double().cpu()  # weight on the masked keys
-    leaks[dt] = leak
-    x = s_grid.to(dt).double() + torch.tensor(-1e4, dtype=dt).double()  # exact sum
-    model = torch.exp(x).to(dt) > 0  # each masked weight, rounded once
-    i_leak = int((leak > 0).nonzero()[0])
-    i_kept = int((p[:, 0] != 1).nonzero()[0])
-    first[dt] = s_grid[i_leak].item()
-    print(f"{str(dt)[6:]:9s} masked weight > 0 from s = {s_grid[i_leak]:.0f} "
-          f"({leak[i_leak]:.1e}), kept < 1 from {s_grid[i_kept]:.0f}, "
-          f"at 1e4: {leak[s_grid == 1e4].item():.2f}")
-    torch.testing.assert_close(p[: i_leak], p_inf[: i_leak], rtol=0, atol=0)
-    assert leak[s_grid == 1e4].item() >= 0.5  # masked keys outweigh the kept one
-    if device == "cpu":
-        assert torch.equal(leak > 0, model)  # the model predicts the scan exactly
-        # the first leaking logit on CPU, torch 2.13 (printed above), per dtype
-        assert first[dt] == {torch.float32: 9897.0, torch.bfloat16: 9889.0,
-                             torch.float16: 9980.0}[dt]
-    else:  # not measured on a GPU: only what any kernel must do
-        assert (leak[s_grid <= 9700] == 0).all()
-first_float32, first_bfloat16 = first[torch.float32], first[torch.bfloat16]
-first_float16 = first[torch.float16]
-leak_margin = 1e4 - min(first.values())  # how close to 1e4 a masked logit may come
-
-# %%
-# The figure shows the scan. The float32 leak starts at ``exp(-103)``, its smallest
-# subnormal; float16's weights cannot be smaller than ``2**-24``, so the leak appears
-# only ``16`` below ``1e4``; bfloat16 rounds ``s`` to steps of 64 and ``-1e4`` to
-# ``-9984``, so it leaks first.
-import matplotlib.pyplot as plt
-
-fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
-for dt in DTYPES:
-    ax.semilogy(s_grid, leaks[dt].clamp_min(1e-46), label=f"{dt}".replace("torch.", ""))
-ax.axvline(1e4, color="gray", lw=0.8, ls="--")
-ax.set_xlabel("logit s of the masked keys (kept key at 0), mask -1e4 added")
-ax.set_ylabel("weight on masked keys")
-ax.set_ylim(1e-46, 2)
-ax.legend()
-ax.set_title(f"-1e4 masks exactly until masked logits come within {leak_margin:.0f} "
-             "of 1e4")
-plt.show()
-
-# %%
-# A fully masked row
-# ------------------
-# A query whose every key is masked (a padding query, a window with nothing in it) has
-# no valid softmax. With ``-inf`` the naive softmax computes ``exp(-inf - (-inf))``:
-# NaN, and so does ``torch.softmax``. With ``finfo.min`` every logit rounds to the same
-# number (the logits here are below 16 in size), so the row is uniform: the query
-# returns the mean of ``v``. Row 3 of this batch is fully masked. The reference,
-# ``kept_attention64``, uses no mask: float64, each row over its kept keys only; in
-# float32 the naive code matches it at the default tolerances.
-import torch.nn.functional as F
-
-B, Nh, Dh = 1, 2, 8
-g = torch.Generator().manual_seed(2)
-q64, k64, v64 = (torch.randn(B, Nh, L, Dh, generator=g, dtype=torch.float64)
-                 for _ in range(3))  # each (B, Nh, L, Dh)
-q64 = 3 * q64  # sharp rows: the unmasked output is far from the mean of v
-q64, k64, v64 = q64.to(device), k64.to(device), v64.to(device)
-dead = 3  # the fully masked query
-keep_full = keep.clone()
-keep_full[dead] = False  # (L, L)
-live = keep_full.any(dim=-1)  # (L,), rows that keep a key
-
-
+# Attention itself, naive (every step in the inputs' dtype), and its float64 reference.
 def naive_attention(q, k, v, keep, value):
     """softmax(q k^T / sqrt(Dh) + mask) v, all in q's dtype; q, k, v (B, Nh, L, Dh)."""
     z = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5  # (B, Nh, L, L)
@@ -240,6 +122,57 @@ def kept_attention64(q, k, v, keep):
             z = z / q.shape[-1] ** 0.5  # (B, Nh, 1, len(idx))
             out[..., i, :] = (torch.softmax(z, dim=-1) @ v[..., idx, :])[..., 0, :]
     return out
+# %%
+# Partially masked rows: every mask value agrees with ``-inf``
+# ------------------------------------------------------------
+# With at least one key kept, ``exp(masked - max)`` underflows to exactly 0 for
+# ``finfo.min``, ``-1e4`` and ``-1e9`` alike, as long as the logits are moderate (here
+# ``|z| <= 8``). The reference does not mask at all: it takes the softmax of the kept
+# logits (the same 16-bit logits) in float64, puts zeros at the masked keys and rounds
+# once to the dtype. Compared in the dtype, torch.testing's default tolerances for it.
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+LOW = (torch.bfloat16, torch.float16)
+L = 16  # a power of two: a uniform row's weights 1/L are exact in every dtype
+g = torch.Generator().manual_seed(1)
+z64 = 4 * torch.randn(L, L, generator=g, dtype=torch.float64).clamp(-2, 2)  # (L, L)
+keep = causal_mask(L)  # (L, L), True = attend (causal)
+z64, keep = z64.to(device), keep.to(device)
+
+
+for dt in LOW:
+    z = z64.to(dt)
+    ref64 = kept_softmax64(z)  # (L, L)
+    ref = ref64.to(dt)
+    fi = torch.finfo(dt)
+    for name, value in (("-inf", float("-inf")), ("finfo.min", fi.min),
+                        ("-1e4", -1e4), ("-1e9", -1e9)):
+        p = masked_softmax(z, keep, value)  # (L, L)
+        err = (p.double() - ref64).abs().max().item()
+        print(f"{str(dt):15s} mask {name:9s}: max|p - float64 reference| = {err:.1e}, "
+              f"masked weight {p[~keep].abs().max().item()}")
+        torch.testing.assert_close(p, ref)  # defaults for dt: one rounding of p
+        assert (p[~keep] == 0).all()  # exactly zero, not just small
+
+# %%
+# A fully masked row
+# ------------------
+# A query whose every key is masked (a padding query, a window with nothing in it) has
+# no valid softmax. With ``-inf`` the naive softmax computes ``exp(-inf - (-inf))``:
+# NaN, and so does ``torch.softmax``. With ``finfo.min`` every logit rounds to the same
+# number (the logits here are below 16 in size), so the row is uniform: the query
+# returns the mean of ``v``. Row 3 of this batch is fully masked. The reference,
+# ``kept_attention64``, uses no mask: float64, each row over its kept keys only; in
+# float32 the naive code matches it at the default tolerances.
+B, Nh, Dh = 1, 2, 8
+g = torch.Generator().manual_seed(2)
+q64, k64, v64 = (torch.randn(B, Nh, L, Dh, generator=g, dtype=torch.float64)
+                 for _ in range(3))  # each (B, Nh, L, Dh)
+q64 = 3 * q64  # sharp rows: the unmasked output is far from the mean of v
+q64, k64, v64 = q64.to(device), k64.to(device), v64.to(device)
+dead = 3  # the fully masked query
+keep_full = keep.clone()
+keep_full[dead] = False  # (L, L)
+live = keep_full.any(dim=-1)  # (L,), rows that keep a key
 
 
 for dt in DTYPES:
@@ -256,6 +189,123 @@ for dt in DTYPES:
         torch.testing.assert_close(naive[..., live, :], ref32[..., live, :])
 
 # %%
+# Proof: how each dtype stores the mask values
+# --------------------------------------------
+# float16 keeps 5 exponent bits (largest finite ``65504``), bfloat16 keeps float32's 8
+# with a 7-bit mantissa (so ``-1e4`` is stored as ``-9984``). ``-1e9`` does not fit in
+# float16: it *is* ``-inf`` there.
+for dt in DTYPES:
+    fi = torch.finfo(dt)
+    stored = {c: torch.tensor(c, dtype=dt, device=device).item() for c in (-1e4, -1e9)}
+    print(f"{str(dt):15s} finfo.min {fi.min:11.4e}  -1e4 -> {stored[-1e4]:8.0f}  "
+          f"-1e9 -> {stored[-1e9]:.4e}")
+neg = {dt: {c: torch.tensor(c, dtype=dt, device=device) for c in (-1e4, -1e9)}
+       for dt in DTYPES}
+assert neg[torch.float16][-1e9].isinf()  # float16(-1e9) = -inf
+assert neg[torch.bfloat16][-1e9].item() == -998244352.0  # finite, 8 bits of mantissa
+assert neg[torch.bfloat16][-1e4].item() == -9984.0  # bfloat16's -1e4 is -9984
+assert neg[torch.float16][-1e4].item() == -1e4  # float16 stores -1e4 exactly
+
+# %%
+# Proof: where ``-1e4`` leaks, predicted point by point
+# -----------------------------------------------------
+# ``-1e4`` is added, so a masked logit ``s`` becomes ``s - 1e4``. One kept key at logit
+# 0 and three masked keys at logit ``s``: the masked weight is exactly 0 while
+# ``exp(s - 1e4)`` underflows, and the whole row is wrong once ``s`` nears ``1e4``. The
+# softmax kernel computes ``exp`` in float32 and rounds each weight to the dtype, so
+# the leak starts where ``round_dt(exp(round_dt(s) + round_dt(-1e4)))`` leaves 0: that
+# model, computed in float64, predicts every point of the scan on CPU. The float32 leak
+# starts at ``exp(-103)``, its smallest subnormal; float16's weights cannot be smaller
+# than ``2**-24``, so the leak appears only ``16`` below ``1e4``; bfloat16 rounds ``s``
+# to steps of 64 and ``-1e4`` to ``-9984``, so it leaks first (the idea's figure).
+s_grid = torch.arange(9700.0, 10100.0, 1.0, dtype=torch.float64)  # masked logits
+row64 = torch.zeros(len(s_grid), 4, dtype=torch.float64)
+row64[:, 1:] = s_grid[:, None]  # (S, 4): key 0 kept at 0, keys 1..3 masked at s
+row_keep = torch.tensor([True, False, False, False])
+leaks, first = {}, {}
+for dt in DTYPES:
+    rows = row64.to(device, dt)
+    p = masked_softmax(rows, row_keep.to(device), -1e4)  # (S, 4)
+    p_inf = masked_softmax(rows, row_keep.to(device), float("-inf"))
+    leak = p[:, 1:].sum(dim=-1).double().cpu()  # weight on the masked keys
+    leaks[dt] = leak
+    x = s_grid.to(dt).double() + torch.tensor(-1e4, dtype=dt).double()  # exact sum
+    model = torch.exp(x).to(dt) > 0  # each masked weight, rounded once
+    i_leak = int((leak > 0).nonzero()[0])
+    i_kept = int((p[:, 0] != 1).nonzero()[0])
+    first[dt] = s_grid[i_leak].item()
+    assert torch.equal(leak, idea_leak[dt])  # the idea's figure is this scan
+    print(f"{str(dt)[6:]:9s} masked weight > 0 from s = {s_grid[i_leak]:.0f} "
+          f"({leak[i_leak]:.1e}), kept < 1 from {s_grid[i_kept]:.0f}, "
+          f"at 1e4: {leak[s_grid == 1e4].item():.2f}")
+    torch.testing.assert_close(p[: i_leak], p_inf[: i_leak], rtol=0, atol=0)
+    assert leak[s_grid == 1e4].item() >= 0.5  # masked keys outweigh the kept one
+    if device == "cpu":
+        assert torch.equal(leak > 0, model)  # the model predicts the scan exactly
+        # the first leaking logit on CPU, torch 2.13 (printed above), per dtype
+        assert first[dt] == {torch.float32: 9897.0, torch.bfloat16: 9889.0,
+                             torch.float16: 9980.0}[dt]
+    else:  # not measured on a GPU: only what any kernel must do
+        assert (leak[s_grid <= 9700] == 0).all()
+first_float32, first_bfloat16 = first[torch.float32], first[torch.bfloat16]
+first_float16 = first[torch.float16]
+leak_margin = 1e4 - min(first.values())  # how close to 1e4 a masked logit may come
+
+# %%
+# Proof: ``masked_fill`` refuses what a dtype cannot store
+# --------------------------------------------------------
+# ``masked_fill`` refuses the overflow instead of rounding it (so the masks of this page
+# are built in float32 with ``torch.where`` and then rounded with ``.to(dtype)``).
+try:
+    torch.zeros(2, dtype=torch.float16, device=device).masked_fill(
+        torch.tensor([True, False], device=device), -1e9)
+except RuntimeError as err:
+    print(f"float16 masked_fill(-1e9): RuntimeError:\n    {err}")
+else:
+    raise AssertionError("expected masked_fill(-1e9) to refuse float16")
+
+# %%
+# Proof: ``finfo.min`` plus a logit overflows in float16
+# ------------------------------------------------------
+# Hugging Face fills masked logits with ``finfo(dtype).min``. Whatever is then *added*
+# to it is rounded at ``finfo.min``'s spacing: ``2**5 = 32`` in float16, so a logit of
+# ``-16`` or less pushes it to ``-inf`` and one of ``+16`` moves it to ``-65472``. In
+# bfloat16 and float32 the spacing there is ``2**120`` and ``2**104``: any real logit
+# vanishes. Two masks added together (causal + padding) overflow in every dtype.
+for dt in DTYPES:
+    fi = torch.finfo(dt)
+    m = torch.tensor(fi.min, dtype=dt, device=device)
+    spacing = fi.eps * 2.0 ** math.floor(math.log2(fi.max))  # one ulp at finfo.min
+    got = {z: (m + z).item() for z in (-16.0, -15.0, 16.0)}
+    named = {z: "min" if x == fi.min else f"{x:g}" for z, x in got.items()}
+    print(f"{str(dt)[6:]:9s} ulp(min) {spacing:.0e}: min-16 -> {named[-16.0]}, "
+          f"min-15 -> {named[-15.0]}, min+16 -> {named[16.0]}, 2 min -> {m + m:g}")
+    assert (m + m).isinf()  # two finfo.min masks added: -inf in every dtype
+    if dt == torch.float16:
+        assert spacing == 32  # the masked logit moves to -inf or by one spacing:
+        assert named == {-16.0: "-inf", -15.0: "min", 16.0: "-65472"}
+    else:
+        assert set(named.values()) == {"min"}  # every logit absorbed
+
+# %%
+# Proof: every finite mask is bit-equal to ``-inf`` in partial rows
+# -----------------------------------------------------------------
+# Each finite mask against the ``-inf`` mask directly, in the dtype: equal bit for bit
+# here (``rtol=0, atol=0``), since the masked weights are exactly 0 and the kept logits
+# see the same arithmetic.
+for dt in LOW:
+    z = z64.to(dt)
+    p_inf = masked_softmax(z, keep, float("-inf"))
+    for value in (torch.finfo(dt).min, -1e4):
+        p = masked_softmax(z, keep, value)
+        torch.testing.assert_close(p, p_inf, rtol=0, atol=0)
+    p_1e9 = masked_softmax(z, keep, -1e9)
+    torch.testing.assert_close(p_1e9, p_inf, rtol=0, atol=0)  # f16: -1e9 *is* -inf
+print("finfo.min, -1e4, -1e9 masks: bit-equal to the -inf mask in bfloat16 and float16")
+
+# %%
+# Proof: with ``finfo.min`` a fully masked row averages ``v``
+# -----------------------------------------------------------
 # With ``finfo.min`` the naive row is the mean of ``v``: its weights are exactly ``1/L``
 # and the reference is ``v``'s mean in float64, rounded once (default tolerances for
 # the dtype).
@@ -268,6 +318,8 @@ for dt in LOW:
     torch.testing.assert_close(naive[..., dead, :], mean_v)
 
 # %%
+# Proof: SDPA returns zeros for a fully masked row on CPU
+# -------------------------------------------------------
 # ``scaled_dot_product_attention`` with a boolean mask that masks a whole row returns
 # **zeros** for that row on CPU (torch 2.13, float32, bfloat16 and float16 alike; also
 # with an additive ``-inf`` mask). This was not measured on a GPU: on CUDA the page
@@ -306,6 +358,8 @@ for dt in DTYPES:
         torch.testing.assert_close(sdpa_inf, sdpa, rtol=0, atol=0)  # -inf = boolean
 
 # %%
+# Proof: SDPA with ``finfo.min`` in float16 attends as if unmasked
+# ----------------------------------------------------------------
 # SDPA with an additive ``finfo.min`` mask, on CPU: in bfloat16 the row is uniform (the
 # mean of ``v``, as in the naive code), but in float16 the kernel adds the mask in
 # float32, where ``-65504`` is just a constant shift: the fully masked query attends as
@@ -335,8 +389,12 @@ for dt in LOW:
         assert to_mean > 0.1  # far from the mean of v
 
 # %%
-# Unscaled ``q @ k.T`` overflows float16
-# --------------------------------------
+# Try it: drop the ``1/sqrt(Dh)`` scale. When does ``q @ k.T`` overflow float16?
+# ------------------------------------------------------------------------------
+# Take queries and keys whose every entry is ``a``: every logit is ``Dh * a**2``. From
+# which ``a`` is it ``inf`` at ``Dh = 64``, and at ``Dh = 128``?
+
+# %%
 # With constant entries ``a`` every logit is ``Dh * a**2``. float16 rounds to ``inf``
 # from ``65504 + 16`` on (half the spacing ``32`` above its largest number), so the
 # unscaled logits overflow exactly when ``Dh * a**2 >= 65520``: from ``a = 32`` at
@@ -408,8 +466,12 @@ for dt in LOW:
         torch.testing.assert_close(z_after, z_first, rtol=0, atol=0)  # same bits
 
 # %%
-# What bfloat16 pays instead: precision
-# -------------------------------------
+# Try it: shift every logit by ``M``. What does bfloat16's softmax cost?
+# ----------------------------------------------------------------------
+# Softmax is shift-invariant: ``softmax(M + u) = softmax(u)`` exactly. How far is the
+# 16-bit softmax of ``M + u`` from float64's, for ``M`` from 1 to ``1e5``?
+
+# %%
 # Softmax is shift-invariant, so ``softmax(M + u)`` is ``softmax(u)`` for any offset
 # ``M``; but rounding ``M + u`` to the dtype moves each logit by up to half a spacing at
 # ``M``, ``M * 2**-8`` in bfloat16, ``M * 2**-11`` in float16. The softmax's Jacobian
