@@ -29,9 +29,7 @@ import internals  # noqa: E402  (sphinx-gallery's own splitter, as the build rea
 
 # Pages not yet rewritten into the anatomy (issue 24): the browser test expects them to fail
 # (xfail, strict: a page that passes must leave this list). Empty when the issue is done.
-NOT_YET = {"positional/plot_12_nope_causal", "transformer/plot_12_sliding_window_sinks",
-           "transformer/plot_13_sdpa_backends_flex", "transformer/plot_14_softmax_masks_16bit",
-           "transformer/plot_15_autocast_attention_16bit"}
+NOT_YET = set()
 
 COPIED = re.compile(r"#\s*Copied from (\w+/plot_\w+)\.py: (\w+)\s*$")
 BUILTINS = set(dir(builtins)) | {"__class__", "__file__", "__name__"}

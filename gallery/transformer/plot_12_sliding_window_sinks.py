@@ -272,7 +272,7 @@ from torch import nn
 
 # Copied from positional/plot_04_rope.py: rope_inv_freq
 def rope_inv_freq(Dh, base, dtype=torch.float32):
-    """Per-pair frequencies base ** (-2i / Dh), i = 0 .. Dh/2 - 1: (Dh/2,), in `dtype`."""  # noqa: E501
+    """Per-pair frequencies base ** (-2i / Dh) for i < Dh/2: (Dh/2,), in `dtype`."""
     return 1.0 / base ** (torch.arange(0, Dh, 2, dtype=dtype) / Dh)
 
 
