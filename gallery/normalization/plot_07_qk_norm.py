@@ -138,8 +138,8 @@ print(f"max|manual - scaled_dot_product_attention| = "
 torch.testing.assert_close(manual, fused)
 gap_n = (z_scratch - logits).abs().max().item()
 gap_raw = (z_raw - raw_logits).abs().max().item()
-print(f"max|attention_logits - logits above| = {gap_n:.1e}; "
-      f"without the norms, vs raw W_q(x), W_k(x): {gap_raw:.1e}")
+print(f"max|attention_logits - logits above| = {gap_n:.1e}")
+print(f"without the norms, vs raw W_q(x), W_k(x): {gap_raw:.1e}")
 torch.testing.assert_close(z_scratch, logits)
 torch.testing.assert_close(z_raw, raw_logits)
 

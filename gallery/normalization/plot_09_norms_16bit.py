@@ -129,7 +129,7 @@ for dt in DTYPES:
     sub = fi.tiny * fi.eps  # the subnormal spacing
     probe = torch.tensor([1.0, -2.0, 0.0, fi.tiny / 4, 1e-3, 300.0], dtype=dt,
                          device=device)
-    print(f"{str(dt)[6:]:9s} ulp at 1, -2, 0, tiny/4, 1e-3, 300: "
+    print(f"{str(dt)[6:]:9s} ulp at 1, -2, 0, tiny/4, 1e-3, 300:\n          "
           + ", ".join(f"{u:.3g}" for u in ulp(probe).tolist()))
     # 1e-3 is in [2^-10, 2^-9), 300 in [2^8, 2^9)
     want = [fi.eps, 2 * fi.eps, sub, sub, 2.0**-10 * fi.eps, 2.0**8 * fi.eps]

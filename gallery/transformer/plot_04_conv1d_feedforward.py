@@ -310,8 +310,8 @@ else:
 # ``Conv1D`` takes the *output* width first, so ``Conv1D(d_model, nx)`` is a
 # ``3072 -> 768`` layer, and the very first matmul meets a 768-wide input. The weights'
 # shapes say so:
-print(f"notes' c_fc.weight {tuple(ff_notes.c_fc.weight.shape)}: maps 3072 -> 768, "
-      f"c_proj.weight {tuple(ff_notes.c_proj.weight.shape)}: maps 768 -> 3072")
+print(f"notes' c_fc.weight {tuple(ff_notes.c_fc.weight.shape)}: maps 3072 -> 768")
+print(f"notes' c_proj.weight {tuple(ff_notes.c_proj.weight.shape)}: maps 768 -> 3072")
 assert ff_notes.c_fc.weight.shape == (4 * D_MODEL, D_MODEL)
 assert ff_notes.c_proj.weight.shape == (D_MODEL, 4 * D_MODEL)
 

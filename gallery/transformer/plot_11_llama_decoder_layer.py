@@ -471,8 +471,8 @@ gap_eps = (no_eps_norm(x) - hf_layer.input_layernorm(x)).abs().max().item()
 up, gate = mlp.up_proj(h), mlp.gate_proj(h)  # (B, L, Dff) each
 swapped = mlp.down_proj(up * torch.sigmoid(up) * gate)  # SiLU on the wrong one
 gap_swap = (swapped - hf_layer.mlp(h)).abs().max().item()
-print(f"with base 10000: max |cos - HF's| = {gap_theta:.2f}; RMSNorm without eps: "
-      f"{gap_eps:.2f}; gate and up swapped: {gap_swap:.2f}")
+print(f"with base 10000: max |cos - HF's| = {gap_theta:.2f}")
+print(f"RMSNorm without eps: {gap_eps:.2f}; gate and up swapped: {gap_swap:.2f}")
 assert gap_theta > 0.1  # the base is visible at these positions
 assert gap_eps > 0.1  # visible: eps is 40 % of the mean square here
 assert gap_swap > 0.1  # another function

@@ -522,7 +522,9 @@ else:  # H100, torch 2.11: each refusal says "No available kernel"; no CPU kerne
 # for ``Nh = 12``, the 8 slopes of ``Nh = 8`` and 4 of the 16 of ``Nh = 16``.
 closed_8 = torch.tensor([2 ** (-8 * h / 8) for h in range(1, 9)])  # (8,)
 closed_16 = torch.tensor([2 ** (-8 * h / 16) for h in range(1, 17)])  # (16,)
-print(f"alibi_slopes(12): {[f'{s:.4f}' for s in alibi_slopes(12).tolist()]}")
+slopes_12 = [f"{s:.4f}" for s in alibi_slopes(12).tolist()]
+print("alibi_slopes(12):", ", ".join(slopes_12[:8]))  # the 8 of the power of two
+print("                 ", ", ".join(slopes_12[8:]))  # then every other of 16
 torch.testing.assert_close(alibi_slopes(12), torch.cat([closed_8, closed_16[0::2][:4]]))
 
 # %%

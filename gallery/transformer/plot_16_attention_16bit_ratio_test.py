@@ -167,7 +167,7 @@ for dt in DTYPES:
 # %%
 # Try it: judge the kernel at torch.testing's default tolerances. Does it pass?
 # -----------------------------------------------------------------------------
-# ``torch.testing.assert_close(out, ref.to(dt))`` with no tolerance given: bfloat16
+# ``assert_close(out, ref.to(dt))`` with no tolerance given: bfloat16
 # ``rtol=1.6e-2``, float16 ``rtol=1e-3``, both ``atol=1e-5``. Try values ``v`` of mean
 # zero, then values of one sign.
 
