@@ -52,7 +52,7 @@ print(f"device: {device}, torch {torch.__version__}")
 # ``(C, H * W)`` with ``C = 6``, ``G = 3``; on the right a sequence ``(L, D)``.
 import matplotlib.pyplot as plt
 
-fig, (ax_gn, ax_rms) = plt.subplots(1, 2, figsize=(9, 3.6), layout="constrained")
+fig, (ax_gn, ax_rms) = plt.subplots(1, 2, figsize=(9, 3.0), layout="constrained")
 ax_gn.imshow(torch.arange(6)[:, None].div(2, rounding_mode="floor").expand(6, 20),
              cmap="tab10", vmin=0, vmax=9, aspect="auto")
 ax_gn.set_xlabel("position h * W + w")
@@ -93,9 +93,8 @@ def group_norm(x, G, weight, bias, eps=1e-5):
 
 
 # %%
-# Against ``torch.nn.GroupNorm`` with a random affine, so that a per-group or
-# per-element mistake would show. The input is ``0.01 * randn`` (variance ``~1e-4``,
-# ten times ``eps``), so that ``eps`` moves the output by ~5 %.
+# Against ``torch.nn.GroupNorm`` with a random affine; the input has variance ``~1e-4``
+# (ten times ``eps``), so that ``eps`` moves the output by ~5 %.
 B, C, H, W = 4, 6, 5, 4  # H != W, so a reshape that swapped them would show
 G = 3
 x = 0.01 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W), variance ~1e-4
@@ -104,9 +103,6 @@ gn = torch.nn.GroupNorm(G, C).to(device)
 with torch.no_grad():
     gn.weight.copy_(torch.randn(C))
     gn.bias.copy_(torch.randn(C))
-print(f"GroupNorm weight {tuple(gn.weight.shape)}, bias {tuple(gn.bias.shape)}, "
-      f"eps {gn.eps}")
-assert gn.weight.shape == gn.bias.shape == (C,)
 
 ours = group_norm(x, G, gn.weight, gn.bias, gn.eps)
 ref = gn(x)
@@ -157,21 +153,14 @@ class RMSNorm(nn.Module):
 
 
 # %%
-# Against ``torch.nn.RMSNorm`` on token-style input ``(B, L, D)``, normalized over
-# ``D``. At unit scale any small ``eps`` looks the same, so the input has RMS ``~1e-3``:
-# its mean square ``~1e-6`` makes ``eps`` a visible term. The module's default
-# ``eps=None`` is, for float32 input, float32's machine epsilon ``1.19e-7`` (a 12 % term
-# here); ``RMSNorm`` takes Llama's ``1e-6`` (a 50 % term), checked fresh (weight 1)
-# against ``torch.nn.functional.rms_norm`` (with a random weight and in bfloat16: the
-# first Proof section).
+# Against ``torch.nn.RMSNorm`` on ``(B, L, D)`` input of RMS ``~1e-3``, so that ``eps``
+# is a visible term. The default ``eps=None`` is, for float32 input, float32's machine
+# epsilon ``1.19e-7``; ``RMSNorm`` (Llama's ``1e-6``) is checked in the first Proof.
 B, L, D = 4, 8, 32
 
 rms = torch.nn.RMSNorm(D).to(device)
 with torch.no_grad():
     rms.weight.copy_(torch.randn(D))
-params = {n: tuple(p.shape) for n, p in rms.named_parameters()}
-print(f"RMSNorm parameters: {params}, eps: {rms.eps}")
-assert params == {"weight": (D,)}, "RMSNorm grew a bias?"
 assert rms.eps is None
 
 eps32 = torch.finfo(torch.float32).eps
@@ -180,13 +169,6 @@ y_rms = rms(quiet)
 gap = (rms_norm(quiet, rms.weight, eps32) - y_rms).abs().max().item()
 print(f"rms_norm(eps = finfo(float32).eps) vs nn.RMSNorm():   max gap = {gap:.2e}")
 torch.testing.assert_close(rms_norm(quiet, rms.weight, eps32), y_rms)
-
-llama_rms = RMSNorm(D).to(device)
-fresh_gap = (llama_rms(quiet) - torch.nn.functional.rms_norm(quiet, (D,), eps=1e-6))
-print(f"RMSNorm(D), fresh, vs F.rms_norm(eps=1e-6):          max gap = "
-      f"{fresh_gap.abs().max().item():.2e}")
-torch.testing.assert_close(llama_rms(quiet),
-                           torch.nn.functional.rms_norm(quiet, (D,), eps=1e-6))
 
 # %%
 # RMSNorm is LayerNorm without the centering
@@ -217,6 +199,16 @@ torch.testing.assert_close(ln(shifted), rms_same_eps(centred))
 # With the random weight of ``rms`` it still equals ``F.rms_norm``; in bfloat16 it
 # returns bfloat16 within one rounding of ``nn.RMSNorm``'s (it rounds the normalized
 # value before the weight multiplies it, as Llama does; PyTorch rounds once).
+params = {n: tuple(p.shape) for n, p in rms.named_parameters()}
+print(f"RMSNorm parameters: {params}, eps: {rms.eps}")
+assert params == {"weight": (D,)}, "RMSNorm grew a bias?"
+llama_rms = RMSNorm(D).to(device)
+fresh_gap = (llama_rms(quiet) - torch.nn.functional.rms_norm(quiet, (D,), eps=1e-6))
+print(f"RMSNorm(D), fresh, vs F.rms_norm(eps=1e-6):          max gap = "
+      f"{fresh_gap.abs().max().item():.2e}")
+torch.testing.assert_close(llama_rms(quiet),
+                           torch.nn.functional.rms_norm(quiet, (D,), eps=1e-6))
+
 with torch.no_grad():
     llama_rms.weight.copy_(rms.weight)
 ref6 = torch.nn.functional.rms_norm(quiet, (D,), rms.weight, eps=1e-6)
@@ -242,6 +234,9 @@ torch.testing.assert_close(out16, torch16(quiet16))  # bfloat16's default tolera
 # into a LayerNorm gives the same layer, affine included. The converse fails: a
 # LayerNorm weight that varies over ``(H, W)`` inside a channel has no per-channel
 # counterpart.
+print(f"GroupNorm weight {tuple(gn.weight.shape)}, bias {tuple(gn.bias.shape)}, "
+      f"eps {gn.eps}")
+assert gn.weight.shape == gn.bias.shape == (C,)
 gn1 = torch.nn.GroupNorm(1, C).to(device)
 ln = torch.nn.LayerNorm([C, H, W]).to(device)
 print(f"affine shapes: GroupNorm {tuple(gn1.weight.shape)}, "

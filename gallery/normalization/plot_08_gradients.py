@@ -213,8 +213,8 @@ for name, (module, ours, scale) in layers.items():
         torch.testing.assert_close(a, b)  # float64 defaults
 
 # %%
-# BatchNorm's input gradient in closed form
-# -----------------------------------------
+# Proof: BatchNorm's input gradient in closed form
+# ------------------------------------------------
 # An independent formulation: the equation of The idea, written out with sums over
 # ``(B, H, W)``, against autograd through ``nn.BatchNorm2d``.
 bn, _, scale = layers["BatchNorm2d"]

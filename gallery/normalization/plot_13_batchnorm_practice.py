@@ -124,11 +124,8 @@ for way, eval_mode, affine_grads in [("eval()", True, True),
     bn = pretrained_bn(C, device).train(not eval_mode)
     bn.requires_grad_(affine_grads)  # weight and bias; the buffers have no gradient
     results[way] = freeze_report(bn, x, x_other)
-print(f"{'freezing':22s} {'moved: mean, var':>16s} {'weight.grad':>11s} "
-      f"{'sample 0 vs batch':>17s}")
 for name, (_, moved, has_grad, depends) in results.items():
-    print(f"{name:22s} {f'{moved[0]}, {moved[1]}':>16s} {str(has_grad):>11s} "
-          f"{depends:17.1e}")
+    print(f"{name}: moved {moved}, weight.grad {has_grad}, sample 0 {depends:.1e}")
 assert results["eval()"][1:3] == ((False, False), True)
 assert results["eval()"][3] == 0  # eval mode is per sample: no dependence at all
 assert results["requires_grad_(False)"][1:3] == ((True, True), False)
@@ -140,9 +137,7 @@ assert results["both"][3] == 0  # per sample, as eval()
 # Folding BatchNorm into the layer before it
 # ------------------------------------------
 # A convolution or linear layer is affine, and so is BatchNorm in eval mode: the two are
-# one layer, with The idea's :math:`W'_c, b'_c` (integer-only inference, Jacob et al.
-# 2018). ``Conv2d`` ``(C_out, C_in, kH, kW)`` and ``Linear`` ``(D_out, D_in)`` weights
-# are both scaled along dim 0.
+# one layer, with The idea's :math:`W'_c, b'_c` (Jacob et al. 2018), scaled along dim 0.
 def fold(weight, bias, bn):
     """Weight and bias of the layer that equals `layer then bn` in eval mode."""
     if bias is None:  # usual before BatchNorm: its beta does a bias's work
