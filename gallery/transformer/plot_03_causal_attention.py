@@ -53,7 +53,7 @@ future_toy = torch.ones(6, 6, dtype=torch.bool).triu(1)  # (L, L), True = future
 w_full = logits_toy.softmax(dim=-1)  # (L, L)
 w_causal = logits_toy.masked_fill(future_toy, float("-inf")).softmax(dim=-1)
 
-fig, axes = plt.subplots(1, 2, figsize=(8, 3.0), sharey=True, layout="constrained")
+fig, axes = plt.subplots(1, 2, figsize=(8, 2.8), sharey=True, layout="constrained")
 names = ("full attention", "causal (M added)")
 for ax, w, name in zip(axes, (w_full, w_causal), names):
     im = ax.imshow(w, vmin=0, vmax=1)
