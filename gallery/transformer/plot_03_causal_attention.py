@@ -3,10 +3,8 @@ Causal attention and padding masks
 ==================================
 
 A decoder such as GPT-2 must not let token ``t`` see the tokens after it: a causal mask
-gives every future key exactly zero weight. This page builds GPT-2's attention layer
-with its mask, proves it blind to the future and equal to PyTorch's attention with
-``is_causal=True``, writes the same mask four ways, and masks padding. The source notes'
-layer, which registers the mask and never applies it, follows in its own sections.
+gives every future key zero weight. This page builds GPT-2's masked attention and
+proves it blind to the future; the notes' layer, which never applies its mask, too.
 
 **You will learn**
 
@@ -40,9 +38,7 @@ print(f"device: {device}, torch {torch.__version__}")
 # %%
 # The idea
 # --------
-# Token ``l`` may attend to keys ``m <= l`` only. Adding :math:`-\infty` to every logit
-# above the diagonal before the softmax gives those keys weight exactly 0, and the
-# softmax renormalizes the rest:
+# Token ``l`` sees keys ``m <= l`` only: :math:`-\infty` on future logits: weight 0.
 #
 # .. math::
 #
@@ -50,7 +46,6 @@ print(f"device: {device}, torch {torch.__version__}")
 #    \frac{Q K^\top}{\sqrt{D_h}} + M\right) V, \qquad
 #    M_{lm} = \begin{cases} 0 & m \le l \\ -\infty & m > l. \end{cases}
 #
-# Six tokens with random queries and keys, without and with the mask:
 gen = torch.Generator().manual_seed(1)  # its own stream: the page's numbers stay put
 q_toy, k_toy = torch.randn(2, 6, 8, generator=gen)  # (L, Dh) each
 logits_toy = q_toy @ k_toy.T / 8**0.5  # (L, L)
@@ -58,7 +53,7 @@ future_toy = torch.ones(6, 6, dtype=torch.bool).triu(1)  # (L, L), True = future
 w_full = logits_toy.softmax(dim=-1)  # (L, L)
 w_causal = logits_toy.masked_fill(future_toy, float("-inf")).softmax(dim=-1)
 
-fig, axes = plt.subplots(1, 2, figsize=(8, 4.2), sharey=True, layout="constrained")
+fig, axes = plt.subplots(1, 2, figsize=(8, 2.8), sharey=True, layout="constrained")
 names = ("full attention", "causal (M added)")
 for ax, w, name in zip(axes, (w_full, w_causal), names):
     im = ax.imshow(w, vmin=0, vmax=1)
@@ -74,7 +69,6 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# The mask as a boolean matrix, ``True`` where query ``i`` may attend to key ``j``.
 
 
 def causal_mask(L, device=None):
@@ -83,8 +77,7 @@ def causal_mask(L, device=None):
 
 
 # %%
-# GPT-2's linear layer, ``Conv1D(nf, nx)``: ``nn.Linear(nx, nf)`` with the weight stored
-# ``(nx, nf)``, input width first (the feed-forward page proves it).
+# GPT-2's linear layer ``Conv1D(nf, nx)``: ``nn.Linear(nx, nf)``, weight ``(nx, nf)``.
 
 
 # Copied from transformer/plot_04_conv1d_feedforward.py: Conv1D
@@ -104,18 +97,12 @@ class Conv1D(nn.Module):
 
 
 # %%
-# GPT-2's attention layer. Its ``_attn`` scales the logits and uses the buffer it
-# registered: ``b`` is 1 on and below the diagonal, so ``w * b - 1e4 * (1 - b)`` keeps
-# the visible logits and sets every future one to ``-1e4``. (The slice ``ns - nd``
-# lines the mask up when cached past keys make ``ns > nd``.) OpenAI's code and the
-# notes' reference use ``1e10``; Hugging Face's port used ``1e4``.
+# GPT-2's attention layer: ``_attn`` keeps the visible logits and sets every future one
+# to ``-1e4`` (OpenAI's code: ``1e10``); ``ns - nd`` serves cached keys.
 
 
 class CausalAttention(nn.Module):
-    """GPT-2's attention layer: c_attn, heads, masked scaled attention, c_proj.
-
-    (B, L, D) -> (B, L, D); the mask buffer is named `bias`, as in GPT-2's code.
-    """
+    """GPT-2's attention, (B, L, D) -> (B, L, D); mask buffer `bias`, as in GPT-2."""
 
     def __init__(self, d_model, n_head, n_ctx):
         super().__init__()
@@ -144,12 +131,6 @@ class CausalAttention(nn.Module):
         return self.c_proj(self.merge_heads(self._attn(q, k, v)))  # (B, L, D)
 
 
-def qkv_heads(attn, x):
-    """The layer's own projection and head split: q, k, v each (B, Nh, L, Dh)."""
-    q, k, v = attn.c_attn(x).split(attn.d_model, dim=-1)  # each (B, L, D)
-    return attn.split_heads(q), attn.split_heads(k), attn.split_heads(v)
-
-
 def draw_weights(layer):
     """Redraw c_attn and c_proj for a small D: std 1/sqrt(nx), nonzero biases."""
     with torch.no_grad():
@@ -160,8 +141,7 @@ def draw_weights(layer):
 
 
 # %%
-# The decisive test of causality: change every token after position ``t`` and check
-# that the outputs at positions ``0 .. t`` do not move, for every ``t``.
+# The test of causality: change the tokens after ``t``; outputs ``0 .. t`` stay put.
 
 
 def future_leak(layer, x):
@@ -182,37 +162,41 @@ def future_leak(layer, x):
     return leak
 
 # %%
-# ``Conv1D`` initializes with ``std=0.02``, GPT-2's choice for ``D = 768``; at this
-# page's ``D = 32`` that makes every attention row almost uniform, so the weights are
-# redrawn. ``n_ctx`` is larger than ``L``: the mask buffer is sliced to the sequence.
-# ``L = 10`` differs from ``Dh = 8``, so that neither size can stand in for the other
-# unnoticed. The layer is blind to the future, exactly, and equals PyTorch's attention
-# with ``is_causal=True`` between the same projections.
+# The layer (weights redrawn for ``D = 32``, ``n_ctx > L``, ``L != Dh``) is blind to the
+# future, exactly.
 B, L, D, Nh, n_ctx = 2, 10, 32, 4, 16
 Dh = D // Nh
 gpt2 = draw_weights(CausalAttention(D, Nh, n_ctx)).to(device).eval()
 x = torch.randn(B, L, D, device=device)  # (B, L, D)
+leak_gpt2 = future_leak(gpt2, x)
+print(f"GPT-2 layer: past outputs move by {leak_gpt2} when the future changes")
+assert leak_gpt2 == 0.0  # exactly: the future's weights are exactly zero
+
+# %%
+# Proof: four ways to write the mask; cached keys; why ``-1e4`` is enough
+# -----------------------------------------------------------------------
+# ``scaled_dot_product_attention`` takes a **boolean** ``attn_mask`` where ``True``
+# means *may attend*, or a **float** mask that is *added* to the logits (``0`` to keep,
+# ``-inf`` to drop), or ``is_causal=True``, which builds the lower-triangular mask
+# itself. The whole layer equals PyTorch's attention with ``is_causal=True`` too.
+
+
+def qkv_heads(attn, x):
+    """The layer's own projection and head split: q, k, v each (B, Nh, L, Dh)."""
+    q, k, v = attn.c_attn(x).split(attn.d_model, dim=-1)  # each (B, L, D)
+    return attn.split_heads(q), attn.split_heads(k), attn.split_heads(v)
+
+
+# %%
 with torch.no_grad():
     q, k, v = qkv_heads(gpt2, x)  # each (B, Nh, L, Dh)
     masked = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, Nh, L, Dh)
     causal = gpt2.c_proj(gpt2.merge_heads(masked))  # (B, L, D)
     y_gpt2 = gpt2(x)
-leak_gpt2 = future_leak(gpt2, x)
-print(f"GPT-2 layer: past outputs move by {leak_gpt2} when the future changes")
 print(f"max|GPT-2 layer - causal SDPA layer| = "
       f"{(y_gpt2 - causal).abs().max().item():.2e}")
-assert leak_gpt2 == 0.0  # exactly: the future's weights are exactly zero
 torch.testing.assert_close(y_gpt2, causal)
-
-# %%
-# Four ways to write the same mask
-# --------------------------------
-# ``scaled_dot_product_attention`` takes a **boolean** ``attn_mask`` where ``True``
-# means *may attend*, or a **float** mask that is *added* to the logits (``0`` to keep,
-# ``-inf`` to drop), or ``is_causal=True``, which builds the lower-triangular mask
-# itself.
 with torch.no_grad():
-    q, k, v = qkv_heads(gpt2, x)  # each (B, Nh, L, Dh)
     keep = causal_mask(L, device)  # (L, L), True = attend
     additive = torch.zeros(L, L, device=device).masked_fill(~keep, float("-inf"))
     versions = {
@@ -228,8 +212,8 @@ for name, out in versions.items():
     torch.testing.assert_close(out, ref)
 
 # %%
-# Proof: cached keys, where ``ns - nd`` matters
-# ---------------------------------------------
+# Cached keys, where ``ns - nd`` matters.
+#
 # Without a cache ``nd = ns`` and the slice is the buffer's top-left corner, so nothing
 # above would notice ``self.bias[:, :, :nd, :ns]`` instead. It matters when GPT-2
 # generates: the keys and values of the tokens already seen are cached (``layer_past``
@@ -256,8 +240,8 @@ print(f"nd = {L - n_past} new tokens, ns = {L} keys: max|cached - full, last row
 torch.testing.assert_close(y_cached, y_gpt2[:, n_past:])
 
 # %%
-# Proof: why ``-1e4`` is enough here, and why it is not ``-inf``
-# --------------------------------------------------------------
+# Why ``-1e4`` is enough here, and why it is not ``-inf``.
+#
 # In float32 :math:`e^{-10^4 - z_{\max}}` (:math:`z_{\max}` the row's largest logit)
 # underflows to exactly 0, so the future gets weight exactly zero; but a finite constant
 # works only while it lies far below every real logit (and fits the dtype), which fails
@@ -502,10 +486,8 @@ assert leak_notes > 0.1
 # %%
 # Try it: pad a sequence. Do its real tokens notice, in an encoder?
 # -----------------------------------------------------------------
-# Sequences of different lengths are batched by padding the short ones: give the second
-# sequence ``6`` real tokens and ``4`` padding tokens after them, and run
-# *bidirectional* attention (an encoder) with and without a padding mask. Do the real
-# tokens' outputs match the sequence run alone?
+# Give the second sequence ``6`` real tokens and ``4`` padding, run *bidirectional*
+# attention with and without a padding mask: do real tokens match the sequence alone?
 
 
 def encoder_attention(layer, x, mask=None):
@@ -545,8 +527,7 @@ assert gap > 0.1, "padding no longer changes the real tokens' outputs?"
 # %%
 # Try it: does a causal layer need a padding mask for trailing padding?
 # ---------------------------------------------------------------------
-# Run the causal layer on the padded batch without any padding mask, and compare the
-# real tokens with the sequence alone.
+# Run the causal layer on the padded batch, no padding mask: do the real tokens match?
 with torch.no_grad():
     y_causal_pad, y_causal_alone = gpt2(x_pad), gpt2(x_pad[1:, :n])
 print(f"causal layer, real tokens vs alone: "
@@ -560,8 +541,7 @@ torch.testing.assert_close(y_causal_pad[1, :n], y_causal_alone[0])
 # %%
 # Try it: give ``nn.MultiheadAttention`` the mask ``real`` as ``key_padding_mask``
 # --------------------------------------------------------------------------------
-# ``real`` is ``True`` on the tokens to attend, as ``scaled_dot_product_attention``
-# wants. What does ``nn.MultiheadAttention`` do with it?
+# ``real`` is ``True`` on the tokens to attend, as SDPA wants: what does MHA do with it?
 mha = nn.MultiheadAttention(D, Nh, batch_first=True).to(device)
 mha.load_state_dict({"in_proj_weight": gpt2.c_attn.weight.T,
                      "in_proj_bias": gpt2.c_attn.bias,

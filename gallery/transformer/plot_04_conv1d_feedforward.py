@@ -4,10 +4,8 @@ GPT-2's Conv1D and the feed-forward block
 
 GPT-2 calls its linear layers ``Conv1D``: ``Conv1D(nf, nx)`` is ``nn.Linear(nx, nf)``
 with the weight stored transposed, so its *first* argument is the output width. This
-page proves that, builds GPT-2's ``D -> 4D -> D`` feed-forward block from it and proves
-the block equal to ``nn.Sequential(nn.Linear, nn.GELU, nn.Linear)``, then measures how
-far GPT-2's tanh GELU lies from the exact one. The source notes pass the two widths the
-other way round; their errata follow in their own sections.
+page builds GPT-2's ``D -> 4D -> D`` feed-forward block from it and measures how far
+GPT-2's tanh GELU lies from the exact one; the notes' errata follow in Proof sections.
 
 **You will learn**
 
@@ -48,8 +46,7 @@ print(f"device: {device}, torch {torch.__version__}")
 #    \mathrm{FF}(x) = \mathrm{GELU}(x\, W_{fc} + b_{fc})\, W_{proj} + b_{proj},
 #    \qquad W_{fc} \in \mathbb{R}^{D \times 4D},\ W_{proj} \in \mathbb{R}^{4D \times D}.
 #
-# GPT-2 stores each weight as it is written here, input width first: ``(nx, nf)``.
-# ``nn.Linear`` stores the transpose, ``(nf, nx)``, and computes ``x @ weight.T``.
+# GPT-2 stores each weight as written here, ``(nx, nf)``; ``nn.Linear`` the transpose.
 fig, ax = plt.subplots(figsize=(8, 2.6))
 boxes = [("x\n(B, L, D)", "0.9"), ("c_fc = Conv1D(4D, D)\nweight (D, 4D)", "tab:blue"),
          ("GELU\n(B, L, 4D)", "tab:orange"),
@@ -71,7 +68,6 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# GPT-2's linear layer computes ``bias + x @ weight`` on the flattened tokens.
 
 
 class Conv1D(nn.Module):
@@ -90,38 +86,25 @@ class Conv1D(nn.Module):
 
 
 # %%
-# ``Conv1D(nf, nx)`` is ``nn.Linear(nx, nf)``: build a ``D -> 4D`` layer both ways and
-# copy the weights across, transposed. The bias starts at zero in ``Conv1D``, so it is
-# redrawn first: a zero bias would hide a bias that is not copied. The check runs on
-# flat tokens ``(B*L, D)`` and on a batch ``(B, L, D)``.
+# ``Conv1D(nf, nx)`` is ``nn.Linear(nx, nf)``: copy a ``D -> 4D`` layer's weights over.
 B, L, D = 2, 5, 32
 conv = Conv1D(4 * D, D).to(device)  # nf = 4D outputs, nx = D inputs
-print(f"Conv1D(nf={4 * D}, nx={D}).weight: {tuple(conv.weight.shape)} (nx, nf)")
 assert conv.weight.shape == (D, 4 * D)
-
 linear = nn.Linear(D, 4 * D).to(device)
-print(f"nn.Linear({D}, {4 * D}).weight:  {tuple(linear.weight.shape)} (out, in)")
-print(f"Conv1D's bias at init: max|b| = {conv.bias.abs().max().item()}")
 assert torch.equal(conv.bias, torch.zeros(4 * D, device=device))  # starts at zero
 with torch.no_grad():
-    conv.bias.normal_()
+    conv.bias.normal_()  # a zero bias would hide a bias not copied
     linear.weight.copy_(conv.weight.T)  # (4D, D)
     linear.bias.copy_(conv.bias)  # (4D,)
-
-    x_flat = torch.randn(B * L, D, device=device)  # (B*L, D)
     x = torch.randn(B, L, D, device=device)  # (B, L, D)
-    for inp in (x_flat, x):
-        ours, ref = conv(inp), linear(inp)  # (..., 4D)
-        print(f"input {tuple(inp.shape)}: max|Conv1D - Linear| = "
-              f"{(ours - ref).abs().max().item():.2e}")
-        torch.testing.assert_close(ours, ref)
-
+    ours, ref = conv(x), linear(x)  # (B, L, 4D)
+print(f"max|Conv1D - Linear| = {(ours - ref).abs().max().item():.2e}")
+torch.testing.assert_close(ours, ref)
 
 # %%
 # The feed-forward block
 # ----------------------
-# GPT-2's order is ``Conv1D(n_state, nx)``: ``c_fc = Conv1D(4D, D)`` and
-# ``c_proj = Conv1D(D, 4D)``, the hidden width named ``n_state`` as in GPT-2.
+# GPT-2's order: ``c_fc = Conv1D(4D, D)``, ``c_proj = Conv1D(D, 4D)``; hidden: n_state.
 
 
 class FeedForward(nn.Module):
@@ -138,21 +121,9 @@ class FeedForward(nn.Module):
         return self.dropout(self.c_proj(self.act(self.c_fc(x))))
 
 # %%
-# At GPT-2's width the block maps ``(B, L, 768)`` back to ``(B, L, 768)``.
-D_MODEL = 768  # GPT-2's D
-x768 = torch.randn(B, L, D_MODEL, device=device)  # (B, L, 768)
-block768 = FeedForward(dropout=0.0).to(device)  # the widths are the point here
-out768 = block768(x768)  # (B, L, 768)
-print(f"FeedForward: {tuple(x768.shape)} -> {tuple(out768.shape)}, "
-      f"c_fc.weight {tuple(block768.c_fc.weight.shape)}: 768 -> 3072")
-assert out768.shape == x768.shape
-assert block768.c_fc.weight.shape == (D_MODEL, 4 * D_MODEL)
-
-# %%
-# It is ``Linear -> GELU -> Linear``. At ``D = 32``, with every parameter redrawn at a
-# scale where GELU is far from linear (pre-activations of order 1, not GPT-2's init
-# ``std=0.02``), copy the weights into PyTorch's own MLP. ``eval()`` turns the block's
-# dropout into the identity (proven on this very module in a Proof section below).
+# It is ``Linear -> GELU -> Linear``: copy the weights, redrawn at a scale where GELU is
+# far from linear, into PyTorch's own MLP; ``eval()`` makes dropout the identity
+# (proven in a Proof section below).
 ff = FeedForward(dropout=0.1, d_model=D, n_state=4 * D).to(device).eval()
 mlp = nn.Sequential(nn.Linear(D, 4 * D), nn.GELU(), nn.Linear(4 * D, D))
 mlp = mlp.to(device).eval()
@@ -170,14 +141,34 @@ print(f"max|FeedForward - Sequential(Linear, GELU, Linear)| = "
 torch.testing.assert_close(ours, ref)
 
 # %%
+# Proof: the shapes, flat tokens, and GPT-2's width ``(B, L, 768)``
+# -----------------------------------------------------------------
+print(f"Conv1D(nf={4 * D}, nx={D}).weight: {tuple(conv.weight.shape)} (nx, nf)")
+print(f"nn.Linear({D}, {4 * D}).weight:  {tuple(linear.weight.shape)} (out, in)")
+with torch.no_grad():
+    x_flat = torch.randn(B * L, D, device=device)  # (B*L, D)
+    ours, ref = conv(x_flat), linear(x_flat)  # (B*L, 4D)
+print(f"input {tuple(x_flat.shape)}: max|Conv1D - Linear| = "
+      f"{(ours - ref).abs().max().item():.2e}")
+torch.testing.assert_close(ours, ref)
+
+D_MODEL = 768  # GPT-2's D
+x768 = torch.randn(B, L, D_MODEL, device=device)  # (B, L, 768)
+block768 = FeedForward(dropout=0.0).to(device)  # the widths are the point here
+out768 = block768(x768)  # (B, L, 768)
+print(f"FeedForward: {tuple(x768.shape)} -> {tuple(out768.shape)}, "
+      f"c_fc.weight {tuple(block768.c_fc.weight.shape)}: 768 -> 3072")
+assert out768.shape == x768.shape
+assert block768.c_fc.weight.shape == (D_MODEL, 4 * D_MODEL)
+
+# %%
 # Exact GELU and GPT-2's tanh approximation
 # -----------------------------------------
-# ``F.gelu(x)`` is the exact :math:`x\, \Phi(x)` (:math:`\Phi` the normal CDF, through
-# ``erf``). GPT-2 was trained with a tanh approximation, written in its code as below;
-# PyTorch ships the same formula as ``approximate="tanh"``. Measured in float64 on
-# ``[-6, 6]``, the exact and the tanh forms differ by at most :measured:`max_gap:.1e`,
-# at :math:`x = \pm`\ :measured:`at_abs:.2f`: small, but far above what
-# ``assert_close`` allows in float32 (a Proof section below measures by how much).
+# ``F.gelu(x)`` is the exact :math:`x\, \Phi(x)` (:math:`\Phi` the normal CDF). GPT-2
+# was trained with the tanh approximation below, PyTorch's ``approximate="tanh"``. On
+# ``[-6, 6]`` the two differ by at most :measured:`max_gap:.1e`, at :math:`x = \pm`\
+# :measured:`at_abs:.2f`: small, but far above ``assert_close``'s float32 tolerance
+# (a Proof section below measures by how much).
 
 
 # Copied from transformer/plot_08_gpt2_vs_hugging_face.py: gelu_tanh
@@ -187,35 +178,12 @@ def gelu_tanh(x):
 
 
 # %%
-# It is PyTorch's ``approximate="tanh"``, in float32 and float64; the exact form differs
-# from it by the amounts quoted above.
-for dtype in (torch.float32, torch.float64):
-    t = torch.linspace(-6, 6, 2401, dtype=dtype, device=device)
-    err = (gelu_tanh(t) - F.gelu(t, approximate="tanh")).abs().max().item()
-    print(f"{dtype}: max|GPT-2 gelu - F.gelu(approximate='tanh')| = {err:.1e}")
-    torch.testing.assert_close(gelu_tanh(t), F.gelu(t, approximate="tanh"))
-
 xs = torch.linspace(-6, 6, 2401, dtype=torch.float64, device=device)
 gap = F.gelu(xs) - F.gelu(xs, approximate="tanh")  # exact - tanh; float64: no rounding
 max_gap, at = gap.abs().max().item(), xs[gap.abs().argmax()].item()
 print(f"max|exact - tanh| = {max_gap:.2e} at x = {at:.2f} (and at x = {-at:.2f})")
 at_abs = abs(at)
 assert 2e-4 < max_gap < 1e-3  # printed above: different functions, close ones
-# %%
-# The gap over the whole range: it vanishes at ``x = 0`` and for large ``|x|``, where
-# both forms tend to 0 and to ``x``, and is largest near ``|x| =``
-# :measured:`at_abs:.1f`.
-fig, ax = plt.subplots()
-ax.plot(xs.cpu(), gap.cpu(), label="F.gelu(x) − F.gelu(x, approximate='tanh')")
-ax.axhline(0, color="gray", lw=0.8)
-ax.set_xlabel("pre-activation x")
-ax.set_ylabel("exact − tanh GELU (float64)")
-ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
-ax.set_title(f"GPT-2's tanh GELU is within {max_gap:.1e} of the exact GELU, "
-             f"worst at |x| ≈ {abs(at):.1f}")
-ax.legend(loc="lower center")
-plt.show()
-
 # %%
 # .. _errata-conv1d-view:
 #
@@ -330,8 +298,32 @@ assert conv.weight.shape[0] == D and ff_notes.c_fc.weight.shape[0] == 4 * D_MODE
 
 
 # %%
-# Proof: the gap is far above ``assert_close``'s float32 tolerance
-# ----------------------------------------------------------------
+# Proof: GPT-2's gelu is PyTorch's tanh form; the gap, far above ``assert_close``
+# ---------------------------------------------------------------------------------
+# ``gelu_tanh`` is PyTorch's ``approximate="tanh"``, in float32 and float64; the exact
+# form differs from it by the amounts quoted above.
+for dtype in (torch.float32, torch.float64):
+    t = torch.linspace(-6, 6, 2401, dtype=dtype, device=device)
+    err = (gelu_tanh(t) - F.gelu(t, approximate="tanh")).abs().max().item()
+    print(f"{dtype}: max|GPT-2 gelu - F.gelu(approximate='tanh')| = {err:.1e}")
+    torch.testing.assert_close(gelu_tanh(t), F.gelu(t, approximate="tanh"))
+
+# %%
+# The gap over the whole range: it vanishes at ``x = 0`` and for large ``|x|``, where
+# both forms tend to 0 and to ``x``, and is largest near ``|x| =``
+# :measured:`at_abs:.1f`.
+fig, ax = plt.subplots()
+ax.plot(xs.cpu(), gap.cpu(), label="F.gelu(x) − F.gelu(x, approximate='tanh')")
+ax.axhline(0, color="gray", lw=0.8)
+ax.set_xlabel("pre-activation x")
+ax.set_ylabel("exact − tanh GELU (float64)")
+ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+ax.set_title(f"GPT-2's tanh GELU is within {max_gap:.1e} of the exact GELU, "
+             f"worst at |x| ≈ {abs(at):.1f}")
+ax.legend(loc="lower center")
+plt.show()
+
+# %%
 # ``assert_close`` allows :math:`\mathrm{atol} + \mathrm{rtol} \cdot |\mathrm{ref}|`
 # in float32, with ``atol = 1e-5`` and ``rtol = 1.3e-6``. The exact-tanh gap is
 # :measured:`ratio_at:.0f` times more at the positive point,
@@ -408,10 +400,7 @@ torch.testing.assert_close(y[kept], scaled)
 # -------------------------------------------------------------------------
 # Copy ``conv``'s weights into a convolution of kernel width 1 that slides along the
 # token axis, and compare the outputs.
-#
-# (``nn.Conv1d`` wants channels before positions, ``(B, D, L)``, and stores its weight
-# as ``(out, in, kernel)``.)
-conv1d = nn.Conv1d(D, 4 * D, kernel_size=1).to(device)
+conv1d = nn.Conv1d(D, 4 * D, kernel_size=1).to(device)  # in (B, D, L); w (4D, D, 1)
 
 # %%
 # On CUDA, cuDNN may run a float32 convolution in TF32 (a 10-bit mantissa): that is its
