@@ -11,7 +11,8 @@ every build, are recorded in the ledger and stay whole in the downloads; on the 
   which opens on a link to this page's rows in the proof ledger;
 - a ``Try it:`` section keeps its heading and prompt (the text before its first code cell)
   and folds the answer;
-- the section "Setup" (imports, seed, device) folds into one line like a proof;
+- the section "Setup" (imports, seed, device, and blocks copied from other pages, if any)
+  folds into one line like a proof;
 - in the section "The idea", the code of a figure folds and the figure stays: the lesson
   there is the equation and the picture.
 
@@ -29,6 +30,7 @@ from sphinx.transforms import SphinxTransform
 import internals
 
 PROOF, TRY_IT, IDEA, SETUP = "Proof:", "Try it:", "The idea", "Setup"
+COPY_MARK = "# Copied from "
 LEDGER = "chapters/ledger"
 BLOCK = internals.BLOCK_MARKER  # sphinx-gallery's comment before each block of a page
 FOOTER = {"sphx-glr-timing", "sphx-glr-footer", "sphx-glr-signature"}
@@ -109,8 +111,13 @@ class FoldProofs(SphinxTransform):
                     section["classes"].append("anatomy-folded")
             elif heading == SETUP:
                 # The imports, seed and device: needed to run the cells, not the lesson.
-                if fold(section, 1, [nodes.Text("Setup: imports, seed and device")],
-                        ["anatomy-setup"]):
+                # A page that reuses blocks taught elsewhere may copy them here (marked
+                # "# Copied from <page>: <name>"): the title says so.
+                copies = any(COPY_MARK in c.astext()
+                             for c in section.findall(nodes.literal_block))
+                label = ("Setup: imports, seed, device and the blocks copied from other "
+                         "pages" if copies else "Setup: imports, seed and device")
+                if fold(section, 1, [nodes.Text(label)], ["anatomy-setup"]):
                     section["classes"].append("anatomy-folded")
             elif heading == IDEA:
                 fold_figure_code(section)
