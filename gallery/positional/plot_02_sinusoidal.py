@@ -45,11 +45,8 @@ print(f"device: {device}, torch {torch.__version__}")
 #    PE(p, 2i) = \sin(p\, w_i), \qquad PE(p, 2i+1) = \cos(p\, w_i), \qquad
 #    w_i = 10000^{-2i/D}.
 #
-# Each pair is a clock turning at its own speed: pair :math:`i` repeats every
-# :math:`2\pi / w_i` positions, from :math:`2\pi` (about 6 positions) for the first pair
-# to about :math:`2\pi \cdot 10000^{1 - 2/D}` for the last. The fast pairs tell
-# neighbours apart, the slow pairs tell far-apart positions apart, and together no two
-# positions get the same code.
+# Each pair is a clock: pair :math:`i` repeats every :math:`2\pi / w_i` positions. The
+# fast pairs tell neighbours apart, the slow ones far-apart positions.
 L_fig, D_fig = 128, 64
 w_fig = 10000 ** (-2 * torch.arange(D_fig // 2) / D_fig)  # (D/2,)
 angles_fig = torch.arange(L_fig)[:, None] * w_fig  # (L, D/2)
@@ -68,7 +65,8 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# The pairs are interleaved, ``[sin, cos, sin, cos, ...]``, as in the paper.
+# The pairs are interleaved, ``[sin, cos, sin, cos, ...]``, as in the paper. The checks
+# below write the frequencies out again; a Proof compares every entry with plain loops.
 def sinusoidal_pe(positions, D, base=10000.0, dtype=torch.float32):
     """positions (...,) integers -> (..., D): channels 2i, 2i+1 = sin, cos of p w_i."""
     i = torch.arange(D // 2, device=positions.device, dtype=dtype)  # (D/2,)
@@ -78,9 +76,84 @@ def sinusoidal_pe(positions, D, base=10000.0, dtype=torch.float32):
 
 
 # %%
+# A shift is a rotation
+# ---------------------
+# By the angle-addition formulas, pair :math:`i` of :math:`PE(p + k)` is pair :math:`i`
+# of :math:`PE(p)` rotated by :math:`k\, w_i`: :math:`PE(p + k) = M_k\, PE(p)`, with
+# :math:`M_k` block-diagonal and free of :math:`p` (one matrix shifts every position).
+#
+# .. math::
+#
+#    \begin{pmatrix} \sin (p+k) w_i \\ \cos (p+k) w_i \end{pmatrix}
+#    = \begin{pmatrix} \cos k w_i & \sin k w_i \\ -\sin k w_i & \cos k w_i \end{pmatrix}
+#    \begin{pmatrix} \sin p w_i \\ \cos p w_i \end{pmatrix}
+def shift_matrix(k, D, base=10000.0, device=None):
+    """(D, D) float64: block-diagonal rotations that map PE(p) to PE(p + k)."""
+    two_i = 2 * torch.arange(D // 2, dtype=torch.float64, device=device)  # (D/2,)
+    w = base ** (-two_i / D)  # (D/2,)
+    c, s = torch.cos(k * w), torch.sin(k * w)  # (D/2,)
+    rows = [torch.stack([c, s], -1), torch.stack([-s, c], -1)]  # 2 x (D/2, 2)
+    return torch.block_diag(*torch.stack(rows, -2))  # (D/2, 2, 2) blocks -> (D, D)
+
+
+# %%
+# A thousand positions, three shifts, in float64 (the angles :math:`p\, w_0` are large).
+D = 16  # every pair but the first depends on the base
+p = torch.arange(1000, device=device)  # (P,)
+pe_p = sinusoidal_pe(p, D, dtype=torch.float64)  # (P, D)
+for k in (1, 7, 100):
+    M = shift_matrix(k, D, device=device)  # (D, D)
+    shifted = pe_p @ M.T  # (P, D), row p is M_k PE(p)
+    target = sinusoidal_pe(p + k, D, dtype=torch.float64)  # (P, D)
+    print(f"k = {k:3d}: max|M_k PE(p)-PE(p+k)| = {(shifted - target).abs().max():.1e}")
+    torch.testing.assert_close(shifted, target)
+    torch.testing.assert_close(M @ M.T, torch.eye(D, dtype=M.dtype, device=device))
+
+# %%
+# The dot product depends only on the offset
+# ------------------------------------------
+#
+# .. math::
+#
+#    PE(p) \cdot PE(q) = \sum_i (\sin p w_i \sin q w_i + \cos p w_i \cos q w_i)
+#                     = \sum_i \cos((p - q) w_i).
+#
+# The same number for every pair at the same offset, and the same for :math:`\pm k`
+# (:math:`\cos` is even): the dot product alone cannot tell before from after.
+P = 200
+pe_p = sinusoidal_pe(torch.arange(P, device=device), D, dtype=torch.float64)  # (P, D)
+gram = pe_p @ pe_p.T  # (P, P), gram[p, q] = PE(p) . PE(q)
+# The closed form writes out the base again.
+w = 10000 ** (-2 * torch.arange(D // 2, dtype=torch.float64, device=device) / D)
+offsets = torch.arange(-(P - 1), P, device=device)  # (2P - 1,)
+closed = torch.cos(offsets[:, None] * w).sum(-1)  # (2P - 1,), sum_i cos(k w_i)
+pq = torch.arange(P, device=device)  # (P,)
+by_offset = closed[pq[:, None] - pq[None, :] + P - 1]  # (P, P): closed form at p - q
+print(f"all {P * P} pairs, {2 * P - 1} offsets: max|PE(p).PE(q) - closed form| = "
+      f"{(gram - by_offset).abs().max():.1e}")
+torch.testing.assert_close(gram, by_offset)
+torch.testing.assert_close(closed, closed.flip(0))  # even in the offset
+
+
+# %%
+# Image patches: one half per axis
+# --------------------------------
+# For an ``H x W`` grid of patches with indices ``I: (H*W, 2)`` (page 01), the row
+# ``i`` takes the first ``D / 2`` channels, the column ``j`` the rest; ``C`` axes get
+# ``D / C`` each.
+def sinusoidal_pe_nd(I, D, dtype=torch.float32):
+    """I (..., N, C) integers -> (..., N, D): axis c in channels c*D/C .. (c+1)*D/C."""
+    C = I.shape[-1]
+    assert D % (2 * C) == 0, "each axis needs an even number of channels"
+    codes = [sinusoidal_pe(I[..., c], D // C, dtype=dtype) for c in range(C)]
+    return torch.cat(codes, dim=-1)  # (..., N, D)
+
+
+# %%
+# Proof: equal to the paper's formula, entry by entry
+# ---------------------------------------------------
 # An independent reference: the paper's formula, one number at a time in plain Python.
-# Positions up to 63 and ``D = 16``: every channel but the first pair depends on the
-# base, so any other constant than 10000 fails here.
+# With ``D = 16`` every pair but the first depends on the base: another constant fails.
 def sinusoidal_pe_loops(L, D, device=None):
     """(L, D) float64, entry by entry."""
     pe = [[0.0] * D for _ in range(L)]
@@ -93,86 +166,23 @@ def sinusoidal_pe_loops(L, D, device=None):
 
 # %%
 L, D = 64, 16
-positions = torch.arange(L, device=device)  # (L,)
 ref = sinusoidal_pe_loops(L, D, device)  # (L, D)
 for dtype in (torch.float32, torch.float64):
-    ours = sinusoidal_pe(positions, D, dtype=dtype)  # (L, D)
-    err = (ours - ref.to(dtype)).abs().max().item()
-    print(f"{str(dtype):13s} max|ours - loops| = {err:.1e}")
+    ours = sinusoidal_pe(torch.arange(L, device=device), D, dtype=dtype)  # (L, D)
+    print(f"{str(dtype):13s} max|ours - loops| = "
+          f"{(ours - ref.to(dtype)).abs().max():.1e}")
     torch.testing.assert_close(ours, ref.to(dtype))  # default tolerances of each dtype
 
 # %%
-# A shift is a rotation
-# ---------------------
-# By the angle-addition formulas, pair :math:`i` of :math:`PE(p + k)` is pair :math:`i`
-# of :math:`PE(p)` rotated by :math:`k\, w_i`:
-#
-# .. math::
-#
-#    \sin((p+k)w) &= \phantom{-}\cos(kw) \sin(pw) + \sin(kw) \cos(pw) \\
-#    \cos((p+k)w) &= -\sin(kw) \sin(pw) + \cos(kw) \cos(pw)
-#
-# so :math:`PE(p + k) = M_k\, PE(p)` with :math:`M_k` block-diagonal, blocks
-#
-# .. math::
-#
-#    \begin{pmatrix} \cos k w_i & \sin k w_i \\ -\sin k w_i & \cos k w_i \end{pmatrix}
-#
-# (the :math:`+\sin` sits top right because :math:`\sin` comes first in the pair).
-# :math:`M_k` does not contain :math:`p`: one matrix shifts every position.
-def shift_matrix(k, D, base=10000.0, device=None):
-    """(D, D) float64: block-diagonal rotations that map PE(p) to PE(p + k)."""
-    two_i = 2 * torch.arange(D // 2, dtype=torch.float64, device=device)  # (D/2,)
-    w = base ** (-two_i / D)  # (D/2,)
-    c, s = torch.cos(k * w), torch.sin(k * w)  # (D/2,)
-    rows = [torch.stack([c, s], -1), torch.stack([-s, c], -1)]  # 2 x (D/2, 2)
-    return torch.block_diag(*torch.stack(rows, -2))  # (D/2, 2, 2) blocks -> (D, D)
-
-
-# %%
-# Check it for a thousand positions and several shifts. Angles :math:`p\, w_0` reach
-# 1000 rad, where float32 steps are 6e-5 apart: float64 keeps the exact identity exact.
-p = torch.arange(1000, device=device)  # (P,)
-pe_p = sinusoidal_pe(p, D, dtype=torch.float64)  # (P, D)
-for k in (1, 7, 100):
-    M = shift_matrix(k, D, device=device)  # (D, D)
-    shifted = pe_p @ M.T  # (P, D), row p is M_k PE(p)
-    target = sinusoidal_pe(p + k, D, dtype=torch.float64)  # (P, D)
-    err = (shifted - target).abs().max()
-    print(f"k = {k:3d}: max|M_k PE(p) - PE(p+k)| = {err:.1e}")
-    torch.testing.assert_close(shifted, target)
-    eye = torch.eye(D, dtype=torch.float64, device=device)  # (D, D)
-    torch.testing.assert_close(M @ M.T, eye)
-
-# %%
-# The dot product depends only on the offset
-# ------------------------------------------
-#
-# .. math::
-#
-#    PE(p) \cdot PE(q) = \sum_i (\sin p w_i \sin q w_i + \cos p w_i \cos q w_i)
-#                     = \sum_i \cos((p - q) w_i).
-#
-# Every pair of positions with the same offset gives the same number; the offset's sign
-# does not matter (:math:`\cos` is even), so the dot product alone cannot tell before
-# from after. The closed form writes out the base again.
-P = 200
-pe_p = sinusoidal_pe(torch.arange(P, device=device), D, dtype=torch.float64)  # (P, D)
-gram = pe_p @ pe_p.T  # (P, P), gram[p, q] = PE(p) . PE(q)
-w = 10000 ** (-2 * torch.arange(D // 2, dtype=torch.float64, device=device) / D)
-offsets = torch.arange(-(P - 1), P, device=device)  # (2P - 1,)
-closed = torch.cos(offsets[:, None] * w).sum(-1)  # (2P - 1,), sum_i cos(k w_i)
+# Proof: offset by offset, all the dot products lie on one curve
+# --------------------------------------------------------------
+# A few offsets: the spread of the dot products over all the pairs at that offset, and
+# their value next to the closed form.
 for k in (-50, -3, 0, 3, 50):
     diag = gram.diagonal(k)  # (P - |k|,), every pair (p, p + k)
     print(f"offset {k:4d}: {diag.numel():3d} pairs, "
           f"spread {(diag.max() - diag.min()):.0e}, value {diag[0].item():8.4f}, "
           f"closed form {closed[k + P - 1].item():8.4f}")
-pq = torch.arange(P, device=device)  # (P,)
-by_offset = closed[pq[:, None] - pq[None, :] + P - 1]  # (P, P): closed form at p - q
-print(f"all {P * P} pairs, {2 * P - 1} offsets: max|PE(p).PE(q) - closed form| = "
-      f"{(gram - by_offset).abs().max():.1e}")
-torch.testing.assert_close(gram, by_offset)
-torch.testing.assert_close(closed, closed.flip(0))  # even in the offset
 
 # %%
 # Plotted against the offset, all :math:`P^2` dot products collapse onto one curve: the
@@ -190,21 +200,6 @@ ax.set_title(f"PE(p)·PE(q) depends only on p − q: peak D/2 = {D // 2} at 0,\n
              "symmetric, decaying with ripples")
 ax.legend()
 plt.show()
-
-
-# %%
-# Image patches: one half per axis
-# --------------------------------
-# For an ``H x W`` grid of patches with row-major indices ``I: (H*W, 2)`` (page 01),
-# split the width: embed the row ``i`` with the first ``D / 2`` channels and the column
-# ``j`` with the other ``D / 2``, and concatenate. In general ``C`` index dims get
-# ``D / C`` channels each.
-def sinusoidal_pe_nd(I, D, dtype=torch.float32):
-    """I (..., N, C) integers -> (..., N, D): axis c in channels c*D/C .. (c+1)*D/C."""
-    C = I.shape[-1]
-    assert D % (2 * C) == 0, "each axis needs an even number of channels"
-    codes = [sinusoidal_pe(I[..., c], D // C, dtype=dtype) for c in range(C)]
-    return torch.cat(codes, dim=-1)  # (..., N, D)
 
 
 # %%
@@ -372,9 +367,10 @@ for k in (1, 7, 100):
     assert sign_gap > 0.5, "the sign of the blocks no longer matters?"
 
 # %%
-# Try it: the shift check in float32. Does M_100 still map PE(p) to PE(p + 100)?
-# ------------------------------------------------------------------------------
-# Repeat the check with float32 codes for the same thousand positions.
+# Try it: the shift check in float32. Does it still pass?
+# --------------------------------------------------------
+# Repeat the shift check with float32 codes for the same thousand positions and
+# :math:`k = 100`.
 
 # %%
 # It misses the default float32 tolerance (atol 1e-5) by the rounding of the large

@@ -38,12 +38,9 @@ print(f"device: {device}, torch {torch.__version__}")
 # The idea
 # --------
 # Read a head vector of ``Dh`` channels as ``Dh/2`` planes. At position ``pos``, RoPE
-# turns plane ``i`` by ``pos * inv_freq[i]``, with frequencies falling geometrically
-# from one radian per position, :math:`\omega_i = \mathrm{base}^{-2i/D_h}`
-# (``inv_freq`` in code). A query at position :math:`m` and a key at position
-# :math:`n` are turned by :math:`m\,\omega_i` and :math:`n\,\omega_i`; rotations
-# compose, so their dot product only sees the angle between them,
-# :math:`(n - m)\,\omega_i`:
+# turns plane ``i`` by ``pos * inv_freq[i]``, :math:`\omega_i = \mathrm{base}^{-2i/D_h}`
+# (``inv_freq`` in code). Rotations compose, so a query at :math:`m` and a key at
+# :math:`n` only see the angle between them, :math:`(n - m)\,\omega_i`:
 #
 # .. math::
 #
@@ -53,10 +50,8 @@ print(f"device: {device}, torch {torch.__version__}")
 #    \langle R(m\,\omega_i)\, q,\; R(n\,\omega_i)\, k \rangle
 #    = \langle q,\; R\big((n - m)\,\omega_i\big)\, k \rangle .
 #
-# Left: one pair turning with the position; the query at 0 and the key at 3 enclose the
-# same angle as the query at 4 and the key at 7. Right: the logits of a random query
-# and key (``Dh = 16``, all pairs together) at every pair of positions are constant
-# along each diagonal ``n - m`` (base 100, so that every pair turns visibly).
+# Left: one pair; q at 0 and k at 3 enclose the angle of q at 4 and k at 7. Right: the
+# logits of a random q and k (``Dh = 16``, base 100) are constant along each ``n - m``.
 omega = 0.4  # one pair's frequency (rad per position)
 Dh_idea = 16
 inv_freq_idea = 1.0 / 100.0 ** (torch.arange(0, Dh_idea, 2) / Dh_idea)  # (Dh/2,)
@@ -94,11 +89,9 @@ plt.show()
 # %%
 # From scratch: the rotate-half layout
 # ------------------------------------
-# Hugging Face's Llama (and GPT-NeoX) pairs channel ``i`` with channel ``i + Dh/2``:
-# ``rotate_half`` maps each pair :math:`(x_i, x_{i+D_h/2})` to
-# :math:`(-x_{i+D_h/2}, x_i)`, so ``x * cos + rotate_half(x) * sin`` is the 2x2 rotation
-# above, applied to all pairs at once. The cos and sin tables depend only on the
-# positions; a model computes them once per forward pass and shares them across layers.
+# Hugging Face's Llama (and GPT-NeoX) pairs channel ``i`` with ``i + Dh/2``:
+# ``rotate_half`` maps :math:`(x_i, x_{i+D_h/2})` to :math:`(-x_{i+D_h/2}, x_i)`, so
+# ``x * cos + rotate_half(x) * sin`` rotates all pairs at once (cos, sin: per position).
 def rope_inv_freq(Dh, base, dtype=torch.float32):
     """Per-pair frequencies base ** (-2i / Dh) for i < Dh/2: (Dh/2,), in `dtype`."""
     return 1.0 / base ** (torch.arange(0, Dh, 2, dtype=dtype) / Dh)
@@ -156,37 +149,28 @@ def rope_real(x, pos, base=10000.0):
 # %%
 # Two layouts, one rotation up to a permutation
 # ---------------------------------------------
-# De-interleaving the channels, ``perm = [0, 2, 4, ..., 1, 3, 5, ...]``, moves each
-# adjacent pair ``(2i, 2i+1)`` to ``(i, i + Dh/2)``, so the two layouts compute the same
-# rotation: ``rope(x[..., perm]) == rope_real(x)[..., perm]``.
-# Queries of shape ``(B, Nh, L, Dh)`` at positions up to 4096.
-B, Nh, L, Dh = 2, 4, 16, 64
-base = 10000.0
-x = torch.randn(B, Nh, L, Dh, device=device)  # (B, Nh, L, Dh)
+# De-interleaving, ``perm = [0, 2, 4, ..., 1, 3, 5, ...]``, moves the adjacent pair
+# ``(2i, 2i+1)`` to ``(i, i+Dh/2)``: ``rope(x[..., perm]) == rope_real(x)[..., perm]``.
+B, Nh, L, Dh, base = 2, 4, 16, 64, 10000.0
+x = torch.randn(B, Nh, L, Dh, device=device)  # (B, Nh, L, Dh) queries
 pos = torch.randint(0, 4096, (L,), device=device)  # (L,) one position per token
 perm = torch.cat([torch.arange(0, Dh, 2), torch.arange(1, Dh, 2)]).to(device)  # (Dh,)
 cos, sin = rope_cos_sin(pos, Dh, base)  # (L, Dh) each
 halves = rope(x[..., perm], cos, sin)  # (B, Nh, L, Dh), channels in halves order
 adjacent = rope_real(x, pos)[..., perm]  # (B, Nh, L, Dh), same order
-print(f"perm = {perm[:4].tolist()} ... {perm[Dh // 2:Dh // 2 + 4].tolist()} ...")
-gap_perm = (halves - adjacent).abs().max().item()
-print(f"max|rope(x[perm]) - rope_real(x)[perm]| = {gap_perm:.2e}")
+print(f"max|rope(x[perm]) - rope_real(x)[perm]| = "
+      f"{(halves - adjacent).abs().max():.2e}")
 torch.testing.assert_close(halves, adjacent)
 
 # %%
 # The relative property
 # ---------------------
-# :math:`R_m` and :math:`R_n` are rotations in the same planes, so
-# :math:`R_m^\top R_n = R_{n-m}` and
-# :math:`\langle R_m q, R_n k \rangle = \langle q, R_{n-m} k \rangle`: the logit sees
-# only the offset :math:`n - m`. Checked for 1000 random pairs of positions up to 4096,
-# in float64: there :math:`m\, \omega_0` is up to 4096 rad, and float32 rounds such an
-# angle by up to ~2e-4 rad, far above float32's tolerance.
+# :math:`R_m^\top R_n = R_{n-m}`, so
+# :math:`\langle R_m q, R_n k \rangle = \langle q, R_{n-m} k \rangle`. Checked for 1000
+# random pairs of positions up to 4096, in float64 (float32 rounds such angles: Try it).
 P = 1000
-q64 = torch.randn(P, Dh, dtype=torch.float64, device=device)  # (P, Dh), P in place of L
-k64 = torch.randn(P, Dh, dtype=torch.float64, device=device)
-m = torch.randint(0, 4096, (P,), device=device)  # (P,) query positions
-n = torch.randint(0, 4096, (P,), device=device)  # (P,) key positions
+q64, k64 = torch.randn(2, P, Dh, dtype=torch.float64, device=device)  # (P, Dh) each
+m, n = torch.randint(0, 4096, (2, P), device=device)  # (P,) query, key positions
 lhs = (rope_complex(q64, m) * rope_complex(k64, n)).sum(-1)  # (P,) <R_m q, R_n k>
 rhs = (q64 * rope_complex(k64, n - m)).sum(-1)  # (P,) <q, R_(n-m) k>
 print(f"max|<R_m q, R_n k> - <q, R_(n-m) k>| = {(lhs - rhs).abs().max():.2e} (float64)")
@@ -353,8 +337,7 @@ plt.show()
 # %%
 # Try it: drop the permutation. Do the two layouts still agree?
 # -------------------------------------------------------------
-# Apply the rotate-half ``rope`` to tensors laid out in adjacent pairs, without
-# ``perm``, and compare with ``rope_real``.
+# Apply the rotate-half ``rope`` to adjacent-pair tensors, without ``perm``.
 
 # %%
 # They rotate different planes: applying one convention's code to tensors laid out for
@@ -366,8 +349,7 @@ assert gap > 1.0, "the two layouts agree without the permutation?"
 # %%
 # Try it: rotate in float32. Does a shift of 1e5 keep the logits?
 # ---------------------------------------------------------------
-# Repeat the shift check with float32 queries and keys of unit norm (logits in
-# [-1, 1]), for shifts from 1 to 1e5.
+# Repeat the shift check with float32 unit-norm queries and keys, shifts 1 to 1e5.
 
 # %%
 # The identity is just as exact in math, but the angles :math:`(p + s)\, \omega` are

@@ -43,16 +43,13 @@ print(f"device: {device}, torch {torch.__version__}")
 # .. math::
 #
 #    \mathrm{rope}(x, I_n) = [R(i)\,x^{\mathrm{row}},\ R(j)\,x^{\mathrm{col}}],
-#
-# .. math::
-#
+#    \qquad
 #    \langle \mathrm{rope}(q, I_n), \mathrm{rope}(k, I_m) \rangle
 #    = \langle \mathrm{rope}(q, I_n - I_m), k \rangle .
 #
-# For identical tokens ``q = k = 1`` (all ones) each pair contributes
-# :math:`2 \cos(\delta\,\omega_k)`, so a patch's logits form a map of the offset alone,
-# centred on the query (drawn here from that closed form; the page proves below that
-# axial RoPE produces exactly this map).
+# For ``q = k = 1`` (all ones) each pair contributes :math:`2 \cos(\delta\,\omega_k)`: a
+# map of the offset alone, centred on the query (drawn from that closed form; a Proof
+# shows axial RoPE gives exactly this map).
 import matplotlib.pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
@@ -66,7 +63,7 @@ closed_map = (2 * torch.cos(di[..., None] * omega).sum(-1)
 
 # A square map: a near-square canvas, no grid over the cells, integer patch indices,
 # and the legend below the axes, off the data.
-fig, ax = plt.subplots(figsize=(5.2, 5.2), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.4, 4.4), layout="constrained")
 im = ax.imshow(closed_map)
 ax.grid(False)
 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -75,8 +72,8 @@ ax.plot(W // 2, H // 2, "x", color="C3", ms=10, mew=2,
         label=f"query patch ({H // 2}, {W // 2})")
 ax.set_xlabel("key column j (patches)")
 ax.set_ylabel("key row i (patches)")
-ax.set_title("2-D axial RoPE, identical tokens: a patch's logits depend only\n"
-             "on the 2-D offset, so the pattern is centred on the query")
+ax.set_title("Axial RoPE, identical tokens: the logits depend\n"
+             "only on the 2-D offset, centred on the query")
 cax = ax.inset_axes([1.04, 0, 0.05, 1])  # a colorbar exactly as tall as the map
 fig.colorbar(im, cax=cax, label="logit <rope(q), rope(k)> (q = k = ones)")
 fig.legend(loc="outside lower center")
@@ -86,9 +83,8 @@ plt.show()
 # %%
 # Positions of a patch grid
 # -------------------------
-# The notes' formulation: tokens ``(..., N, D)`` and integer positions ``I`` of shape
-# ``(N, C)``. For an ``H x W`` grid of patches read row by row, ``C = 2`` and
-# ``I[i*W + j] = [i, j]``.
+# Tokens ``(..., N, D)``, integer positions ``I: (N, C)``; an ``H x W`` grid read row by
+# row has ``C = 2``, ``I[i*W + j] = [i, j]``.
 def grid_positions(H, W, device=None):
     """Row-major integer positions of an H x W grid: (H*W, 2), row i and column j."""
     rows, cols = torch.arange(H, device=device), torch.arange(W, device=device)
@@ -132,9 +128,8 @@ def rope_1d(x, pos, base=10000.0):
 # --------------------------
 # Split ``Dh`` into ``C`` equal blocks; block ``c`` is rotated by 1-D RoPE of coordinate
 # ``c``, with its own frequency list :math:`\omega_k = b^{-2k / (D_h/C)}` over its
-# ``Dh/C`` channels. Other codes share the frequencies differently (interleaving the
-# axes' pairs, or one list over ``Dh``); every claim below holds for any choice where
-# each angle is linear in one coordinate.
+# ``Dh/C`` channels (other codes share them differently; the claims hold whenever each
+# angle is linear in one coordinate).
 def rope_nd(x, I, base=10000.0):
     """Axial RoPE. x (..., N, Dh), I (N, C) integer positions -> (..., N, Dh)."""
     C, Dh = I.shape[-1], x.shape[-1]
@@ -149,28 +144,15 @@ def axial_logits(q, k, I):
 
 
 # %%
-# Rotations preserve length: every token keeps its norm, whatever its position.
-x = torch.randn(2, N, Dh, device=device, dtype=torch.float64)  # (B, N, Dh)
-ours_2d = rope_nd(x, I)  # (B, N, Dh)
-norm_gap = (ours_2d.norm(dim=-1) - x.norm(dim=-1)).abs().max().item()
-print(f"max| ||rope_nd(x)|| - ||x|| | = {norm_gap:.2e}")
-torch.testing.assert_close(ours_2d.norm(dim=-1), x.norm(dim=-1))
-
-# %%
 # Logits depend only on the 2-D offset
 # ------------------------------------
-# Give every patch the same query ``q`` and key ``k``: then the logit of pair ``(n, m)``
-# must be a function ``g`` of the offset ``I_n - I_m`` alone, and it is the relative
-# form ``g(delta) = <rope(q, delta), k>``: the query rotated by the offset, the key not
-# rotated. The 65 536 pairs share only ``(2H - 1)(2W - 1) = 961`` offsets.
+# Give every patch the same ``q`` and ``k``: the logit of pair ``(n, m)`` must then be
+# ``g(I_n - I_m) = <rope(q, I_n - I_m), k>``, the query rotated by the offset alone.
 q1, k1 = torch.randn(Dh, device=device), torch.randn(Dh, device=device)  # (Dh,) each
 same = axial_logits(q1.expand(N, Dh), k1.expand(N, Dh), I)  # (N, N)
 offsets = (I[:, None, :] - I[None, :, :]).reshape(N * N, 2)  # (N*N, 2), I_n - I_m
 relative = (rope_nd(q1.expand(N * N, Dh), offsets) @ k1).reshape(N, N)  # g(I_n - I_m)
-n_offsets = len(offsets.unique(dim=0))
-print(f"{N * N} pairs, {n_offsets} distinct 2-D offsets; "
-      f"max|logit - g(offset)| = {(same - relative).abs().max().item():.2e}")
-assert n_offsets == (2 * H - 1) * (2 * W - 1)
+print(f"{N * N} pairs: max|logit - g(offset)| = {(same - relative).abs().max():.2e}")
 torch.testing.assert_close(same, relative)
 
 # %%
@@ -178,14 +160,7 @@ torch.testing.assert_close(same, relative)
 # ---------------------
 # RoPE is step 2 of the notes' layer, after QK-norm and before attention: it rotates
 # ``q`` and ``k`` of every head (``(B, Nh, N, Dh)``; the positions broadcast over batch
-# and heads) and leaves ``v`` alone. The layer's output is unchanged by a shift of the
-# grid, but transposing the patch positions (reading the image column by column) changes
-# it: positions matter. In float64 on every device, for the same large angles as above;
-# whichever kernel ``scaled_dot_product_attention`` picks, the shift claim is an exact
-# identity, compared at float64's default tolerances.
-import math
-
-
+# and heads) and leaves ``v`` alone.
 class AxialRoPESelfAttention(torch.nn.Module):
     """Fused QKV, QK-norm, axial RoPE, attention, out_proj. (B, N, D), (N, C)."""
 
@@ -203,8 +178,7 @@ class AxialRoPESelfAttention(torch.nn.Module):
         qkv = self.qkv_proj(x).reshape(B, N, 3, Nh, Dh)  # (B, N, 3, Nh, Dh)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, Nh, N, Dh)
         q, k = rope_nd(self.q_norm(q), I), rope_nd(self.k_norm(k), I)  # q, k only
-        sdpa = torch.nn.functional.scaled_dot_product_attention
-        out = sdpa(q, k, v)  # (B, Nh, N, Dh)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v)  # B, Nh, N, Dh
         return self.out_proj(out.transpose(1, 2).reshape(B, N, D))  # (B, N, D)
 
 
@@ -212,6 +186,14 @@ class AxialRoPESelfAttention(torch.nn.Module):
 # Proof: shifts of the grid, the figure's map, the layer
 # ------------------------------------------------------
 #
+# The pairs share few offsets
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The ``N * N`` pairs of the check above share only ``(2H - 1)(2W - 1)`` 2-D offsets.
+n_offsets = len(offsets.unique(dim=0))
+print(f"{N * N} pairs, {n_offsets} distinct 2-D offsets")
+assert n_offsets == (2 * H - 1) * (2 * W - 1)
+
+# %%
 # Shifting the whole grid changes no logit
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # Give every patch its own query and key, and form the ``(N, N)`` logits
@@ -255,6 +237,11 @@ torch.testing.assert_close(row.cpu(), closed_map)
 # %%
 # The layer ignores a shift of the grid, not a transposition
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The layer's output is unchanged by a shift of the grid, but transposing the patch
+# positions (reading the image column by column) changes it: positions matter. In
+# float64 on every device, for the same large angles as above; whichever kernel
+# ``scaled_dot_product_attention`` picks, the shift claim is an exact identity, compared
+# at float64's default tolerances.
 B, Nh = 2, 4
 D = Nh * Dh  # 128
 layer = AxialRoPESelfAttention(D, Nh).to(device, torch.float64)  # float64: large angles
@@ -269,9 +256,20 @@ torch.testing.assert_close(y_shifted, y)
 assert gap > 0.01, "the layer no longer sees the positions?"
 
 # %%
-# Proof: against the definitions written out
-# ------------------------------------------
+# Proof: equal to the definitions written out, norms kept
+# -------------------------------------------------------
 #
+# Rotations preserve length
+# ~~~~~~~~~~~~~~~~~~~~~~~~~
+# Every token keeps its norm, whatever its position.
+x = torch.randn(2, N, Dh, device=device, dtype=torch.float64)  # (B, N, Dh)
+ours_2d = rope_nd(x, I)  # (B, N, Dh)
+norm_gap = (ours_2d.norm(dim=-1) - x.norm(dim=-1)).abs().max().item()
+print(f"max| ||rope_nd(x)|| - ||x|| | = {norm_gap:.2e}")
+torch.testing.assert_close(ours_2d.norm(dim=-1), x.norm(dim=-1))
+
+
+# %%
 # Axial RoPE equals its definition written out
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # The definition written out, sharing no helper with the code above: every angle
@@ -334,6 +332,8 @@ torch.testing.assert_close(relative.reshape(-1), separable)
 # head: head ``h`` owns channels ``h*Dh .. (h+1)*Dh - 1`` of each of ``q``, ``k``,
 # ``v``; its weights :math:`\mathrm{softmax}(q k^\top / \sqrt{D_h})` are computed
 # explicitly, and the heads are concatenated along the channels before ``out_proj``.
+import math
+
 with torch.no_grad():
     q_all, k_all, v_all = layer.qkv_proj(patches).split(D, dim=-1)  # each (B, N, D)
     heads = []
@@ -350,8 +350,7 @@ torch.testing.assert_close(y, y_ref)
 # %%
 # Try it: flatten the grid and use 1-D RoPE. What does it lose?
 # -------------------------------------------------------------
-# Number the patches ``n = i*W + j`` and apply 1-D RoPE over all ``Dh`` channels. Does
-# a shift of the grid still change nothing? Which patches does it take for neighbours?
+# Number the patches ``n = i*W + j``. Is a shift still harmless? Who are neighbours?
 
 # %%
 # A tempting shortcut: number the patches ``n = i*W + j`` and apply 1-D RoPE. On a fixed
@@ -445,7 +444,7 @@ plt.show()
 # %%
 # References
 # ----------
+# Su et al., *RoFormer* (2021), 1-D RoPE; Heo et al., *Rotary Position Embedding for
+# Vision Transformer* (2024), axial and mixed-frequency 2-D RoPE.
 # ``torch.view_as_complex``, ``torch.view_as_real``, ``torch.polar``,
 # ``torch.nn.functional.scaled_dot_product_attention``, ``torch.nn.LayerNorm``.
-# Su et al., *RoFormer* (2021) for 1-D RoPE; Heo et al., *Rotary Position Embedding for
-# Vision Transformer* (2024) for axial and mixed-frequency 2-D RoPE.

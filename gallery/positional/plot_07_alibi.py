@@ -2,10 +2,9 @@
 ALiBi: attention with linear biases
 ===================================
 
-ALiBi (Press et al., ICLR 2022) puts no positional embedding on the tokens at all: each
-head adds a penalty to its attention logits that grows linearly with the distance
-between query and key, with a fixed slope per head. Steep heads look locally, shallow
-heads almost uniformly; nothing but the offset between two tokens enters.
+ALiBi (Press et al., ICLR 2022) puts no positional embedding on the tokens: each head
+adds to its logits a penalty linear in the query-key distance, a fixed slope per head.
+Steep heads look locally, shallow ones almost uniformly; only offsets enter.
 
 **You will learn**
 
@@ -47,11 +46,9 @@ print(f"device: {device}, torch {torch.__version__}")
 #    \mathrm{softmax}_m\!\left(\frac{q_l \cdot k_m}{\sqrt{D_h}} - m_h\,(l - m)\right),
 #    \qquad m_h = 2^{-8 (h + 1) / N_h}, \quad h = 0, \dots, N_h - 1.
 #
-# When every token carries the same query and key, the bias alone sets the weights:
-# the last query's weight at distance :math:`d` is :math:`\propto e^{-m_h d}`, a
-# straight line on a log scale, steep for the first heads and nearly flat for the last
-# (computed here with ``softmax`` alone; the page proves SDPA gives exactly these
-# weights below).
+# For identical tokens the bias alone sets the weights: the last query's weight at
+# distance :math:`d` is :math:`\propto e^{-m_h d}`, a straight line on a log scale
+# (drawn with ``softmax`` alone; SDPA gives exactly these weights, below).
 import matplotlib.pyplot as plt
 
 L_fig, Nh_fig = 64, 8
@@ -101,9 +98,8 @@ assert torch.equal(slopes8, halving)  # powers of two: exact on every device
 # The bias as an attention mask
 # -----------------------------
 # :math:`\mathrm{bias}_{h,l,m} = -m_h (l - m)` for keys at or before the query,
-# :math:`-\infty` after it (causal, as in the paper). It is added to
-# :math:`q \cdot k / \sqrt{D_h}`, which is what an additive float ``attn_mask`` of shape
-# ``(Nh, L, L)`` does in ``scaled_dot_product_attention``; it broadcasts over the batch.
+# :math:`-\infty` after it (causal), added to :math:`q \cdot k / \sqrt{D_h}`: an
+# additive float ``attn_mask`` of shape ``(Nh, L, L)``, broadcast over the batch.
 def alibi_bias(pos, slopes, causal=True):
     """ALiBi bias from integer positions pos (L,) and slopes (Nh,): (Nh, L, L)."""
     rel = (pos[:, None] - pos[None, :]).to(slopes.dtype)  # (L, L), l - m
@@ -114,15 +110,13 @@ def alibi_bias(pos, slopes, causal=True):
 
 
 # %%
-# SDPA with the bias as ``attn_mask`` equals the attention written out. On CUDA a float
-# ``attn_mask`` rules out the flash kernel, and float32 inputs get the memory-efficient
-# one; on CPU the math path. Both are float32, compared at float32's default tolerances.
+# SDPA with the bias as ``attn_mask`` equals the attention written out (float32, default
+# tolerances; CUDA takes the memory-efficient kernel for a float mask, CPU math).
 B, L, Nh, Dh = 2, 64, 8, 16
 slopes = alibi_slopes(Nh, device)  # (Nh,)
 pos = torch.arange(L, device=device)  # (L,)
 bias = alibi_bias(pos, slopes)  # (Nh, L, L)
 q, k, v = torch.randn(3, B, Nh, L, Dh, device=device).unbind(0)  # each (B, Nh, L, Dh)
-
 sdpa = torch.nn.functional.scaled_dot_product_attention
 fused = sdpa(q, k, v, attn_mask=bias)  # (B, Nh, L, Dh)
 logits = torch.einsum("bhld,bhmd->bhlm", q, k) / math.sqrt(Dh) + bias  # (B, Nh, L, L)
@@ -134,29 +128,21 @@ torch.testing.assert_close(fused, explicit)
 # %%
 # Only offsets matter
 # -------------------
-# The bias is a Toeplitz matrix per head: its entries are a table ``f_h(l - m)`` looked
-# up by the offset, so every diagonal is constant. Building it from positions shifted by
-# 1000 gives the same tensor bit for bit: nothing absolute enters ALiBi.
+# Per head a table ``f_h(l - m)`` looked up by the offset; positions + 1000, same bits.
 d = torch.arange(-(L - 1), L, device=device)  # (2L - 1,), every offset l - m
 table = (-slopes[:, None] * d).masked_fill(d < 0, float("-inf"))  # (Nh, 2L - 1), f_h(d)
 lookup = table[:, pos[:, None] - pos[None, :] + L - 1]  # (Nh, L, L), f_h(l - m)
-print(f"bias == table[l - m]: {torch.equal(bias, lookup)}; diagonals constant: "
-      f"{torch.equal(bias[:, 1:, 1:], bias[:, :-1, :-1])}")
-print(f"shift by 1000 changes nothing: "
+print(f"bias == table[l - m]: {torch.equal(bias, lookup)}; shifted by 1000, the same: "
       f"{torch.equal(alibi_bias(pos + 1000, slopes), bias)}")
 assert torch.equal(bias, lookup)
-assert torch.equal(bias[:, 1:, 1:], bias[:, :-1, :-1])
 assert torch.equal(alibi_bias(pos + 1000, slopes), bias)
 
 # %%
 # Steeper heads look more locally
 # -------------------------------
-# Give every token the same query and key: :math:`q \cdot k / \sqrt{D_h}` is then the
-# same for every pair, and the bias alone decides the weights. The last query
-# :math:`l = L-1` sees keys at distance :math:`d = 0, \dots, L-1`, so its weights are
-# :math:`r^d (1 - r) / (1 - r^L)` with :math:`r = e^{-m_h}`: a normalized geometric
-# sequence, the curves of the figure above. Passing ``v = eye(L)`` makes SDPA return the
-# weights themselves.
+# With the same query and key for every token the bias alone decides: the last query
+# sees distances :math:`d = 0, \dots, L-1` with weights :math:`r^d (1 - r) / (1 - r^L)`,
+# :math:`r = e^{-m_h}`, the curves of the figure.
 same = torch.randn(Dh, device=device).expand(B, Nh, L, Dh)  # (B, Nh, L, Dh), all equal
 eye = torch.eye(L, device=device).expand(B, Nh, L, L)  # as values: out = weights
 weights = sdpa(same, same, eye, attn_mask=bias)  # (B, Nh, L, L)
@@ -166,25 +152,7 @@ r = torch.exp(-slopes)[:, None]  # (Nh, 1)
 closed = r**dist * (1 - r) / (1 - r**L)  # (Nh, L)
 print(f"max|SDPA weights - r^d (1 - r) / (1 - r^L)| = "
       f"{(last - closed).abs().max().item():.2e}")
-print("weight on the query itself, per head:",
-      " ".join(f"{w:.3f}" for w in last[:, 0].tolist()))
 torch.testing.assert_close(last, closed)
-
-# %%
-# The steepest head (:math:`m = 1/2`) puts :math:`1 - e^{-1/2}` =
-# :measured:`self_weight:.3f` of its weight on the query itself and at most
-# :measured:`far_weight:.1e` on any key beyond 20 tokens; the shallowest
-# (:math:`m = 1/256`) is nearly uniform, its weights varying by only
-# :math:`e^{(L - 1) m} = e^{63/256}` = :measured:`spread:.3f` times over all 64 keys.
-self_weight = last[0, 0].item()
-far_weight = last[0, 21:].max().item()
-spread = (last[-1].max() / last[-1].min()).item()
-print(f"m = 1/2: weight on itself {self_weight:.3f}, largest beyond 20 tokens "
-      f"{far_weight:.1e}")
-print(f"m = 1/256: max/min weight {spread:.3f}")
-torch.testing.assert_close(last[0, 0], 1 - torch.exp(torch.tensor(-0.5, device=device)))
-assert last[0, 21:].max() < 1e-4
-assert abs(spread - math.exp(63 / 256)) < 1e-3  # the closed form, e^((L - 1) m)
 
 # %%
 # Proof: the slopes follow the paper's procedure for every head count
@@ -212,8 +180,13 @@ for n in range(1, 65):
 print("alibi_slopes(Nh) matches the reference procedure for Nh = 1 .. 64")
 
 # %%
-# Proof: with all slopes zero the bias is the causal mask
-# -------------------------------------------------------
+# Proof: the bias is Toeplitz, and with all slopes zero the causal mask
+# ---------------------------------------------------------------------
+# A table looked up by the offset is constant along every diagonal.
+print(f"diagonals constant: {torch.equal(bias[:, 1:, 1:], bias[:, :-1, :-1])}")
+assert torch.equal(bias[:, 1:, 1:], bias[:, :-1, :-1])
+
+# %%
 # The ``-inf`` sits on the right side: with all slopes zero, the bias is just the causal
 # mask, and SDPA with it equals SDPA with ``is_causal=True``.
 no_slope = alibi_bias(pos, torch.zeros_like(slopes))  # (Nh, L, L)
@@ -224,15 +197,36 @@ print(f"slopes = 0: max|SDPA(attn_mask) - SDPA(is_causal=True)| = {zero_gap:.2e}
 torch.testing.assert_close(masked, causal)
 
 # %%
-# Try it: bias by the key position alone. Does attention change?
-# --------------------------------------------------------------
-# The paper's code adds :math:`m_h m` (the key position only, the same row for every
-# query) instead of :math:`-m_h (l - m)`. Build it, compare the masks and SDPA's
-# outputs, and check which weights the keys after the query get.
+# Proof: the steepest head looks locally, the shallowest almost uniformly
+# -----------------------------------------------------------------------
+print("weight on the query itself, per head:",
+      " ".join(f"{w:.3f}" for w in last[:, 0].tolist()))
 
 # %%
-# The two masks differ by :math:`-m_h l`, a constant along each row, and softmax ignores
-# constants per row: a different mask, the same attention.
+# The steepest head (:math:`m = 1/2`) puts :math:`1 - e^{-1/2}` =
+# :measured:`self_weight:.3f` of its weight on the query itself and at most
+# :measured:`far_weight:.1e` on any key beyond 20 tokens; the shallowest
+# (:math:`m = 1/256`) is nearly uniform, its weights varying by only
+# :math:`e^{(L - 1) m} = e^{63/256}` = :measured:`spread:.3f` times over all 64 keys.
+self_weight = last[0, 0].item()
+far_weight = last[0, 21:].max().item()
+spread = (last[-1].max() / last[-1].min()).item()
+print(f"m = 1/2: weight on itself {self_weight:.3f}, largest beyond 20 tokens "
+      f"{far_weight:.1e}")
+print(f"m = 1/256: max/min weight {spread:.3f}")
+torch.testing.assert_close(last[0, 0], 1 - torch.exp(torch.tensor(-0.5, device=device)))
+assert last[0, 21:].max() < 1e-4
+assert abs(spread - math.exp(63 / 256)) < 1e-3  # the closed form, e^((L - 1) m)
+
+# %%
+# Try it: bias by the key position alone. Does attention change?
+# --------------------------------------------------------------
+# The paper's code adds :math:`m_h m` instead of :math:`-m_h (l - m)`. Compare outputs.
+
+# %%
+# The key-only bias is the same row for every query; the two masks differ by
+# :math:`-m_h l`, a constant along each row, and softmax ignores constants per row: a
+# different mask, the same attention.
 key_only = (slopes[:, None, None] * pos.to(slopes.dtype)).expand(Nh, L, L)  # m_h * m
 key_only = key_only.masked_fill(torch.isinf(bias), float("-inf"))  # (Nh, L, L)
 mask_gap = (key_only - bias)[:, -1, 0].abs().max().item()  # l = L-1, m = 0: m_h (L-1)
@@ -260,12 +254,11 @@ assert nonzero == {"bias": 0, "key-only": 0}
 # %%
 # Try it: drop the causal mask. How does the middle query attend?
 # ---------------------------------------------------------------
-# Encoders, where every token sees every other, use :math:`-m_h |l - m|` without the
-# causal mask (``alibi_bias(..., causal=False)``). Predict the middle query's weights
-# for identical tokens, then check.
+# Encoders use ``alibi_bias(..., causal=False)``: predict the middle query's weights.
 
 # %%
-# They are :math:`e^{-m_h |d|}`, normalized, on both sides; the bias is symmetric.
+# The bias is :math:`-m_h |l - m|`, symmetric; for identical tokens the weights are
+# :math:`e^{-m_h |d|}`, normalized, on both sides.
 sym = alibi_bias(pos, slopes, causal=False)  # (Nh, L, L)
 mid = L // 2
 w_sym = sdpa(same, same, eye, attn_mask=sym)  # (B, Nh, L, L)
