@@ -137,7 +137,7 @@ torch.testing.assert_close(by_width.pow(2).mean(-1), m_demo / (M_demo + eps_demo
 # %%
 # From scratch
 # ------------
-# With RMSNorm, RoPE and the causal mask copied in Setup: the parameters carry Hugging
+# RMSNorm, RoPE and the causal mask are copied in Setup. The parameters carry Hugging
 # Face's names (``q_proj.weight``..., ``q_norm.weight``), so they load into its modules
 # as they are. The norm's weight has ``Dh`` entries per head, or ``Nh * Dh`` over the
 # width; RoPE in the rotate-half layout on the normalized ``q`` and ``k``, then causal
