@@ -44,6 +44,64 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
 # %%
+# The blocks this page shares with others, copied verbatim: RMSNorm (from
+# :doc:`/generated/normalization/plot_06_groupnorm_rmsnorm`), the rope family (from
+# :doc:`/generated/positional/plot_04_rope`) and the causal mask (from
+# :doc:`/generated/transformer/plot_03_causal_attention`).
+
+
+# Copied from normalization/plot_06_groupnorm_rmsnorm.py: RMSNorm
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x**2) + eps) * weight over the last dim, in float32 (as Llama)."""
+
+    def __init__(self, D, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(D))  # (D,)
+        self.eps = eps
+
+    def forward(self, x):  # (..., D) -> (..., D), in x's dtype
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+# Copied from positional/plot_04_rope.py: rope_inv_freq
+def rope_inv_freq(Dh, base, dtype=torch.float32):
+    """Per-pair frequencies base ** (-2i / Dh) for i < Dh/2: (Dh/2,), in `dtype`."""
+    return 1.0 / base ** (torch.arange(0, Dh, 2, dtype=dtype) / Dh)
+
+
+# Copied from positional/plot_04_rope.py: rope_cos_sin
+def rope_cos_sin(pos, Dh, base, dtype=torch.float32):
+    """pos (..., L) -> cos, sin (..., L, Dh), rotate-half layout, angles in `dtype`.
+
+    Channel i and channel i + Dh/2 form pair i and share its angle pos * inv_freq[i]."""
+    inv_freq = rope_inv_freq(Dh, base, dtype).to(pos.device)  # (Dh/2,)
+    angles = pos[..., None].to(dtype) * inv_freq  # (..., L, Dh/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (..., L, Dh)
+    return angles.cos(), angles.sin()
+
+
+# Copied from positional/plot_04_rope.py: rotate_half
+def rotate_half(x):
+    """(x1, x2) -> (-x2, x1) on the two halves of the last dim: x (..., Dh)."""
+    x1, x2 = x.chunk(2, dim=-1)  # (..., Dh/2) each
+    return torch.cat([-x2, x1], dim=-1)
+
+
+# Copied from positional/plot_04_rope.py: rope
+def rope(x, cos, sin):
+    """Rotate-half RoPE: x (..., L, Dh); cos, sin broadcast to it, e.g. (L, Dh) or
+    (B, 1, L, Dh) for x (B, Nh, L, Dh)."""
+    return x * cos + rotate_half(x) * sin
+
+
+# Copied from transformer/plot_03_causal_attention.py: causal_mask
+def causal_mask(L, device=None):
+    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
+    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
+
+# %%
 # The idea
 # --------
 # With ``f`` a sublayer (attention, then the MLP) and ``N`` a norm with its own weight
@@ -124,71 +182,13 @@ assert abs(toy_peri_ratio - 1) < 0.1  # the weights hardly matter (f is homogene
 # %%
 # From scratch: one block, four placements
 # ----------------------------------------
-# Everything but the placement is shared and written once: RMSNorm, the rope family
-# and the causal mask (copied from :doc:`/generated/positional/plot_04_rope` and
-# :doc:`/generated/transformer/plot_03_causal_attention`), grouped-query attention with
-# rotate-half RoPE (:doc:`/generated/transformer/plot_11_llama_decoder_layer`), an
-# optional RMSNorm of ``q`` and ``k`` over the whole width before the head split
-# (OLMo 2, see :doc:`plot_07_qk_norm`), a logit scale and an optional tanh soft-cap
-# (Gemma 2); a gated MLP with SiLU (Llama, OLMo 2) or tanh-GELU (Gemma 2, defined with
-# its ``1 + w`` norm in the proof). The projections carry Hugging Face's names.
-
-
-# Copied from normalization/plot_06_groupnorm_rmsnorm.py: RMSNorm
-class RMSNorm(nn.Module):
-    """x / sqrt(mean(x**2) + eps) * weight over the last dim, in float32 (as Llama)."""
-
-    def __init__(self, D, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(D))  # (D,)
-        self.eps = eps
-
-    def forward(self, x):  # (..., D) -> (..., D), in x's dtype
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)
-        return self.weight * x32.to(x.dtype)
-
-
-# Copied from positional/plot_04_rope.py: rope_inv_freq
-def rope_inv_freq(Dh, base, dtype=torch.float32):
-    """Per-pair frequencies base ** (-2i / Dh) for i < Dh/2: (Dh/2,), in `dtype`."""
-    return 1.0 / base ** (torch.arange(0, Dh, 2, dtype=dtype) / Dh)
-
-
-# Copied from positional/plot_04_rope.py: rope_cos_sin
-def rope_cos_sin(pos, Dh, base, dtype=torch.float32):
-    """pos (..., L) -> cos, sin (..., L, Dh), rotate-half layout, angles in `dtype`.
-
-    Channel i and channel i + Dh/2 form pair i and share its angle pos * inv_freq[i]."""
-    inv_freq = rope_inv_freq(Dh, base, dtype).to(pos.device)  # (Dh/2,)
-    angles = pos[..., None].to(dtype) * inv_freq  # (..., L, Dh/2)
-    angles = torch.cat([angles, angles], dim=-1)  # (..., L, Dh)
-    return angles.cos(), angles.sin()
-
-
-# Copied from positional/plot_04_rope.py: rotate_half
-def rotate_half(x):
-    """(x1, x2) -> (-x2, x1) on the two halves of the last dim: x (..., Dh)."""
-    x1, x2 = x.chunk(2, dim=-1)  # (..., Dh/2) each
-    return torch.cat([-x2, x1], dim=-1)
-
-
-# Copied from positional/plot_04_rope.py: rope
-def rope(x, cos, sin):
-    """Rotate-half RoPE: x (..., L, Dh); cos, sin broadcast to it, e.g. (L, Dh) or
-    (B, 1, L, Dh) for x (B, Nh, L, Dh)."""
-    return x * cos + rotate_half(x) * sin
-
-
-# Copied from transformer/plot_03_causal_attention.py: causal_mask
-def causal_mask(L, device=None):
-    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
-    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
-
-
-# %%
-# Attention, MLP and the block. ``placement`` is ``"pre"``, ``"post"``, ``"olmo2"`` or
-# ``"peri"``; ``sublayer`` is the one line that differs.
+# Everything but the placement is shared: RMSNorm, RoPE and the causal mask (copied in
+# Setup), grouped-query attention with rotate-half RoPE
+# (:doc:`/generated/transformer/plot_11_llama_decoder_layer`), OLMo 2's optional
+# RMSNorm of ``q`` and ``k`` over the whole width (:doc:`plot_07_qk_norm`), Gemma 2's
+# logit scale and tanh soft-cap, a gated MLP (SiLU, or Gemma 2's tanh GELU). The
+# projections carry Hugging Face's names. ``placement`` is ``"pre"``, ``"post"``,
+# ``"olmo2"`` or ``"peri"``; ``sublayer`` is the one line that differs.
 
 
 class DecoderAttention(nn.Module):
@@ -571,11 +571,9 @@ for name, block in ours.items():
 # %%
 # Try it: which detail of a block costs the most?
 # -----------------------------------------------
-# Change one thing in a block that matches its Hugging Face layer: the wrong placement
-# (OLMo 2's weights in a peri-LN block with added input norms of weight one, Gemma's
-# in a pre-LN block without its output norms), Gemma's norm weight used as ``w``
-# instead of ``1 + w``, its logits scaled by ``1/sqrt(Dh)``, no soft-cap, OLMo 2
-# without its q/k norm. Guess which misses the layer by the most, then open the answer.
+# Change one detail of a block that matches its Hugging Face layer: OLMo 2 as peri-LN,
+# Gemma 2 as pre-LN, Gemma's norm weight ``w`` for ``1 + w``, its logits scaled by
+# ``1/sqrt(Dh)``, no soft-cap, OLMo 2 without its q/k norm. Which misses by the most?
 import copy
 
 

@@ -43,53 +43,9 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
 # %%
-# The idea
-# --------
-# RMSNorm divides a row by its root mean square. For a query ``q`` of ``Nh`` heads of
-# ``Dh`` each, the row is one head (per head) or all of them (over the width):
-#
-# .. math::
-#
-#    \text{per head: } q_h \leftarrow \frac{w \odot q_h}
-#    {\sqrt{\tfrac{1}{D_h}\|q_h\|^2 + \epsilon}}, \qquad
-#    \text{over the width: } q_h \leftarrow \frac{w_h \odot q_h}
-#    {\sqrt{\tfrac{1}{N_h D_h}\sum_{h'}\|q_{h'}\|^2 + \epsilon}},
-#
-# and the same for ``k``. Per head, each head lands at RMS
-# :math:`\sqrt{m_h / (m_h + \epsilon)}` for its own mean square :math:`m_h`; over the
-# width, all heads share one divisor and keep their ratios. Here, on queries whose four
-# heads have RMS in the ratio 1 : 2 : 4 : 8, the smallest below ``sqrt(eps)``:
-Nh_demo, Dh_demo, eps_demo = 4, 16, 1e-3
-scales = torch.tensor([1.0, 2, 4, 8])  # (Nh,)
-q_demo = 0.02 * torch.randn(20, Nh_demo, Dh_demo) * scales[:, None]  # (tokens, Nh, Dh)
-by_head = torch.nn.functional.rms_norm(q_demo, (Dh_demo,), eps=eps_demo)
-by_width = torch.nn.functional.rms_norm(q_demo.flatten(1), (Nh_demo * Dh_demo,),
-                                        eps=eps_demo).view_as(q_demo)
-fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
-for i, (label, t) in enumerate((("before the norm", q_demo), ("per head (Qwen3)",
-                                by_head), ("over the width (OLMo 2)", by_width))):
-    rms = t.pow(2).mean(-1).sqrt().mean(0)  # (Nh,): each head's RMS, mean over tokens
-    ax.bar(torch.arange(Nh_demo) + (i - 1) * 0.27, rms, width=0.27, label=label)
-ax.set(xticks=range(Nh_demo), xticklabels=[f"head {h}" for h in range(Nh_demo)],
-       ylabel="RMS of q in the head", yscale="log",
-       title="per head, every head moves to RMS 1 (eps holds back the smallest);\n"
-             "over the width, the heads keep their ratios 1 : 2 : 4 : 8")
-ax.legend(fontsize=8)
-plt.show()
-
-# %%
-# Asserted, token by token: per head, :math:`m_h / (m_h + \epsilon)`; over the width,
-# :math:`m_h / (M + \epsilon)` with :math:`M` the mean of the token's :math:`m_h`.
-m_demo = q_demo.pow(2).mean(-1)  # (tokens, Nh): each head's mean square
-M_demo = m_demo.mean(-1, keepdim=True)  # (tokens, 1)
-torch.testing.assert_close(by_head.pow(2).mean(-1), m_demo / (m_demo + eps_demo))
-torch.testing.assert_close(by_width.pow(2).mean(-1), m_demo / (M_demo + eps_demo))
-
-# %%
-# From scratch
-# ------------
-# RMSNorm as a function (copied from its page), the rope family (copied from
-# :doc:`/generated/positional/plot_04_rope`), and the causal mask (from
+# The blocks this page shares with others, copied verbatim: RMSNorm as a function
+# (from :doc:`/generated/normalization/plot_06_groupnorm_rmsnorm`), the rope family
+# (from :doc:`/generated/positional/plot_04_rope`) and the causal mask (from
 # :doc:`/generated/transformer/plot_03_causal_attention`).
 
 
@@ -135,13 +91,57 @@ def causal_mask(L, device=None):
     """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
     return torch.ones(L, L, dtype=torch.bool, device=device).tril()
 
+# %%
+# The idea
+# --------
+# RMSNorm divides a row by its root mean square. For a query ``q`` of ``Nh`` heads of
+# ``Dh`` each, the row is one head (per head) or all of them (over the width):
+#
+# .. math::
+#
+#    \text{per head: } q_h \leftarrow \frac{w \odot q_h}
+#    {\sqrt{\tfrac{1}{D_h}\|q_h\|^2 + \epsilon}}, \qquad
+#    \text{over the width: } q_h \leftarrow \frac{w_h \odot q_h}
+#    {\sqrt{\tfrac{1}{N_h D_h}\sum_{h'}\|q_{h'}\|^2 + \epsilon}},
+#
+# and the same for ``k``. Per head, each head lands at RMS
+# :math:`\sqrt{m_h / (m_h + \epsilon)}` for its own mean square :math:`m_h`; over the
+# width, all heads share one divisor and keep their ratios. Here, on queries whose four
+# heads have RMS in the ratio 1 : 2 : 4 : 8, the smallest below ``sqrt(eps)``:
+Nh_demo, Dh_demo, eps_demo = 4, 16, 1e-3
+scales = torch.tensor([1.0, 2, 4, 8])  # (Nh,)
+q_demo = 0.02 * torch.randn(20, Nh_demo, Dh_demo) * scales[:, None]  # (tokens, Nh, Dh)
+by_head = torch.nn.functional.rms_norm(q_demo, (Dh_demo,), eps=eps_demo)
+by_width = torch.nn.functional.rms_norm(q_demo.flatten(1), (Nh_demo * Dh_demo,),
+                                        eps=eps_demo).view_as(q_demo)
+fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+for i, (label, t) in enumerate((("before the norm", q_demo), ("per head (Qwen3)",
+                                by_head), ("over the width (OLMo 2)", by_width))):
+    rms = t.pow(2).mean(-1).sqrt().mean(0)  # (Nh,): each head's RMS, mean over tokens
+    ax.bar(torch.arange(Nh_demo) + (i - 1) * 0.27, rms, width=0.27, label=label)
+ax.set(xticks=range(Nh_demo), xticklabels=[f"head {h}" for h in range(Nh_demo)],
+       ylabel="RMS of q in the head", yscale="log",
+       title="per head, every head moves to RMS 1 (eps holds back the smallest);\n"
+             "over the width, the heads keep their ratios 1 : 2 : 4 : 8")
+ax.legend(fontsize=8)
+plt.show()
 
 # %%
-# The attention: the parameters carry Hugging Face's names (``q_proj.weight``...,
-# ``q_norm.weight``), so they load into its modules as they are. The norm's weight has
-# ``Dh`` entries per head, or ``Nh * Dh`` over the width; RoPE in the rotate-half
-# layout on the normalized ``q`` and ``k``, then causal grouped-query attention.
-# (Gemma 3's two changes, ``1 + w`` and its logit scale, are options used at the end.)
+# Asserted, token by token: per head, :math:`m_h / (m_h + \epsilon)`; over the width,
+# :math:`m_h / (M + \epsilon)` with :math:`M` the mean of the token's :math:`m_h`.
+m_demo = q_demo.pow(2).mean(-1)  # (tokens, Nh): each head's mean square
+M_demo = m_demo.mean(-1, keepdim=True)  # (tokens, 1)
+torch.testing.assert_close(by_head.pow(2).mean(-1), m_demo / (m_demo + eps_demo))
+torch.testing.assert_close(by_width.pow(2).mean(-1), m_demo / (M_demo + eps_demo))
+
+# %%
+# From scratch
+# ------------
+# RMSNorm, RoPE and the causal mask are copied in Setup. The parameters carry Hugging
+# Face's names (``q_proj.weight``..., ``q_norm.weight``), so they load into its modules
+# as they are. The norm's weight has ``Dh`` entries per head, or ``Nh * Dh`` over the
+# width; RoPE in the rotate-half layout on the normalized ``q`` and ``k``, then causal
+# grouped-query attention. (Gemma 3's ``1 + w`` and logit scale are options.)
 
 
 def qk_norm_attention(x, P, cos, sin, Nh, Nkv, per_head, eps, one_plus=False,
@@ -187,29 +187,15 @@ def random_params(D, Nh, Nkv, Dh, per_head, head_scale):
     return P
 
 
-def orthogonal_heads(w, n, Dh):
-    """Projection (n*Dh, D) whose head h is a random rotation of head 0 of w."""
-    rotations = [torch.eye(Dh)] + [torch.linalg.qr(torch.randn(Dh, Dh))[0]
-                                   for _ in range(n - 1)]
-    return torch.cat([R.to(w.device) @ w[:Dh] for R in rotations])  # (n*Dh, D)
-
-
 # %%
 # Two norms, two answers
 # ----------------------
-# ``D = 64``, ``Nh = 4`` query heads of ``Dh = 16`` sharing ``Nkv = 2`` key/value heads,
-# ``rope_theta = 1000`` and ``eps = 1e-3``: the inputs are small (mean square of ``q``
-# :measured:`q_mean_square:.1e`), so a norm without ``eps`` fails. Query head ``h``
-# is scaled by ``2**(h - 1)``: heads of a trained model differ in size, and this is
-# where the two QK-norms part. The positions are uneven (row 1 steps by 3 from 2).
-#
-# Give both variants the same projections and the same norm weight (OLMo 2's
-# width-``Nh * Dh`` weight is Qwen3's ``Dh`` weight repeated per head), so that only
-# the row the RMS is taken over differs. The two disagree unless all heads of ``q``
-# (and of ``k``) have the same RMS in every token. Two cases where they do: one head
-# (the same formula on the same row, proven below on Hugging Face's modules), and
-# projections in which head ``h`` is an orthogonal rotation ``R_h`` of head 0, so
-# :math:`\|q_h\| = \|R_h q_0\| = \|q_0\|` for every input.
+# ``D = 64``, ``Nh = 4`` query heads of ``Dh = 16`` sharing ``Nkv = 2``, ``eps = 1e-3``
+# at small inputs (mean square of ``q`` :measured:`q_mean_square:.1e`), query head
+# ``h`` scaled by ``2**(h - 1)`` as heads of a trained model differ in size, uneven
+# positions. Both variants get the same projections and the same norm weight (OLMo 2's
+# width-``Nh * Dh`` weight is Qwen3's ``Dh`` weight repeated per head): only the row
+# the RMS is taken over differs.
 D, Nh, Nkv, Dh = 64, 4, 2, 16
 THETA, EPS = 1000.0, 1e-3
 head_scale = 2.0 ** (torch.arange(Nh) - 1)  # (Nh,): 0.5, 1, 2, 4
@@ -232,6 +218,25 @@ rel = ((out_head - out_width).norm() / out_head.norm()).item()
 print(f"same weights, per head vs over the width: relative gap {rel:.3f}")
 assert rel > 0.1  # heads of RMS 1/2 .. 4 normalized differently
 
+# %%
+# Proof: heads of equal RMS make the two norms agree
+# --------------------------------------------------
+# The two disagree unless all heads of ``q`` (and of ``k``) have the same RMS in every
+# token. Two cases where they do: one head (the same formula on the same row, proven
+# below on Hugging Face's modules), and projections in which head ``h`` is an
+# orthogonal rotation ``R_h`` of head 0, so :math:`\|q_h\| = \|R_h q_0\| = \|q_0\|`
+# for every input.
+
+
+def orthogonal_heads(w, n, Dh):
+    """Projection (n*Dh, D) whose head h is a random rotation of head 0 of w."""
+    rotations = [torch.eye(Dh)] + [torch.linalg.qr(torch.randn(Dh, Dh))[0]
+                                   for _ in range(n - 1)]
+    return torch.cat([R.to(w.device) @ w[:Dh] for R in rotations])  # (n*Dh, D)
+
+
+# %%
+# The rotated projections, in both variants:
 rotated_q = orthogonal_heads(P_head["q_proj.weight"], Nh, Dh)
 rotated_k = orthogonal_heads(P_head["k_proj.weight"], Nkv, Dh)
 P_eq_head = dict(P_head, **{"q_proj.weight": rotated_q, "k_proj.weight": rotated_k})

@@ -44,12 +44,10 @@ print(f"device: {device}, torch {torch.__version__}")
 #    \mathrm{DyT}(x) = \gamma \odot \tanh(\alpha x) + \beta, \qquad
 #    \mathrm{LN}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta .
 #
-# On one token LayerNorm is a line of slope :math:`1/\sqrt{\sigma^2 + \epsilon}`. Feed
-# it tokens whose sizes differ (here two outlier channels whose size varies from token
-# to token, as in trained models) and plot every input against its output: large
-# tokens get flat lines and only they reach large ``|x|``, so the cloud bends into an
-# S. The least-squares ``A tanh(alpha x)`` follows it (fitted on a grid of ``alpha``,
-# as below for a random transformer stack).
+# On one token LayerNorm is a line of slope :math:`1/\sqrt{\sigma^2 + \epsilon}`. On
+# tokens of different sizes (outlier channels sized per token, as in trained models),
+# large tokens get flat lines and alone reach large ``|x|``: together the lines bend
+# into an S, which the least-squares ``A tanh(alpha x)`` fits.
 tokens = torch.randn(64, 64)  # (tokens, D)
 tokens[:, [3, 17]] = torch.tensor([1.0, -1.0]) * 30 * torch.rand(64, 2) ** 2
 out = nn.functional.layer_norm(tokens, (64,))  # (tokens, D)
@@ -71,9 +69,9 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# One learnable scalar ``alpha`` (initialized to 0.5 in the paper's reference code) sets
-# where the tanh bends; ``weight`` and ``bias`` of shape ``(D,)`` are LayerNorm's
-# affine, initialized like it to ones and zeros.
+# A learnable scalar ``alpha`` (0.5 at init in the paper's reference code) sets where
+# the tanh bends; ``weight`` and ``bias`` ``(D,)`` are LayerNorm's affine, ones and
+# zeros at init.
 
 
 class DyT(nn.Module):
@@ -90,57 +88,35 @@ class DyT(nn.Module):
 
 
 # %%
-# A fresh DyT against the reference's defaults; then its parameters are moved off
-# their init (``alpha = 1.7``, random affine), so a dropped ``alpha``, weight or bias
-# would show below.
+# Shared with LayerNorm: a bounded output
+# ---------------------------------------
+# Both squash, however large one feature grows: LayerNorm without its affine to
+# :math:`\sqrt{D - 1}`, tanh to 1. (Our DyT moves off its init: ``alpha = 1.7``, a
+# random affine.)
 B, L, D = 2, 5, 8
-ALPHA_INIT_REFERENCE = 0.5  # DynamicTanh(..., alpha_init_value=0.5) in dynamic_tanh.py
 dyt = DyT(D).to(device)
-alpha_init = dyt.alpha.item()
-print(f"fresh: alpha {alpha_init} (reference default {ALPHA_INIT_REFERENCE}), weight "
-      f"{tuple(dyt.weight.shape)}, bias {tuple(dyt.bias.shape)}")
-assert alpha_init == ALPHA_INIT_REFERENCE  # the module's initial alpha
-assert torch.equal(dyt.weight, torch.ones(D, device=device))  # LayerNorm's init
-assert torch.equal(dyt.bias, torch.zeros(D, device=device))
 with torch.no_grad():
     dyt.alpha.fill_(1.7)
     dyt.weight.copy_(torch.randn(D, device=device))
     dyt.bias.copy_(torch.randn(D, device=device))
-
-# %%
-# What DyT shares with LayerNorm: a bounded output
-# ------------------------------------------------
-# Both squash. Without its affine, LayerNorm's output over ``D`` features never exceeds
-# :math:`\sqrt{D - 1}` in magnitude, reached when one feature is an outlier and the
-# others equal; tanh never exceeds 1. Grow one feature of a token a thousandfold: the
-# input grows without bound, both outputs stay under their caps.
 ln_plain = nn.LayerNorm(D, elementwise_affine=False).to(device)
 base = torch.linspace(-1, 1, D, device=device)  # (D,)
-print("  outlier   LN output   DyT output (alpha 1.7, no affine)")
 for big in (10.0, 100.0, 1000.0):
     v = base.clone()
     v[0] = big
     y_ln, y_dyt = ln_plain(v)[0].item(), torch.tanh(dyt.alpha * v[0]).item()
-    print(f"  {big:7.0f}   {y_ln:9.4f}   {y_dyt:10.6f}")
+    print(f"outlier {big:6.1f}: LN output {y_ln:.4f} (cap sqrt(D - 1) = "
+          f"{(D - 1) ** 0.5:.4f}), DyT {y_dyt:.6f} (cap 1)")
     assert y_ln <= (D - 1) ** 0.5  # LayerNorm's cap; tanh's, 1, holds by definition
     assert y_dyt > 1 - 1e-6  # the outlier itself is squashed to tanh's cap
-print(f"caps: sqrt(D - 1) = {(D - 1) ** 0.5:.4f}, tanh: 1")
-v = torch.zeros(D, device=device)
-v[0] = 1000.0
-print(f"one outlier, the others equal: LN output {ln_plain(v)[0].item():.4f}")
-torch.testing.assert_close(ln_plain(v)[0], torch.tensor((D - 1) ** 0.5, device=device))
 
 # %%
-# What DyT does not share: shift and scale invariance
-# ---------------------------------------------------
-# LayerNorm subtracts the token's mean and divides by its standard deviation, so adding
-# a constant ``c`` to every feature of a token changes nothing, and multiplying the
-# token by ``k > 0`` changes only the weight of ``eps``:
-# :math:`\mathrm{LN}_\epsilon(kx) = \mathrm{LN}_{\epsilon/k^2}(x)` exactly. Both are
-# asserted in float64 (the eps identity with F.layer_norm, so that it fails if eps
-# were dropped or put outside the square root). DyT has no statistics to absorb
-# either change: its outputs move.
-# Both in float64, with a random affine and DyT's alpha at 1.7.
+# Not shared: shift and scale invariance
+# --------------------------------------
+# LayerNorm subtracts the token's mean and divides by its standard deviation: adding
+# ``c`` to every feature of a token changes nothing, nor (up to ``eps``) does
+# multiplying it by ``k > 0``. DyT has no statistics to absorb either change (float64,
+# random affines, DyT's alpha at 1.7).
 ln = nn.LayerNorm(D).to(device).double()
 dyt64 = DyT(D).to(device).double()
 with torch.no_grad():
@@ -153,28 +129,18 @@ c, k = 3.0, 5.0
 with torch.no_grad():
     shift_ln = (ln(x64 + c) - ln(x64)).abs().max().item()
     shift_dyt = (dyt64(x64 + c) - dyt64(x64)).abs().max().item()
-    ln_kx = ln(k * x64)
-    ln_eps = nn.functional.layer_norm(x64, (D,), ln.weight, ln.bias, eps=ln.eps / k**2)
     scale_dyt = (dyt64(k * x64) - dyt64(x64)).abs().max().item()
-    eps_gap = (ln_kx - ln(x64)).abs().max().item()
-print(f"x + {c}: max|LN change| {shift_ln:.1e}, max|DyT change| {shift_dyt:.2f}")
-print(f"{k} x:   max|LN(kx) - LN_eps/k^2(x)| "
-      f"{(ln_kx - ln_eps).abs().max().item():.1e}, "
-      f"max|DyT change| {scale_dyt:.2f}")
-print(f"        (LN(kx) - LN(x) at variance 1e-3, where eps is 1 %: {eps_gap:.1e})")
+print(f"x + {c}: max|LN change| {shift_ln:.1e}, max|DyT change| {shift_dyt:.2f}; "
+      f"{k} x: max|DyT change| {scale_dyt:.2f}")
 torch.testing.assert_close(ln(x64 + c), ln(x64))
-torch.testing.assert_close(ln_kx, ln_eps)
-assert eps_gap > 1e-3  # LN(kx) = LN(x) holds only up to eps
 assert shift_dyt > 0.5 and scale_dyt > 0.1  # DyT's outputs move (printed above)
 
 # %%
 # On one token LayerNorm is a line, DyT a curve
 # ---------------------------------------------
-# Take a token whose features have mean 0 and standard deviation ``s``. LayerNorm maps
-# it by the straight line :math:`x \mapsto x / \sqrt{s^2 + \epsilon}`: linear in
-# every feature, however large. DyT (with ``alpha`` 0.5 and the identity affine, as at
-# initialization) is linear with slope ``alpha`` only near 0 and saturates at 1: at
-# ``s = 4`` the largest features are squashed.
+# A token of mean 0 and standard deviation ``s``: LayerNorm maps it by the line
+# :math:`x \mapsto x / \sqrt{s^2 + \epsilon}`, however large a feature. DyT at init
+# (``alpha`` 0.5, identity affine) is the line ``0.5 x`` only near 0, saturates at 1.
 ln_id = nn.LayerNorm(D, elementwise_affine=False).to(device)
 dyt_id = DyT(D).to(device)
 z = torch.linspace(-1, 2, D, device=device)
@@ -329,9 +295,21 @@ print(f"tanh / line RMS: all points {ratio_all_lo:.2f} to {ratio_all_hi:.2f}, "
 # The paper's reference code (``dynamic_tanh.py`` of facebookresearch/DynamicTanh)
 # squashes first, then applies the affine either channels last, ``(B, L, D)`` for
 # tokens, or channels first, ``(B, C, H, W)`` for ConvNeXt, with the per-channel
-# parameters broadcast as ``weight[:, None, None]``. The function below writes that
-# out, with tanh spelled as :math:`1 - 2 / (e^{2z} + 1)` so that it shares no code
-# with the module. Our DyT's parameters are the moved ones above.
+# parameters broadcast as ``weight[:, None, None]``. First a fresh DyT against the
+# reference's defaults (its init draws nothing at random).
+ALPHA_INIT_REFERENCE = 0.5  # DynamicTanh(..., alpha_init_value=0.5) in dynamic_tanh.py
+fresh = DyT(D).to(device)
+alpha_init = fresh.alpha.item()
+print(f"fresh: alpha {alpha_init} (reference default {ALPHA_INIT_REFERENCE}), weight "
+      f"{tuple(fresh.weight.shape)}, bias {tuple(fresh.bias.shape)}")
+assert alpha_init == ALPHA_INIT_REFERENCE  # the module's initial alpha
+assert torch.equal(fresh.weight, torch.ones(D, device=device))  # LayerNorm's init
+assert torch.equal(fresh.bias, torch.zeros(D, device=device))
+
+# %%
+# The function below writes the reference out, with tanh spelled as
+# :math:`1 - 2 / (e^{2z} + 1)` so that it shares no code with the module. Our DyT's
+# parameters are the moved ones above.
 
 
 def dyt_reference(x, alpha, weight, bias, channels_last):
@@ -401,6 +379,27 @@ print(f"within a token: max off-diagonal |J| "
 torch.testing.assert_close(block_dyt, torch.diag(diag).detach())
 assert block_dyt[off].abs().max() == 0  # exactly diagonal
 assert block_ln[off].abs().max() > 0.05  # each feature moves the others
+
+# %%
+# Proof: LayerNorm's cap is reached; scaling x by k only rescales eps
+# -------------------------------------------------------------------
+# The cap :math:`\sqrt{D - 1}` is reached when one feature is an outlier and the others
+# are equal. Multiplying a token by ``k`` changes only the weight of ``eps``:
+# :math:`\mathrm{LN}_\epsilon(kx) = \mathrm{LN}_{\epsilon/k^2}(x)` exactly, asserted
+# with ``F.layer_norm`` on the float64 inputs above (variance about 1e-3, where eps is
+# 1 %), so that it fails if eps were dropped or put outside the square root.
+v = torch.zeros(D, device=device)
+v[0] = 1000.0
+print(f"one outlier, the others equal: LN output {ln_plain(v)[0].item():.4f}")
+torch.testing.assert_close(ln_plain(v)[0], torch.tensor((D - 1) ** 0.5, device=device))
+with torch.no_grad():
+    ln_kx = ln(k * x64)
+    ln_eps = nn.functional.layer_norm(x64, (D,), ln.weight, ln.bias, eps=ln.eps / k**2)
+    eps_gap = (ln_kx - ln(x64)).abs().max().item()
+print(f"{k} x: max|LN(kx) - LN_eps/k^2(x)| {(ln_kx - ln_eps).abs().max().item():.1e}")
+torch.testing.assert_close(ln_kx, ln_eps)
+print(f"LN(kx) - LN(x) at variance 1e-3, where eps is 1 %: {eps_gap:.1e}")
+assert eps_gap > 1e-3  # LN(kx) = LN(x) holds only up to eps
 
 # %%
 # Try it: give every token the same outlier size. Is the cloud still an S?
