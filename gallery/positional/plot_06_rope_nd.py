@@ -200,8 +200,16 @@ assert n_offsets == (2 * H - 1) * (2 * W - 1)
 # ``<rope(q_n, I_n), rope(k_m, I_m)>``. Moving every patch by ``(di, dj)`` rotates each
 # vector by a different amount, yet leaves every logit as it was: only differences of
 # angles survive the dot product. float64: the shifted angles reach 300 rad, where
-# float32 rounds the angle itself by up to ~2e-5 rad, and the logits then drift by a few
-# 1e-5, beyond the default tolerance.
+# float32 misses the angles themselves by up to :measured:`angle_err_f32:.1e` rad (its
+# frequency and its product each rounded), and the logits then drift beyond float32's
+# default tolerance.
+p_shift = torch.arange(-300, 301, device=device)  # every coordinate the shift reaches
+angle_err_f32 = (  # float32's angles against float64's, every position and frequency
+    (p_shift.float()[:, None] * frequencies(Dh // 2, 10000.0, torch.float32, device))
+    .double() - p_shift.double()[:, None]
+    * frequencies(Dh // 2, 10000.0, torch.float64, device)).abs().max().item()
+print(f"float32 angles up to 300 rad miss float64's by up to {angle_err_f32:.1e} rad")
+assert angle_err_f32 > 1e-6, "float32 angles this large are not exact"
 q64 = torch.randn(N, Dh, device=device, dtype=torch.float64)  # (N, Dh), one per patch
 k64 = torch.randn(N, Dh, device=device, dtype=torch.float64)  # (N, Dh)
 shift = torch.tensor([100, -300], device=device)
@@ -213,6 +221,12 @@ print(f"shift {shift.tolist()}: rotated queries move by up to {moved:.2f}, "
       f"logits by {gap:.2e}")
 assert moved > 1.0, "the shift no longer rotates the vectors?"
 torch.testing.assert_close(axial_logits(q64, k64, I + shift), axial_logits(q64, k64, I))
+q32, k32 = q64.float(), k64.float()  # the same vectors in float32: the drift is real
+drift32 = axial_logits(q32, k32, I + shift) - axial_logits(q32, k32, I)  # (N, N)
+print(f"in float32 the same shift moves the logits by up to {drift32.abs().max():.1e}")
+# torch.testing's float32 tolerances: the drift exceeds them
+assert not torch.allclose(axial_logits(q32, k32, I + shift), axial_logits(q32, k32, I),
+                          rtol=1.3e-6, atol=1e-5), "float32 suffices after all?"
 
 # %%
 # The figure's map is the logits of axial RoPE
@@ -294,9 +308,14 @@ def rope_reference(x, I):
 # %%
 # With ``C = 1`` (a sequence, ``I[n] = [n]``) axial RoPE is 1-D RoPE over all ``Dh``
 # channels. Both agree with the reference, and so does the 2-D case. In float64: the
-# sequence positions reach 255, an angle of 255 rad, which float32 rounds by up to 8e-6
-# rad, and the reference computes its angles in float64.
+# sequence positions reach 255, angles of up to 255 rad, which float32 misses by up to
+# :measured:`angle_err_255:.1e` rad, and the reference computes its angles in float64.
 seq = torch.arange(N, device=device)  # (N,)
+angle_err_255 = (  # 1-D RoPE over all Dh channels: float32's angles against float64's
+    (seq.float()[:, None] * frequencies(Dh, 10000.0, torch.float32, device)).double()
+    - seq.double()[:, None] * frequencies(Dh, 10000.0, torch.float64, device)
+).abs().max().item()
+print(f"float32 angles up to 255 rad miss float64's by up to {angle_err_255:.1e} rad")
 ours_1d = rope_nd(x, seq[:, None])  # I of shape (N, 1)
 ref_1d = rope_reference(x, seq[:, None])  # (B, N, Dh)
 print(f"C = 1: max|rope_nd - rope_1d| = {(ours_1d - rope_1d(x, seq)).abs().max():.2e}, "
