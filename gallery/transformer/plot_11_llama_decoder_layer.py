@@ -341,7 +341,7 @@ c4, s4 = cos[:, None], sin[:, None]  # (B, 1, L, Dh)
 via_halves = torch.empty_like(t)
 via_halves[..., halves] = rope(t[..., halves], c4, s4)
 gap_layout = (rope_adjacent(t, c4, s4) - rope(t, c4, s4)).abs().max().item()
-print(f"adjacent pairs vs permuted rotate-half: max |diff| = "
+print(f"adjacent pairs vs permuted rotate-half: max|diff| = "
       f"{(rope_adjacent(t, c4, s4) - via_halves).abs().max():.1e}; "
       f"vs rotate-half itself: {gap_layout:.2f}")
 torch.testing.assert_close(rope_adjacent(t, c4, s4), via_halves)
