@@ -2,11 +2,9 @@
 GPT-2, whole, against Hugging Face
 ==================================
 
-The chapter's pieces, corrected, stacked into GPT-2: token and position embeddings,
-pre-LN blocks of causal attention and a tanh-GELU MLP, a final LayerNorm, and an LM
-head that reuses the token embedding. Our modules carry Hugging Face's names, so a
-random ``GPT2LMHeadModel``'s state dict loads into ours as it is, and every hidden
-state, the logits and the gradients of one loss come out equal.
+The chapter's pieces stacked into GPT-2 under Hugging Face's names: a random
+``GPT2LMHeadModel``'s state dict loads into ours as it is, and hidden states, logits
+and gradients come out equal.
 
 **You will learn**
 
@@ -15,9 +13,9 @@ state, the logits and the gradients of one loss come out equal.
 - why naming modules as Hugging Face does replaces a hand-written name map
 - what weight tying is (one tensor, not two equal ones), and how a gradient shows it
 
-**Prerequisites:** :doc:`/generated/transformer/plot_03_causal_attention` (the causal
-mask), :doc:`/generated/transformer/plot_04_conv1d_feedforward` (``Conv1D`` and the
-MLP), :doc:`/generated/transformer/plot_05_transformer_block` (pre-LN blocks).
+**Prerequisites:** :doc:`/generated/transformer/plot_03_causal_attention`,
+:doc:`/generated/transformer/plot_04_conv1d_feedforward`,
+:doc:`/generated/transformer/plot_05_transformer_block`.
 """
 
 # %%
@@ -51,22 +49,18 @@ print(f"device: {device}, torch {torch.__version__}, "
 # The idea
 # --------
 # GPT-2 adds a learned position vector to each token's embedding, runs ``n_layer``
-# pre-LN blocks over the sum, normalizes once more, and reads the logits off the
-# *same* matrix that embedded the tokens:
+# pre-LN blocks, normalizes, and reads the logits off the matrix that embedded them:
 #
 # .. math::
 #
 #    x_0 = W_{te}[\mathrm{ids}] + W_{pe}[0 .. L-1], \qquad
 #    \mathrm{logits} = \mathrm{LN}_f(x_{n_\mathrm{layer}})\, W_{te}^\top,
 #
-# .. math::
-#
 #    h = x_l + \mathrm{Attn}(\mathrm{LN}_1(x_l)), \qquad
 #    x_{l+1} = h + W_2\, \mathrm{GELU}_{\tanh}(W_1\, \mathrm{LN}_2(h) + b_1) + b_2,
 #
-# where attention is causal, :math:`\mathrm{softmax}(q k^\top / \sqrt{D_h} + M)\, v`
-# per head, with :math:`M` ``-inf`` above the diagonal. The diagram is the model as
-# this page writes it, with Hugging Face's module names.
+# attention :math:`\mathrm{softmax}(q k^\top / \sqrt{D_h} + M)\, v` per head, causal
+# (:math:`M` is ``-inf`` above the diagonal).
 arrow = dict(arrowstyle="->", color="gray")
 rows = {  # y of a row: its boxes, left to right
     3.0: ["ids (B, L)", "wte(ids)\n+ wpe(pos)", "h: GPT2Block\nx n_layer", "ln_f",
@@ -74,7 +68,7 @@ rows = {  # y of a row: its boxes, left to right
     1.0: ["x", "ln_1", "attn: causal,\n1 / sqrt(Dh)", "+", "ln_2",
           "mlp: Conv1D,\ngelu_tanh", "+"],
 }
-fig, ax = plt.subplots(figsize=(8, 3.4), layout="none")  # a diagram: no axes to fit
+fig, ax = plt.subplots(figsize=(8, 2.5), layout="none")  # a diagram: no axes to fit
 fig.subplots_adjust(left=0, right=1, bottom=0, top=0.92)
 ax.set_axis_off()
 ax.set(xlim=(-0.6, 12.6), ylim=(-0.1, 4.6))
@@ -100,14 +94,12 @@ ax.set_title("GPT-2: pre-LN blocks between an embedding and a head that share "
 plt.show()
 
 # %%
-# From scratch
-# ------------
-# ``Conv1D(nf, nx)`` stores its weight ``(nx, nf)``, input width first
-# (:doc:`/generated/transformer/plot_04_conv1d_feedforward`). Attention projects to
-# ``q, k, v`` with one ``Conv1D(3 D, D)``, scales the logits by ``1 / sqrt(Dh)`` and
-# masks the future with the buffer ``bias``, which is not saved (``persistent=False``);
-# its top-left ``L x L`` corner serves without a cache
-# (:doc:`/generated/transformer/plot_09_kv_cache` slices it otherwise).
+# Proof: Conv1D as its page defines it, and a random GPT-2
+# ---------------------------------------------------------
+# ``Conv1D(nf, nx)`` stores its weight ``(nx, nf)``, input width first; it is copied
+# from :doc:`/generated/transformer/plot_04_conv1d_feedforward`. Then a random
+# two-layer ``GPT2LMHeadModel`` (dropout 0, the eager attention path), every parameter
+# moved off its init so that a misplaced bias shows.
 
 
 # Copied from transformer/plot_04_conv1d_feedforward.py: Conv1D
@@ -124,6 +116,29 @@ class Conv1D(nn.Module):
         size_out = x.shape[:-1] + (self.nf,)
         x = torch.addmm(self.bias, x.reshape(-1, x.size(-1)), self.weight)  # (N, nf)
         return x.view(size_out)
+
+
+# %%
+V, n_ctx, D, Nh, n_layer = 96, 32, 64, 4, 2
+Dh = D // Nh
+cfg = GPT2Config(
+    vocab_size=V, n_positions=n_ctx, n_embd=D, n_head=Nh, n_layer=n_layer,
+    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager",
+    bos_token_id=None, eos_token_id=None,  # no special tokens (GPT-2's 50256 > V)
+)
+hf = GPT2LMHeadModel(cfg).to(device).eval()
+with torch.no_grad():
+    for p in hf.parameters():
+        p.add_(0.1 * torch.randn_like(p))
+theirs = hf.state_dict()
+B, L = 2, 12  # the tokens below: (B, L)
+
+
+# %%
+# From scratch
+# ------------
+# Hugging Face's names; the head *is* ``wte``; a cache slices the mask ``bias``
+# (:doc:`/generated/transformer/plot_09_kv_cache`).
 
 
 def gelu_tanh(x):
@@ -143,6 +158,7 @@ class GPT2MLP(nn.Module):
         return self.c_proj(gelu_tanh(self.c_fc(x)))
 
 
+# %%
 class GPT2Attention(nn.Module):
     """Causal multi-head attention, q, k, v from one Conv1D; Hugging Face's names."""
 
@@ -169,6 +185,7 @@ class GPT2Attention(nn.Module):
         return self.c_proj(y)
 
 
+# %%
 class GPT2Block(nn.Module):
     """Pre-LN: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
 
@@ -185,8 +202,6 @@ class GPT2Block(nn.Module):
 
 
 # %%
-# The embeddings, the blocks and ``ln_f`` under ``transformer.``, as in Hugging Face's
-# ``GPT2LMHeadModel``; the head's weight *is* ``wte``'s.
 class GPT2(nn.Module):
     """Token ids (B, L) -> logits (B, L, V) and the hidden states, GPT-2's layout."""
 
@@ -213,51 +228,20 @@ class GPT2(nn.Module):
 
 
 # %%
-# Equal to Hugging Face's GPT-2
-# -----------------------------
-# A random two-layer ``GPT2LMHeadModel`` (dropout 0, the eager attention path), every
-# parameter moved off its init so that a misplaced bias shows. Its state dict loads
-# into ours strictly: no name missing, none extra, no transpose. Its hidden states are
-# the embeddings, then one per block, except that the last is taken *after* ``ln_f``.
-V, n_ctx, D, Nh, n_layer = 96, 32, 64, 4, 2
-Dh = D // Nh
-cfg = GPT2Config(
-    vocab_size=V, n_positions=n_ctx, n_embd=D, n_head=Nh, n_layer=n_layer,
-    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager",
-    bos_token_id=None, eos_token_id=None,  # no special tokens (GPT-2's 50256 > V)
-)
-hf = GPT2LMHeadModel(cfg).to(device).eval()
-with torch.no_grad():
-    for p in hf.parameters():
-        p.add_(0.1 * torch.randn_like(p))
-theirs = hf.state_dict()
+# **Equal to Hugging Face's GPT-2:** its state dict loads strictly, the logits agree.
 ours = GPT2(V, n_ctx, D, Nh, n_layer).to(device).eval()
-assert sorted(ours.state_dict()) == sorted(theirs)  # the same names, all of them
-ours.load_state_dict(theirs, strict=True)
-
-B, L = 2, 12
+ours.load_state_dict(theirs, strict=True)  # the same names: no map
 ids = torch.randint(0, V, (B, L), device=device)  # (B, L)
 with torch.no_grad():
     out = hf(ids, output_hidden_states=True)
-    last = hf.transformer(ids).last_hidden_state  # (B, L, D)
     logits, hidden = ours(ids)  # (B, L, V), n_layer + 1 x (B, L, D)
-    ours_states = hidden[:-1] + [ours.transformer.ln_f(hidden[-1])]
-assert len(out.hidden_states) == n_layer + 1
-names = ["embeddings"] + [f"block {i}" for i in range(n_layer - 1)] + ["ln_f (last)"]
-errs = {}
-for name, mine, hf_state in zip(names, ours_states, out.hidden_states, strict=True):
-    errs[name] = (mine - hf_state).abs().max().item()
-    print(f"{name:11s} max|ours - HF| = {errs[name]:.1e}")
-    torch.testing.assert_close(mine, hf_state)
-torch.testing.assert_close(out.hidden_states[-1], last)
-errs["logits"] = (logits - out.logits).abs().max().item()
-print(f"{'logits':11s} max|ours - HF| = {errs['logits']:.1e}, logits in "
-      f"[{logits.min():.1f}, {logits.max():.1f}]")
+errs = {"logits": (logits - out.logits).abs().max().item()}
+print(f"max|ours - HF| on the logits = {errs['logits']:.1e}")
 torch.testing.assert_close(logits, out.logits)
 
 # %%
-# Proof: the same names, the same settings
-# ----------------------------------------
+# Proof: the same names, settings and hidden states
+# -------------------------------------------------
 # Every tensor of Hugging Face's state dict, under the name ours has too, with its
 # shape. No weight is transposed: both ``Conv1D`` store ``(nx, nf)``. The config is
 # the one a reader would expect: the eager path, GPT-2's tanh GELU (``"gelu_new"``),
@@ -265,6 +249,7 @@ torch.testing.assert_close(logits, out.logits)
 # LayerNorm's ``eps``, so it must agree by construction; it does, in all five.
 for name, tensor in theirs.items():
     print(f"{name:36s} {tuple(tensor.shape)}")
+assert sorted(ours.state_dict()) == sorted(theirs)  # the same names, all of them
 print(f"attention: {hf.config._attn_implementation}, activation: "
       f"{cfg.activation_function}, LayerNorm eps: {cfg.layer_norm_epsilon}")
 assert hf.config._attn_implementation == "eager"
@@ -276,6 +261,23 @@ print(f"{len(ln_eps)} LayerNorms, eps ours {set(ln_eps.values())}, Hugging Face'
       f"{ {hf_modules[name].eps for name in ln_eps} }")
 assert all(hf_modules[name].eps == e for name, e in ln_eps.items())
 assert len(ln_eps) == 2 * n_layer + 1
+
+# %%
+# Hugging Face's hidden states are the embeddings, then one per block, except that the
+# last is taken *after* ``ln_f``; ours equal them.
+with torch.no_grad():
+    last = hf.transformer(ids).last_hidden_state  # (B, L, D)
+    ours_states = hidden[:-1] + [ours.transformer.ln_f(hidden[-1])]
+assert len(out.hidden_states) == n_layer + 1
+names = ["embeddings"] + [f"block {i}" for i in range(n_layer - 1)] + ["ln_f (last)"]
+states = {}
+for name, mine, hf_state in zip(names, ours_states, out.hidden_states, strict=True):
+    states[name] = (mine - hf_state).abs().max().item()
+    print(f"{name:11s} max|ours - HF| = {states[name]:.1e}")
+    torch.testing.assert_close(mine, hf_state)
+torch.testing.assert_close(out.hidden_states[-1], last)
+print(f"(the logits lie in [{logits.min():.1f}, {logits.max():.1f}])")
+errs = {**states, **errs}  # in the order of the model: the states, then the logits
 
 # %%
 # Proof: the same logits with SDPA
@@ -348,10 +350,7 @@ torch.testing.assert_close(mlp_ours, mlp_hf)
 # %%
 # Try it: skip ln_f, the scale, the mask
 # --------------------------------------
-# Compare our last block's output, without ``ln_f``, with Hugging Face's last hidden
-# state; then the first block's attention with the scale set to ``1`` (the notes'
-# default ``scale=False``) or without the causal mask, against PyTorch's
-# ``scaled_dot_product_attention(..., is_causal=True)`` on the same projections.
+# How far off is our output without ``ln_f``, or attention with scale 1 or no mask?
 
 # Their last hidden state is not the last block's output: ln_f moves it by a lot.
 ln_f_gap = (hidden[-1] - out.hidden_states[-1]).abs().max().item()
@@ -386,9 +385,7 @@ assert min(misses.values()) > 0.05
 # %%
 # Try it: untie the head
 # ----------------------
-# Give a copy of our model a head of its own, holding the same values as ``wte``.
-# Which of the two, the logits or the gradient of ``wte`` after one next-token loss,
-# tells it from the tied model?
+# A copy with its own head, equal to ``wte``: do its logits tell, or ``wte``'s gradient?
 
 
 # Tying means one Parameter: the same Python object, the same memory, so a change made

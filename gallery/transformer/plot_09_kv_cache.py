@@ -2,11 +2,10 @@
 The KV cache
 ============
 
-A decoder generates one token at a time, and each new token attends to the keys and
-values of every token before it. Those do not change, so a model keeps them: the KV
-cache. This page adds it to the book's GPT-2 and proves that decoding with it gives the
-logits of the full forward pass at every step, for ours and for Hugging Face's
-``past_key_values``, and what it costs in memory.
+A decoder keeps the keys and values of past tokens, which never change: the KV cache.
+This page adds it to the book's GPT-2, proves that decoding with it gives the full
+pass's logits at every step, as Hugging Face's ``past_key_values`` does, and measures
+its cost.
 
 **You will learn**
 
@@ -49,26 +48,24 @@ print(f"device: {device}, torch {torch.__version__}, "
 # %%
 # The idea
 # --------
-# Under the causal mask, token ``j``'s key and value depend on that token and its
-# position only, so they never change once computed. A step that feeds ``nd`` new
-# tokens projects only those, appends their keys and values to the ``ns - nd`` cached
-# ones, and lets the new queries meet all ``ns`` keys. New query ``i`` sits at
-# position ``ns - nd + i``, so it needs *that* row of the causal mask :math:`M`:
+# Under the causal mask, token ``j``'s key and value never change once computed. A
+# step that feeds ``nd`` new tokens projects only those, appends their keys and values
+# to the ``ns - nd`` cached ones, and lets the new queries meet all ``ns`` keys. Query
+# ``i`` sits at position ``ns - nd + i``: it needs *that* row of the mask :math:`M`:
 #
 # .. math::
 #
 #    y_i = \mathrm{softmax}\Big(\frac{q_i K^\top}{\sqrt{D_h}} + M_{ns - nd + i}\Big)\,
 #    V, \qquad K, V \in \mathbb{R}^{ns \times D_h}, \quad i = 0 .. nd - 1,
 #
-# which in GPT-2's code is the slice ``bias[:, :, ns - nd:ns, :ns]`` of its mask
-# buffer. The cache holds :math:`2\, n_\mathrm{layer} B N_h L D_h` numbers after
-# :math:`L` tokens. Below, a chunk of ``nd = 3`` new tokens after 5 cached ones.
+# GPT-2's slice ``bias[:, :, ns - nd:ns, :ns]``; the cache holds
+# :math:`2\, n_\mathrm{layer} B N_h L D_h` numbers.
 ns, nd = 8, 3
 corner = torch.ones(ns, ns, dtype=torch.bool).tril()  # (ns, ns): True, may attend
 panels = {"full pass (no cache):\nall ns rows": corner,
           "cached chunk, right:\nrows ns - nd .. ns - 1": corner[ns - nd:ns],
           "cached chunk, wrong:\nrows 0 .. nd - 1": corner[:nd]}
-fig, axes = plt.subplots(1, 3, figsize=(8, 2.6), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(8, 2.1), layout="constrained")
 for ax, (title, m) in zip(axes, panels.items()):
     ax.imshow(m, cmap="gray", vmin=0, vmax=1)
     ax.set_title(title, fontsize=9)
@@ -81,12 +78,12 @@ fig.suptitle("With a cache, the nd new queries need the mask's last nd rows "
 plt.show()
 
 # %%
-# From scratch
-# ------------
-# The model of :doc:`/generated/transformer/plot_08_gpt2_vs_hugging_face`, its pieces
-# copied, with GPT-2's ``layer_past``: each attention layer appends the new tokens' keys
-# and values to the cached ones, ``(B, Nh, ns - nd, Dh)`` each, and returns the result
-# (``present``) for the next step. The new tokens' positions start after the cached.
+# Proof: GPT-2's unchanged pieces, and a random GPT-2 to load
+# ------------------------------------------------------------
+# The pieces that do not change with a cache, copied unchanged from
+# :doc:`/generated/transformer/plot_08_gpt2_vs_hugging_face`; then a random two-layer
+# ``GPT2LMHeadModel`` (dropout 0, the eager path), every parameter moved off its init so
+# that a misplaced bias shows, whose weights ours loads below.
 
 
 # Copied from transformer/plot_04_conv1d_feedforward.py: Conv1D
@@ -124,6 +121,26 @@ class GPT2MLP(nn.Module):
         return self.c_proj(gelu_tanh(self.c_fc(x)))
 
 
+# %%
+V, n_ctx, D, Nh, n_layer = 96, 256, 64, 4, 2
+cfg = GPT2Config(
+    vocab_size=V, n_positions=n_ctx, n_embd=D, n_head=Nh, n_layer=n_layer,
+    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager",
+    bos_token_id=None, eos_token_id=None,  # no special tokens (GPT-2's 50256 > V)
+)
+hf = GPT2LMHeadModel(cfg).to(device).eval()
+with torch.no_grad():
+    for p in hf.parameters():
+        p.add_(0.1 * torch.randn_like(p))
+
+
+# %%
+# From scratch
+# ------------
+# The book's GPT-2 with ``layer_past``: each attention layer appends the new keys and
+# values to the cached ones and returns them (``present``) for the next step.
+
+
 class CachedGPT2Attention(nn.Module):
     """GPT2Attention with layer_past: the new tokens' queries meet every cached key."""
 
@@ -156,6 +173,10 @@ class CachedGPT2Attention(nn.Module):
         return self.c_proj(y), (k, v)  # the output, and the cache for the next step
 
 
+# %%
+# Proof: the block passes the cache through
+# -----------------------------------------
+# GPT-2's pre-LN block, its attention now taking and returning the cache.
 class CachedGPT2Block(nn.Module):
     """Pre-LN: x + attn(ln_1(x)), then x + mlp(ln_2(x)); passes the cache through."""
 
@@ -172,6 +193,10 @@ class CachedGPT2Block(nn.Module):
         return x + self.mlp(self.ln_2(x)), present
 
 
+# %%
+# Decoding with the cache equals the full pass
+# --------------------------------------------
+# The new tokens' positions start after the cached ones; each layer gets its own cache.
 class CachedGPT2(nn.Module):
     """New token ids (B, nd) and the cache -> logits (B, nd, V) and the new cache."""
 
@@ -200,66 +225,34 @@ class CachedGPT2(nn.Module):
 
 
 # %%
-# Decoding in three kinds of step: a *prefill* of the prompt (``nd = ns``, an empty
-# cache), a *chunk* of given tokens at once (as when a prompt arrives in parts or a
-# draft is verified), then greedy one-token steps, each feeding back the token with
-# the largest logit. Every step's logits are kept.
+# Decoding: a *prefill* (``nd = ns``), a *chunk* of given tokens (a prompt in parts, a
+# draft to verify), then greedy one-token steps; a full pass, no cache, must agree.
 def decode_ours(model, ids, n_prompt, n_new):
-    """Prefill, chunk, n_new greedy steps: tokens, logits, cache, lengths, bytes."""
-    steps, lengths, sizes = [], [], []
-    logits, past = model(ids[:, :n_prompt])  # prefill: nd = ns = n_prompt
-    steps.append(logits)
-    lengths.append(past[0][0].size(-2))
-    logits, past = model(ids[:, n_prompt:], past)  # chunk: the rest of ids
-    steps.append(logits)
-    lengths.append(past[0][0].size(-2))
-    seq = ids
-    for _ in range(n_new):
-        nxt = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1), greedy
-        seq = torch.cat([seq, nxt], dim=1)
-        logits, past = model(nxt, past)  # nd = 1
+    """Prefill, chunk, n_new greedy steps: tokens, logits, the cache after each call."""
+    seq, steps, caches, past = ids, [], [], None
+    feeds = [ids[:, :n_prompt], ids[:, n_prompt:]]  # prefill, then the chunk
+    for t in range(2 + n_new):
+        if t >= 2:  # greedy: feed back the token with the largest logit, (B, 1)
+            feeds.append(steps[-1][:, -1:].argmax(dim=-1))
+            seq = torch.cat([seq, feeds[-1]], dim=1)
+        logits, past = model(feeds[t], past)  # (B, nd, V), n_layer x (k, v)
         steps.append(logits)
-        lengths.append(past[0][0].size(-2))
-        sizes.append(sum(k.nbytes + v.nbytes for k, v in past))
-    return seq, torch.cat(steps, dim=1), past, lengths, sizes  # (B, n), (B, n, V)
+        caches.append(past)
+    return seq, torch.cat(steps, dim=1), caches  # (B, n), (B, n, V), one per call
 
 
 # %%
-# Cached decoding equals the full pass
-# ------------------------------------
-# The weights of a random ``GPT2LMHeadModel`` (the eager path, every parameter moved
-# off its init), loaded strictly. ``B = 2`` prompts of 5 tokens, a chunk of 3, then 12
-# greedy steps; one full pass over the final 20 tokens, with no cache, must give the
-# same logits at every position.
-V, n_ctx, D, Nh, n_layer = 96, 256, 64, 4, 2
-Dh = D // Nh
-cfg = GPT2Config(
-    vocab_size=V, n_positions=n_ctx, n_embd=D, n_head=Nh, n_layer=n_layer,
-    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager",
-    bos_token_id=None, eos_token_id=None,  # no special tokens (GPT-2's 50256 > V)
-)
-hf = GPT2LMHeadModel(cfg).to(device).eval()
-with torch.no_grad():
-    for p in hf.parameters():
-        p.add_(0.1 * torch.randn_like(p))
 ours = CachedGPT2(V, n_ctx, D, Nh, n_layer).to(device).eval()
-ours.load_state_dict(hf.state_dict(), strict=True)
-
+ours.load_state_dict(hf.state_dict(), strict=True)  # the same names, none missing
 B, n_prompt, n_chunk, n_new = 2, 5, 3, 12
 ids = torch.randint(0, V, (B, n_prompt + n_chunk), device=device)  # (B, 8)
 with torch.no_grad():
-    seq, cached, past, ours_lengths, ours_bytes = decode_ours(ours, ids, n_prompt,
-                                                              n_new)
+    seq, cached, caches = decode_ours(ours, ids, n_prompt, n_new)
     full, _ = ours(seq)  # (B, 20, V), no cache
-n = n_prompt + n_chunk + n_new
-P, PC = n_prompt, n_prompt + n_chunk  # where the chunk and the greedy steps start
+n, P, PC = n_prompt + n_chunk + n_new, n_prompt, n_prompt + n_chunk  # 20, 5, 8
 err = (cached - full).abs().amax(dim=(0, 2))  # (n,): per position
-print(f"ours, {n} positions: max|cached - full| = {err.max().item():.1e}\n"
-      f"    prefill {err[:P].max().item():.1e}, chunk {err[P:PC].max().item():.1e}, "
-      f"one-token steps {err[PC:].max().item():.1e}")
-print(f"cache length after each call: {ours_lengths}")
-assert ours_lengths == [P, PC] + list(range(PC + 1, n + 1))
-assert cached.shape == full.shape == (B, n, V)
+print(f"max|cached - full|: prefill {err[:P].max().item():.1e}, chunk "
+      f"{err[P:PC].max().item():.1e}, one-token steps {err[PC:].max().item():.1e}")
 torch.testing.assert_close(cached[:, :P], full[:, :P])  # prefill: nd = ns = 5
 torch.testing.assert_close(cached[:, P:PC], full[:, P:PC])  # chunk: nd 3, ns 8
 torch.testing.assert_close(cached[:, PC:], full[:, PC:])  # steps: nd 1, ns 9..20
@@ -267,10 +260,18 @@ torch.testing.assert_close(cached[:, PC:], full[:, PC:])  # steps: nd 1, ns 9..2
 # %%
 # Proof: Hugging Face's cache does the same
 # -----------------------------------------
-# The same three kinds of step with Hugging Face's ``DynamicCache``, which each call
-# extends in place (``use_cache=True``). Its logits equal its own full pass, and ours;
-# its cache holds the same keys and values as ours. First, the load: the same names
-# exactly, and the LayerNorms' ``eps``, which no state dict holds, alike.
+# First our cache itself: after each call it holds every token fed so far, and the
+# logits have one row per position. Then the same three kinds of step with Hugging
+# Face's ``DynamicCache``, which each call extends in place (``use_cache=True``). Its
+# logits equal its own full pass, and ours; its cache holds the same keys and values as
+# ours. And the load: the same names exactly, and the LayerNorms' ``eps``, which no
+# state dict holds, alike.
+Dh = D // Nh
+past = caches[-1]  # n_layer x (k, v), (B, Nh, n, Dh)
+ours_lengths = [c[0][0].size(-2) for c in caches]
+print(f"cache length after each call: {ours_lengths}")
+assert ours_lengths == [P, PC] + list(range(PC + 1, n + 1))
+assert cached.shape == full.shape == (B, n, V)
 assert hf.config._attn_implementation == "eager"
 assert sorted(ours.state_dict()) == sorted(hf.state_dict())
 norms = [m for m in ours.modules() if isinstance(m, nn.LayerNorm)]
@@ -349,6 +350,53 @@ assert torch.equal(choosing.argmax(dim=-1), seq[:, PC:])  # the full pass's choi
 assert (leads > 1e-4).all()  # far above the discrepancies allowed above (1e-5 + rtol)
 
 # %%
+# Proof: the cache holds 2 n_layer B Nh L Dh numbers
+# ----------------------------------------------------
+# A key and a value of ``Dh`` numbers per head, per layer, per token of each sequence,
+# 4 bytes each in float32, linear in ``L``: the formula of "The idea" against the bytes
+# of the tensors (``nbytes``), ours and Hugging Face's, after each greedy step above and
+# after a prefill of ``L`` tokens up to ``n_ctx = 256``. And for GPT-2 small.
+def cache_bytes(past):
+    """Bytes held by the keys and values of every layer: ours, or a DynamicCache."""
+    if isinstance(past, DynamicCache):
+        past = [(layer.keys, layer.values) for layer in past.layers]
+    return sum(k.nbytes + v.nbytes for k, v in past)
+
+
+# %%
+lengths = list(range(PC + 1, n + 1))  # cache length after each greedy step
+ours_bytes = [cache_bytes(c) for c in caches[2:]]
+long = [32, 64, 128, 256]
+tokens = torch.randint(0, V, (B, n_ctx), device=device)
+with torch.no_grad():
+    for L in long:
+        ours_bytes.append(cache_bytes(ours(tokens[:, :L])[1]))
+        hf_bytes.append(cache_bytes(hf(tokens[:, :L], use_cache=True).past_key_values))
+lengths += long
+formula = [2 * n_layer * B * Nh * L * Dh * 4 for L in lengths]
+for L, mine, theirs_b, f in zip(lengths, ours_bytes, hf_bytes, formula):
+    if L in (PC + 1, n) or L in long:  # first, last greedy step; the long ones
+        print(f"L = {L:3d}: ours {mine:6d} bytes, HF {theirs_b:6d}, formula {f:6d}")
+assert ours_bytes == formula
+assert hf_bytes == formula
+per_token = 2 * 12 * 1 * 12 * 64 * 4  # GPT-2 small: 12 layers, 12 heads, Dh 64, B 1
+print(f"the same formula for GPT-2 small, one sequence of 1024 tokens, float32: "
+      f"{per_token * 1024 / 2**20:.0f} MiB")
+
+# %%
+fig, ax = plt.subplots(figsize=(6.4, 3.6))
+ax.plot(lengths, [b / 1024 for b in formula], "-", color="gray",
+        label=r"$2\, n_{layer} B N_h L D_h \cdot 4$ bytes")
+ax.plot(lengths, [b / 1024 for b in ours_bytes], "o", label="ours (measured)")
+ax.plot(lengths, [b / 1024 for b in hf_bytes], "x", label="Hugging Face (measured)")
+ax.set_xlabel("cached tokens L")
+ax.set_ylabel("cache size (KiB)")
+ax.set_title("The KV cache grows linearly with the sequence:\n"
+             f"{formula[0] // lengths[0]} bytes per token here (B = {B}, float32)")
+ax.legend()
+plt.show()
+
+# %%
 # Try it: the mask's first rows
 # ------------------------------
 # Replace the slice by the buffer's top-left corner, ``bias[:, :, :nd, :ns]``, what one
@@ -405,55 +453,6 @@ assert torch.equal(right, rule)
 assert not torch.equal(unsliced, rule)
 assert torch.equal(right.cpu(), panels["cached chunk, right:\nrows ns - nd .. ns - 1"])
 assert torch.equal(unsliced.cpu(), panels["cached chunk, wrong:\nrows 0 .. nd - 1"])
-
-# %%
-# Try it: the cache's size in bytes
-# ----------------------------------
-# How many bytes does the cache hold after ``L`` tokens, by the formula of "The idea"
-# and measured on the tensors (``nbytes``), ours and Hugging Face's? For GPT-2 small?
-
-
-# A key and a value of Dh numbers per head, per layer, per token of each sequence:
-# 2 n_layer B Nh L Dh numbers, 4 bytes each in float32, linear in L. Measured after
-# each greedy step above and after a prefill of L tokens up to n_ctx = 256.
-def cache_bytes(past):
-    """Bytes held by the keys and values of every layer: ours, or a DynamicCache."""
-    if isinstance(past, DynamicCache):
-        past = [(layer.keys, layer.values) for layer in past.layers]
-    return sum(k.nbytes + v.nbytes for k, v in past)
-
-
-# %%
-lengths = list(range(PC + 1, n + 1))  # cache length after each greedy step
-long = [32, 64, 128, 256]
-tokens = torch.randint(0, V, (B, n_ctx), device=device)
-with torch.no_grad():
-    for L in long:
-        ours_bytes.append(cache_bytes(ours(tokens[:, :L])[1]))
-        hf_bytes.append(cache_bytes(hf(tokens[:, :L], use_cache=True).past_key_values))
-lengths += long
-formula = [2 * n_layer * B * Nh * L * Dh * 4 for L in lengths]
-for L, mine, theirs_b, f in zip(lengths, ours_bytes, hf_bytes, formula):
-    if L in (PC + 1, n) or L in long:  # first, last greedy step; the long ones
-        print(f"L = {L:3d}: ours {mine:6d} bytes, HF {theirs_b:6d}, formula {f:6d}")
-assert ours_bytes == formula
-assert hf_bytes == formula
-per_token = 2 * 12 * 1 * 12 * 64 * 4  # GPT-2 small: 12 layers, 12 heads, Dh 64, B 1
-print(f"the same formula for GPT-2 small, one sequence of 1024 tokens, float32: "
-      f"{per_token * 1024 / 2**20:.0f} MiB")
-
-# %%
-fig, ax = plt.subplots(figsize=(6.4, 3.6))
-ax.plot(lengths, [b / 1024 for b in formula], "-", color="gray",
-        label=r"$2\, n_{layer} B N_h L D_h \cdot 4$ bytes")
-ax.plot(lengths, [b / 1024 for b in ours_bytes], "o", label="ours (measured)")
-ax.plot(lengths, [b / 1024 for b in hf_bytes], "x", label="Hugging Face (measured)")
-ax.set_xlabel("cached tokens L")
-ax.set_ylabel("cache size (KiB)")
-ax.set_title("The KV cache grows linearly with the sequence:\n"
-             f"{formula[0] // lengths[0]} bytes per token here (B = {B}, float32)")
-ax.legend()
-plt.show()
 
 # %%
 # Try it: time one step

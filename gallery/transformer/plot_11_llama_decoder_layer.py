@@ -2,10 +2,9 @@
 A Llama decoder layer from scratch
 ==================================
 
-Llama's decoder layer is GPT-2's pre-norm block with three pieces exchanged: RMSNorm
-for LayerNorm, rotary position embeddings on queries and keys instead of learned
-positions added to the input, and a SwiGLU MLP. This page writes each piece, stacks
-them into a model named as Hugging Face names it, and proves it equal to a random
+Llama's decoder layer is GPT-2's pre-norm block with three pieces exchanged: RMSNorm,
+rotary position embeddings on queries and keys, a SwiGLU MLP. This page writes each,
+names the model as Hugging Face does, and proves it equal to a random
 ``LlamaForCausalLM`` loaded with one ``load_state_dict``.
 
 **You will learn**
@@ -51,10 +50,10 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
 # The idea
 # --------
 # Llama keeps GPT-2's pre-norm wiring, :math:`h = x + \mathrm{Attn}(\mathrm{Norm}_1(x))`
-# and :math:`y = h + \mathrm{MLP}(\mathrm{Norm}_2(h))`, and exchanges three pieces:
-# the norm divides by the root mean square without subtracting the mean; positions
-# enter as a rotation of each query and key by angles proportional to the position
-# ``p``, channel ``i`` paired with ``i + Dh/2``; the MLP gates by a SiLU:
+# and :math:`y = h + \mathrm{MLP}(\mathrm{Norm}_2(h))`, and exchanges three pieces: a
+# norm by the root mean square (no mean subtracted), queries and keys rotated by angles
+# proportional to the position ``p`` (channel ``i`` paired with ``i + Dh/2``), and a
+# SiLU gate in the MLP:
 #
 # .. math::
 #
@@ -71,8 +70,7 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
 #    \mathrm{MLP}(x) = W_\mathrm{down}\big(\mathrm{SiLU}(W_\mathrm{gate}\, x) \odot
 #    W_\mathrm{up}\, x\big), \qquad \mathrm{SiLU}(z) = z\, \sigma(z)
 #
-# Llama 2's larger models and all of Llama 3 also share each key/value head among
-# ``Nh / Nkv`` query heads (grouped-query attention), as this page's model does.
+# Like Llama 2's larger models and Llama 3, the model shares key/value heads (GQA).
 columns = [  # x of the column, its name, its pieces bottom to top, their colour
     (3.3, "GPT-2 block", ["x = wte(ids) + wpe(pos)", "LayerNorm", "causal attention",
                           "+", "LayerNorm", "MLP: GELU, 2 matrices", "+"], "C0"),
@@ -82,7 +80,7 @@ columns = [  # x of the column, its name, its pieces bottom to top, their colour
 ]
 ys = [0.2, 1.5, 2.8, 4.0, 5.2, 6.5, 7.7, 8.8]  # bottom to top; the last: the output
 arrow = dict(arrowstyle="->", color="gray")
-fig, ax = plt.subplots(figsize=(8, 3.8), layout="none")  # a diagram: no axes to fit
+fig, ax = plt.subplots(figsize=(8, 3.1), layout="none")  # a diagram: no axes to fit
 fig.subplots_adjust(left=0, right=1, bottom=0, top=0.93)
 ax.set_axis_off()
 ax.set(xlim=(0, 12), ylim=(-0.4, 9.4))
@@ -103,9 +101,11 @@ ax.set_title("Llama keeps GPT-2's pre-norm block and exchanges three pieces (red
 plt.show()
 
 # %%
-# RMSNorm and rotary embeddings
-# -----------------------------
-# Both are taught on their own pages and copied here as they stand there.
+# Proof: RMSNorm and RoPE, as their pages define them
+# ----------------------------------------------------
+# Both are taught on their own pages,
+# :doc:`/generated/normalization/plot_06_groupnorm_rmsnorm` and
+# :doc:`/generated/positional/plot_04_rope`, and copied here as they stand there.
 
 
 # Copied from normalization/plot_06_groupnorm_rmsnorm.py: RMSNorm
@@ -157,9 +157,8 @@ def rope(x, cos, sin):
 # %%
 # Grouped-query attention with RoPE
 # ---------------------------------
-# Four projections without bias, named as Hugging Face names them. RoPE turns ``q``
-# and ``k``, never ``v``; query head ``h`` reads key/value head ``h // G``, ``G = Nh /
-# Nkv``, without copying ``k`` or ``v`` (:doc:`/generated/transformer/plot_10_gqa_mqa`).
+# Four projections without bias, Hugging Face's names. RoPE turns ``q`` and ``k``, never
+# ``v``; query head ``h`` reads key/value head ``h // G``, ``G = Nh / Nkv``, uncopied.
 class LlamaAttention(nn.Module):
     """Causal grouped-query attention with RoPE on q and k; Hugging Face's names."""
 
@@ -191,10 +190,11 @@ class LlamaAttention(nn.Module):
 
 
 # %%
-# SwiGLU MLP
-# ----------
+# SwiGLU MLP and the layer
+# ------------------------
 # A gated linear unit with the SiLU gate (Shazeer, 2020): three matrices where GPT-2
-# has two, and only ``gate_proj``'s output passes through SiLU.
+# has two, only ``gate_proj``'s output through SiLU. The layer wires the pieces with
+# GPT-2's pre-norm residuals.
 class LlamaMLP(nn.Module):
     """down(silu(gate(x)) * up(x)), no biases; Hugging Face's names."""
 
@@ -210,9 +210,6 @@ class LlamaMLP(nn.Module):
 
 
 # %%
-# The layer
-# ---------
-# The pieces wired with GPT-2's pre-norm residuals, under Hugging Face's names.
 class LlamaDecoderLayer(nn.Module):
     """x + attn(norm(x)), then x + mlp(norm(x)): (B, L, D) -> (B, L, D)."""
 
@@ -229,12 +226,14 @@ class LlamaDecoderLayer(nn.Module):
 
 
 # %%
-# Equal to Hugging Face's layer
-# -----------------------------
+# Proof: a random LlamaForCausalLM, and its first layer's output
+# ---------------------------------------------------------------
 # A random two-layer ``LlamaForCausalLM`` (``D = 64``, ``Nh = 4`` query heads of
 # ``Dh = 16``, ``Nkv = 2``), its RoPE base and RMSNorm ``eps`` off their defaults and
 # every weight moved off its initialization, so that a wrong piece shows. Its first
-# layer's state dict loads into ours as it is; the eager layer is given a causal mask.
+# layer runs on ``x``, whose mean square, 2.5e-3, is small enough for an ``eps`` of 1e-3
+# to matter, at positions that start at 0 in row 0 and jump by 3 in row 1; the eager
+# layer masks nothing by itself, so it is given the additive causal mask.
 V, D, Nh, Nkv, Dff = 100, 64, 4, 2, 128
 Dh = D // Nh
 BASE, EPS = 1000.0, 1e-3
@@ -249,19 +248,24 @@ with torch.no_grad():
     for p in model.parameters():
         p.add_(0.1 * torch.randn_like(p))
 hf_layer = model.model.layers[0]
-layer = LlamaDecoderLayer(D, Nh, Nkv, Dh, Dff, EPS).to(device)
-layer.load_state_dict(hf_layer.state_dict(), strict=True)  # the same names: no map
 
 B, L = 2, 12
 pos = torch.stack([torch.arange(L), 3 * torch.arange(L) + 2]).to(device)  # (B, L)
 x = 0.05 * torch.randn(B, L, D, device=device)  # (B, L, D): mean square 2.5e-3
 future = torch.ones(L, L, dtype=torch.bool, device=device).triu(1)  # (L, L)
 causal = torch.zeros(L, L, device=device).masked_fill(future, float("-inf"))[None, None]
-cos, sin = rope_cos_sin(pos, Dh, BASE)  # (B, L, Dh) each
 cos_hf, sin_hf = model.model.rotary_emb(x, pos)
-ours_layer = layer(x, cos, sin)  # (B, L, D)
 ref_layer = hf_layer(x, attention_mask=causal, position_ids=pos,
                      position_embeddings=(cos_hf, sin_hf))
+
+# %%
+# Equal to Hugging Face's layer
+# -----------------------------
+# The random model's first layer loads into ours as it is; ours gives its output.
+layer = LlamaDecoderLayer(D, Nh, Nkv, Dh, Dff, EPS).to(device)
+layer.load_state_dict(hf_layer.state_dict(), strict=True)  # the same names: no map
+cos, sin = rope_cos_sin(pos, Dh, BASE)  # (B, L, Dh) each
+ours_layer = layer(x, cos, sin)  # (B, L, D)
 print(f"max |ours - LlamaDecoderLayer| = {(ours_layer - ref_layer).abs().max():.1e}")
 torch.testing.assert_close(ours_layer, ref_layer)
 
@@ -269,8 +273,8 @@ torch.testing.assert_close(ours_layer, ref_layer)
 # Proof: each piece equals Hugging Face's
 # ---------------------------------------
 # The config is the one a reader would expect: the eager path, and the names of our
-# layer exactly Hugging Face's. Then piece by piece, on the input ``x`` above: its mean
-# square, 2.5e-3, is small enough for an ``eps`` of 1e-3 to matter. ``cos`` and ``sin``
+# layer exactly Hugging Face's. Then piece by piece, on the input ``x`` above. ``cos``
+# and ``sin``
 # against what ``LlamaRotaryEmbedding`` hands every layer (the base is 1000, where Llama
 # 2 uses 10000 and Llama 3 500000, so a hard-coded base fails); the eager
 # ``LlamaAttention`` masks nothing by itself, so it gets the additive causal mask,
@@ -337,7 +341,7 @@ c4, s4 = cos[:, None], sin[:, None]  # (B, 1, L, Dh)
 via_halves = torch.empty_like(t)
 via_halves[..., halves] = rope(t[..., halves], c4, s4)
 gap_layout = (rope_adjacent(t, c4, s4) - rope(t, c4, s4)).abs().max().item()
-print(f"adjacent pairs vs permuted rotate-half: max |diff| = "
+print(f"adjacent pairs vs permuted rotate-half: max|diff| = "
       f"{(rope_adjacent(t, c4, s4) - via_halves).abs().max():.1e}; "
       f"vs rotate-half itself: {gap_layout:.2f}")
 torch.testing.assert_close(rope_adjacent(t, c4, s4), via_halves)
@@ -454,10 +458,9 @@ torch.testing.assert_close(logits_tied, ref)
 # %%
 # Try it: which wrong piece costs the most?
 # -----------------------------------------
-# Run our layer against ``LlamaDecoderLayer`` with one thing wrong: RoPE with the
-# default base 10000, or with the positions ``0 .. L-1`` instead of the ids, or with
-# adjacent pairs (GPT-J's layout), RMSNorm without ``eps``, or ``gate_proj`` and
-# ``up_proj`` swapped. Does any of them stay within float32's tolerance (``1e-5``)?
+# One thing wrong: RoPE's base 10000, positions ``0 .. L-1``, adjacent pairs (GPT-J),
+# RMSNorm without ``eps``, or ``gate_proj`` and ``up_proj`` swapped. Does any of them
+# keep our layer within float32's tolerance (``1e-5``) of ``LlamaDecoderLayer``?
 import copy
 
 # Each piece first, on its own: the base shows in cos at these positions, eps in the

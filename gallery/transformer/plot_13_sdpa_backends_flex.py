@@ -2,18 +2,15 @@
 SDPA backends and FlexAttention
 ===============================
 
-``scaled_dot_product_attention`` is one formula in front of four kernels: flash,
-memory-efficient, cuDNN and math. FlexAttention writes the mask as a small Python
-function and skips the ``128 x 128`` blocks it hides. This page runs every kernel on
-every dtype and mask it takes, and proves that each float32 answer, and each
-FlexAttention answer, is the formula's.
+``scaled_dot_product_attention`` is one formula in front of four kernels (flash,
+memory-efficient, cuDNN, math); FlexAttention takes the mask as a function and skips
+the blocks it hides. Every float32 answer is the formula's.
 
 **You will learn**
 
 - how ``sdpa_kernel`` forces one of the four backends, and what each refuses
 - how the profiler tells which kernel a default call ran
-- how FlexAttention's ``mask_mod`` and ``score_mod`` write causal, ALiBi, sliding-window
-  and document masks
+- how FlexAttention's ``mask_mod`` and ``score_mod`` write this page's four masks
 - how a ``BlockMask`` sorts blocks into skipped, full and partial
 
 **Prerequisites:** :doc:`/generated/transformer/plot_03_causal_attention` (the causal
@@ -50,11 +47,9 @@ print(f"device: {device}, torch {torch.__version__}")
 #    \mathrm{SDPA}(q, k, v) = \mathrm{softmax}\Big(\frac{q k^\top}{\sqrt{D_h}}
 #    + M\Big)\, v .
 #
-# Where a whole ``128 x 128`` block of :math:`M` is :math:`-\infty` there is nothing to
-# compute: FlexAttention skips it; where a block has no :math:`-\infty` it needs no
-# mask (*full*); the rest are *partial*. The four masks of this page, for ``L = 512``,
-# drawn with ``tril``, ``triu`` and ``block_diag``, their blocks sorted with
-# ``any``/``all``; ALiBi shows the bias of the last head (slope ``2**-8``).
+# FlexAttention skips a ``128 x 128`` block of :math:`M` that is all :math:`-\infty`; a
+# block with none needs no mask (*full*); the rest are *partial*. This page's four
+# masks at ``L = 512`` (ALiBi: the last head's bias, slope ``2**-8``):
 L_flex, W_flex = 512, 100  # sliding window: l - 100 < m <= l
 lengths = [100, 60, 96, 256]  # four packed documents, L_flex tokens in all
 ones = torch.ones(L_flex, L_flex, dtype=torch.bool, device=device)
@@ -100,6 +95,42 @@ fig.suptitle("A mask decides which 128 x 128 blocks need computing: FlexAttentio
 plt.show()
 
 # %%
+# Proof: causal_mask and alibi_slopes, as their pages define them
+# ----------------------------------------------------------------
+# The causal mask of :doc:`/generated/transformer/plot_03_causal_attention` and ALiBi's
+# slopes of :doc:`/generated/positional/plot_07_alibi`, :math:`2^{-8h/N_h}` for
+# :math:`h = 1, \dots, N_h` when :math:`N_h` is a power of two, copied as they stand.
+
+
+# Copied from transformer/plot_03_causal_attention.py: causal_mask
+def causal_mask(L, device=None):
+    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
+    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
+
+
+# Copied from positional/plot_07_alibi.py: alibi_slopes
+def alibi_slopes(Nh, device=None):
+    """ALiBi slope of each head: (Nh,)."""
+    P = 2 ** math.floor(math.log2(Nh))  # largest power of two <= Nh
+    first = 2.0 ** (-8 * torch.arange(1, P + 1, device=device) / P)  # (P,)
+    # every other slope of the 2P sequence: 2 ** (-8 (2j + 1) / (2P)), j < Nh - P
+    extra = 2.0 ** (-4 * (2 * torch.arange(Nh - P, device=device) + 1) / P)  # (Nh - P,)
+    return torch.cat([first, extra])
+
+
+# %%
+# ``alibi_slopes`` beyond powers of two. This page's head counts (8, then 4) are
+# powers of two. For others, ALiBi's rule takes the slopes of the next power of two
+# below and every other slope of the one above:
+# for ``Nh = 12``, the 8 slopes of ``Nh = 8`` and 4 of the 16 of ``Nh = 16``.
+closed_8 = torch.tensor([2 ** (-8 * h / 8) for h in range(1, 9)])  # (8,)
+closed_16 = torch.tensor([2 ** (-8 * h / 16) for h in range(1, 17)])  # (16,)
+slopes_12 = [f"{s:.4f}" for s in alibi_slopes(12).tolist()]
+print("alibi_slopes(12):", ", ".join(slopes_12[:8]))  # the 8 of the power of two
+print("                 ", ", ".join(slopes_12[8:]))  # then every other of 16
+torch.testing.assert_close(alibi_slopes(12), torch.cat([closed_8, closed_16[0::2][:4]]))
+
+# %%
 # From scratch
 # ------------
 # The formula in ordinary ops, the reference every backend is held to.
@@ -121,35 +152,8 @@ def sdpa_formula(q, k, v, is_causal=False, attn_mask=None):
 
 
 # %%
-# The shared blocks: the causal mask of
-# :doc:`/generated/transformer/plot_03_causal_attention` and ALiBi's slopes of
-# :doc:`/generated/positional/plot_07_alibi`, :math:`2^{-8h/N_h}` for
-# :math:`h = 1, \dots, N_h` when :math:`N_h` is a power of two.
-
-
-# Copied from transformer/plot_03_causal_attention.py: causal_mask
-def causal_mask(L, device=None):
-    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
-    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
-
-
-# Copied from positional/plot_07_alibi.py: alibi_slopes
-def alibi_slopes(Nh, device=None):
-    """ALiBi slope of each head: (Nh,)."""
-    P = 2 ** math.floor(math.log2(Nh))  # largest power of two <= Nh
-    first = 2.0 ** (-8 * torch.arange(1, P + 1, device=device) / P)  # (P,)
-    # every other slope of the 2P sequence: 2 ** (-8 (2j + 1) / (2P)), j < Nh - P
-    extra = 2.0 ** (-4 * (2 * torch.arange(Nh - P, device=device) + 1) / P)  # (Nh - P,)
-    return torch.cat([first, extra])
-
-
-# %%
-# FlexAttention's mask as functions: a ``mask_mod(b, h, q_idx, kv_idx)`` says which key
-# a query may see, a ``score_mod(score, b, h, q_idx, kv_idx)`` rewrites each scaled
-# logit. FlexAttention traces each ``*_mod`` with TorchDynamo, which looks a global name
-# up in the module the function names (``__main__`` here), and a page run by another
-# program (the book's build) keeps its globals elsewhere. So each ``*_mod`` is made by a
-# function and closes over its data (window, document ids, slopes): that runs anywhere.
+# FlexAttention's masks: a ``mask_mod`` picks the keys a query sees, a ``score_mod``
+# rewrites a scaled logit.
 def causal_mod(b, h, q_idx, kv_idx):
     """FlexAttention mask_mod: key kv_idx visible from query q_idx when not later."""
     return q_idx >= kv_idx
@@ -177,14 +181,7 @@ def alibi_score_mod(slopes):
 
 
 # %%
-# Four kernels, one answer
-# ------------------------
-# ``torch.nn.attention.sdpa_kernel`` allows only the backends it is given:
-# ``FLASH_ATTENTION`` (FlashAttention, Dao et al. 2022: the scores tile by tile, never
-# stored), ``EFFICIENT_ATTENTION`` (after Rabe and Staats 2021), ``CUDNN_ATTENTION``
-# and ``MATH`` (the formula in ordinary PyTorch ops); a backend that does not take the
-# inputs raises ``RuntimeError``. Each one that takes float32 causal attention returns
-# the formula's answer (the Proof below runs every dtype and mask).
+# **Four kernels, one answer:** each backend that takes the inputs gives the formula's.
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 gen = torch.Generator().manual_seed(1)  # its own stream: the page's stays as is
@@ -194,9 +191,9 @@ took = []
 for be in [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
            SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]:
     try:
-        with sdpa_kernel(be):
+        with sdpa_kernel(be):  # this backend only
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (1,2,64,16)
-    except RuntimeError:
+    except RuntimeError:  # this backend refuses the inputs
         continue
     took.append(be.name)
     torch.testing.assert_close(out, formula64.float())
@@ -206,33 +203,24 @@ assert "MATH" in took and len(took) >= 2
 # %%
 # FlexAttention: the mask as a function
 # -------------------------------------
-# ``torch.nn.attention.flex_attention`` (Dong et al., 2024) takes the mask as code.
-# ``create_block_mask`` evaluates the ``mask_mod`` and sorts the ``128 x 128`` blocks
-# into a ``BlockMask``, as the idea's figure did by hand. The four masks: causal, ALiBi
-# (a ``score_mod`` on top of the causal block mask), a sliding window, and the document
-# mask of packed sequences (each token sees itself and the earlier tokens of its own
-# document). Shapes for this part: ``4 x 4`` blocks.
+# ``create_block_mask`` evaluates a ``mask_mod`` and sorts the ``128 x 128`` blocks into
+# a ``BlockMask``, as the idea's figure did by hand; ALiBi is a ``score_mod`` on top of
+# the causal block mask; ``4 x 4`` blocks here. ``flex_attention`` runs eagerly on CPU
+# (time budget), compiled on CUDA.
+from torch.autograd.profiler import profile
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-B, Nh, L, Dh = 2, 4, L_flex, 16
-W = W_flex
+B, Nh, L, Dh, W = 2, 4, L_flex, 16, W_flex
 q, k, v = (torch.randn(B, Nh, L, Dh, device=device) for _ in range(3))
 doc = torch.repeat_interleave(torch.arange(len(lengths), device=device),
                               torch.tensor(lengths, device=device))  # (L,) document ids
-head_slopes = alibi_slopes(Nh, device)  # (Nh,)
 window_mod, document_mod = sliding_window(W), documents(doc)
-alibi_mod = alibi_score_mod(head_slopes)
+alibi_mod = alibi_score_mod(alibi_slopes(Nh, device))  # slopes (Nh,)
 block_masks = {name: create_block_mask(mod, None, None, L, L, device=device)
                for name, mod in [("causal", causal_mod), ("sliding window", window_mod),
                                  ("document", document_mod)]}
 block_masks["ALiBi"] = block_masks["causal"]
-
-# %%
-# ``flex_attention`` called as it is runs an unfused implementation that materializes
-# all the ``(B, Nh, L, L)`` scores; ``torch.compile(flex_attention)`` generates a fused
-# kernel, at the price of compiling it on the first call. The CPU build runs flex
-# eagerly, to keep the page within its time budget; the CUDA build compiles it. Each
-# call runs under the profiler (read in a Proof below).
+warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
 flex = torch.compile(flex_attention) if device == "cuda" else flex_attention
 ARGS = {"causal": {"block_mask": block_masks["causal"]},
         "ALiBi": {"score_mod": alibi_mod, "block_mask": block_masks["ALiBi"]},
@@ -240,30 +228,23 @@ ARGS = {"causal": {"block_mask": block_masks["causal"]},
         "document": {"block_mask": block_masks["document"]}}
 flex_out, flex_events = {}, {}  # mask name -> output / the profiler's events
 for name, kw in ARGS.items():
-    with (torch.autograd.profiler.profile(use_kineto=False,
-                                          record_shapes=True) as prof_flex,
-          warnings.catch_warnings()):
-        warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
+    with profile(use_kineto=False, record_shapes=True) as prof_flex:
         flex_out[name] = flex(q, k, v, **kw)  # (B, Nh, L, Dh)
     flex_events[name] = prof_flex.function_events
 
 # %%
-# Each output equals SDPA's with the dense mask of the idea (the ALiBi bias as a float
-# ``attn_mask``, added to the scaled logits as FlexAttention's ``score_mod`` is).
-sdpa_out = {"causal": F.scaled_dot_product_attention(q, k, v, is_causal=True),
-            "ALiBi": F.scaled_dot_product_attention(q, k, v, attn_mask=alibi_flex),
-            "sliding window": F.scaled_dot_product_attention(
-                q, k, v, attn_mask=dense["sliding window"]),
-            "document": F.scaled_dot_product_attention(q, k, v,
-                                                       attn_mask=dense["document"])}
+# Each output equals SDPA's with the idea's dense mask (ALiBi as a float ``attn_mask``).
+sdpa_out = {name: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            for name, mask in {**dense, "ALiBi": alibi_flex}.items()}  # (B, Nh, L, Dh)
+gaps = {name: (flex_out[name] - sdpa_out[name]).abs().max().item() for name in ARGS}
+print("max|flex - SDPA|: " + ", ".join(f"{name.replace('sliding ', '')} {gap:.1e}"
+                                        for name, gap in gaps.items()))
 for name in ARGS:
-    gap = (flex_out[name] - sdpa_out[name]).abs().max().item()
-    print(f"{name:15s} max|flex_attention - SDPA with the dense mask| = {gap:.1e}")
     torch.testing.assert_close(flex_out[name], sdpa_out[name])
 
 # %%
-# Proof: the BlockMask's blocks are the dense mask's
-# --------------------------------------------------
+# Proof: the BlockMask's blocks, and eager or compiled flex
+# ---------------------------------------------------------
 # ``create_block_mask`` ran eagerly on this device (its ``device=`` argument), and its
 # blocks are those of the dense mask, as the idea's figure sorted them: a block is
 # visited where the dense mask has any ``True`` entry, and *full* where it has only
@@ -290,8 +271,8 @@ visits_causal, visits_window = visits["causal"], visits["sliding window"]
 visits_document, n_blocks = visits["document"], nb * nb
 
 # %%
-# Proof: eager on CPU, compiled on CUDA
-# -------------------------------------
+# Eager on CPU, compiled on CUDA
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # The profiler shows which of the two ran, call by call: a compiled call runs the graph
 # Inductor generated (an event ``## Call CompiledFxGraph ...``) and no op sees a
 # ``(B, Nh, L, L)`` tensor; an eager call runs no compiled graph, and its ops do see the
@@ -321,7 +302,7 @@ else:  # eager: no compiled graph, the scores in memory
 # shape is that of the H100 measurements this page's CUDA side comes from. The masks:
 # none, ``is_causal=True``, a boolean ``(L, L)`` sliding window of ``W`` keys, and an
 # additive float ALiBi bias with the causal :math:`-\infty`, as ``(Nh, L, L)`` and as
-# ``(1, Nh, L, L)``; a Proof below builds each mask a second way and finds it equal.
+# ``(1, Nh, L, L)``; the end of this Proof builds each mask a second way.
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 B, Nh, L, Dh = 2, 8, 256, 64
@@ -398,8 +379,8 @@ for (dtype, mask, name), out in outs.items():
         torch.testing.assert_close(out, ref[mask].to(dtype))
 
 # %%
-# Proof: the masks the backends got are the masks they claim
-# ----------------------------------------------------------
+# The masks the backends got are the masks they claim
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # Built another way: the window from the positions' difference, the slopes from the
 # closed form per head. The window keeps ``W`` keys per query.
 l_idx = torch.arange(L_sdpa, device=device)[:, None]  # (L, 1): query position l
@@ -421,8 +402,8 @@ torch.testing.assert_close(alibi, alibi_ref, rtol=0, atol=0)  # the same numbers
 print("the window and the ALiBi bias equal their second construction")
 
 # %%
-# Proof: which backend takes what, and which runs by default
-# ----------------------------------------------------------
+# Which backend takes what, and which runs by default
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # The profiler named the op each call dispatched; the default call is named by the
 # forced backend whose op it ran. The table: ``refused`` is ``RuntimeError`` under
 # ``sdpa_kernel(backend)``, a number is the largest gap to the float64 reference.
@@ -513,19 +494,6 @@ else:  # H100, torch 2.11: each refusal says "No available kernel"; no CPU kerne
     assert {refusals[dt, m, n] for (dt, m), exp in expected.items()
             for n, ok in exp.items() if not ok} == {"No available kernel"}
     assert not any(name.endswith("_for_cpu") for name in op.values())
-
-# %%
-# Proof: ``alibi_slopes`` beyond powers of two
-# --------------------------------------------
-# This page's head counts (8, then 4) are powers of two. For others, ALiBi's rule takes
-# the slopes of the next power of two below and every other slope of the one above:
-# for ``Nh = 12``, the 8 slopes of ``Nh = 8`` and 4 of the 16 of ``Nh = 16``.
-closed_8 = torch.tensor([2 ** (-8 * h / 8) for h in range(1, 9)])  # (8,)
-closed_16 = torch.tensor([2 ** (-8 * h / 16) for h in range(1, 17)])  # (16,)
-slopes_12 = [f"{s:.4f}" for s in alibi_slopes(12).tolist()]
-print("alibi_slopes(12):", ", ".join(slopes_12[:8]))  # the 8 of the power of two
-print("                 ", ", ".join(slopes_12[8:]))  # then every other of 16
-torch.testing.assert_close(alibi_slopes(12), torch.cat([closed_8, closed_16[0::2][:4]]))
 
 # %%
 # References
