@@ -53,10 +53,10 @@ print(f"device: {device}, torch {torch.__version__}, "
 #
 # .. math::
 #
-#    x_0 = W_{te}[\mathrm{ids}] + W_{pe}[0 .. L-1], \qquad
+#    &x_0 = W_{te}[\mathrm{ids}] + W_{pe}[0 .. L-1], \qquad &&
 #    \mathrm{logits} = \mathrm{LN}_f(x_{n_\mathrm{layer}})\, W_{te}^\top,
 #
-#    h = x_l + \mathrm{Attn}(\mathrm{LN}_1(x_l)), \qquad
+#    &h = x_l + \mathrm{Attn}(\mathrm{LN}_1(x_l)), \qquad &&
 #    x_{l+1} = h + W_2\, \mathrm{GELU}_{\tanh}(W_1\, \mathrm{LN}_2(h) + b_1) + b_2,
 #
 # attention :math:`\mathrm{softmax}(q k^\top / \sqrt{D_h} + M)\, v` per head, causal
