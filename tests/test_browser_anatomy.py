@@ -98,8 +98,6 @@ def test_the_lesson_comes_first_and_the_page_is_short(measured, name):
         assert fold["ledger"], f"{fold['heading']!r} does not link the page's ledger rows"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24 is open: the median page shows about 5.6 "
-                   "screens by default (tests/artifacts/anatomy.tsv); the target is 5")
 def test_the_median_page_fits_five_screens(measured):
     done = [m["height"] / SCREEN["height"] for name, m in measured.items()
             if name not in NOT_YET]
