@@ -29,10 +29,22 @@ import math
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
+
+# %%
+# The block this page shares with another, copied verbatim: the causal mask (from
+# :doc:`/generated/transformer/plot_03_causal_attention`).
+
+
+# Copied from transformer/plot_03_causal_attention.py: causal_mask
+def causal_mask(L, device=None):
+    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
+    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
+
 
 # %%
 # The idea
@@ -83,14 +95,7 @@ plt.show()
 # From scratch
 # ------------
 # The chapter's block (:doc:`plot_05_transformer_block`) in its pre-LN order with the
-# causal mask of :doc:`plot_03_causal_attention`.
-from torch import nn
-
-
-# Copied from transformer/plot_03_causal_attention.py: causal_mask
-def causal_mask(L, device=None):
-    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
-    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
+# causal mask (copied in Setup).
 
 
 class PreLNBlock(nn.Module):
@@ -125,14 +130,11 @@ class PreLNBlock(nn.Module):
 # %%
 # Which dtype each operation runs in
 # ----------------------------------
-# autocast keeps per device three kinds of ops: a *lower-precision* list (run in the
-# 16-bit dtype: every floating input is cast to it), a *float32* list (every input is
-# cast to float32), and everything else, which runs in the dtype of its inputs. So the
-# answer depends on what comes in. A float32 tensor is what a user hands in; a 16-bit
-# tensor is what a preceding ``Linear`` hands on inside the block, and is how the H100
-# measurements behind this page's CUDA side probed softmax and the norms. The norms
-# below carry a float32 weight, as a module's would; ``rms_norm`` runs without one (a
-# float32 weight on a 16-bit input makes it warn that it cannot use its fused kernel).
+# An op off both lists runs in the dtype of its inputs, so the answer depends on what
+# comes in: float32 from a user, 16 bits from a preceding ``Linear`` (how the H100
+# measurements behind the CUDA side probed softmax and the norms). The norms carry a
+# float32 weight, as a module's would (``rms_norm`` none: a float32 weight on a 16-bit
+# input makes it warn that it cannot use its fused kernel).
 L, D = 16, 64
 x32 = torch.randn(L, D, device=device)  # (L, D) float32
 w = torch.randn(D, D, device=device) / 8  # (D, D)
@@ -159,10 +161,8 @@ for dt in DTYPES:
         for name, op in OPS.items():
             out[dt, "float32", name] = op(x32, *PARAMS.get(name, ()))
             out[dt, "16-bit", name] = op(x16, *PARAMS.get(name, ()))
-print(f"{'':11s}" + "".join(f"{'under autocast(' + short[dt] + ')':>36s}"
-                            for dt in DTYPES))
-print(f"{'op':11s}" + "".join(f"{'float32 input':>18s}{'16-bit input':>18s}"
-                            for dt in DTYPES))
+print(f"{'autocast:':11s}" + "".join(f"{short[dt]:>18s}" * 2 for dt in DTYPES))
+print(f"{'input:':11s}" + f"{'float32':>18s}{'16-bit':>18s}" * len(DTYPES))
 for n in OPS:
     print(f"{n:11s}" + "".join(f"{short[out[dt, given, n].dtype]:>18s}"
                                for dt in DTYPES for given in ["float32", "16-bit"]))
@@ -172,10 +172,20 @@ FLOAT32_ON_CUDA = ["softmax", "layer_norm"]  # the float32 list (of these ops), 
 # %%
 # autocast is "cast the inputs, run the op"
 # -----------------------------------------
+# ``linear`` under autocast equals ``F.linear`` outside it on inputs cast by hand (the
+# float32 weight and bias too), bit for bit: autocast adds a cast and nothing else.
+for dt in DTYPES:
+    by_hand = F.linear(x32.to(dt), w.to(dt), b.to(dt))  # (L, D): cast, then run
+    torch.testing.assert_close(out[dt, "float32", "linear"], by_hand, rtol=0, atol=0)
+print("autocast's linear is F.linear on inputs cast by hand, bit for bit")
+
+# %%
+# Proof: every op of the table is the op on inputs cast by hand
+# -------------------------------------------------------------
 # Each output equals the same op, written out again below, run outside autocast on
 # inputs cast by hand: to the 16-bit dtype for the lower-precision list (the float32
 # weight and bias too), to float32 for CUDA's float32 list, and not at all for the
-# rest. Bit for bit (``rtol=0, atol=0``): autocast adds a cast and nothing else.
+# rest. Bit for bit (``rtol=0, atol=0``).
 PLAIN = {  # name -> the op on (x, its parameters), outside autocast
     "matmul": torch.matmul,
     "linear": F.linear,
@@ -201,12 +211,8 @@ print("every autocast output equals the op on inputs cast by hand, bit for bit")
 # %%
 # A pre-LN block under autocast
 # -----------------------------
-# ``PreLNBlock`` above. Under autocast its ``Linear`` layers and its two ``einsum``
-# products run in 16 bits; its LayerNorms see the float32 residual stream and stay
-# float32; the softmax gets 16-bit logits and runs in 16 bits on CPU, in float32 on
-# CUDA. The residual sum ``x + branch`` adds a 16-bit branch to a float32 stream, and
-# type promotion makes it float32: under autocast **the residual stream stays float32**,
-# and so does the block's output, on every device.
+# ``PreLNBlock``'s branches come out in 16 bits; ``x + branch`` promotes to float32, so
+# **the residual stream stays float32**, and so does the block's output.
 
 B, L, D, Nh = 2, 16, 64, 4
 block = PreLNBlock(D, Nh).to(device).eval()
@@ -221,6 +227,11 @@ for dt in DTYPES:
     print(f"autocast {short[dt]:9s} block output {short[y.dtype]}, branches "
           f"{short[branches[0].dtype]} and {short[branches[1].dtype]}")
     assert y.dtype == torch.float32 and branches[0].dtype == branches[1].dtype == dt
+
+# %%
+# Proof: the block is causal
+# --------------------------
+# Changing the last token moves no earlier output: no query sees a later key.
 x_later = x.clone()
 x_later[:, -1] += torch.randn_like(x[:, -1])  # change the last token only
 with torch.no_grad():
