@@ -72,14 +72,8 @@ plt.show()
 # From scratch
 # ------------
 # The manual path is the textbook formula, nanoGPT's fallback: it builds the
-# ``(B, Nh, L, L)`` scores, then their softmax, then multiplies by ``v``.
-# ``F.scaled_dot_product_attention`` picks a kernel by device, dtype, shape and mask. On
-# CPU (torch 2.13) it is a blocked flash kernel, named in the profiler's op names
-# ``aten::_scaled_dot_product_flash_attention_for_cpu`` (asserted below). On CUDA in
-# float32, as here, the flash and cuDNN kernels refuse the input and the
-# memory-efficient kernel accepts it (measured on an H100 with torch 2.11; not yet
-# verified by a GPU build of the book). Neither stores the whole ``L x L`` tensor, and
-# the memory check below would fail if SDPA fell back to its math kernel, which does.
+# ``(B, Nh, L, L)`` scores, then their softmax, then multiplies by ``v``. The fused path
+# is ``F.scaled_dot_product_attention``, whose kernels never store the whole scores.
 
 
 def manual(q, k, v):
@@ -100,16 +94,8 @@ def qkv_of_length(L, B, Nh, Dh, device):
 
 
 # %%
-# The sweep is short on CPU; a GPU goes further.
-if device == "cuda":
-    Ls = [256, 512, 1024, 2048, 4096, 8192]
-else:
-    Ls = [64, 128, 256, 512, 1024, 2048]
-score_bytes = [B * Nh * L * L * 4 for L in Ls]  # the scores alone, float32
-
-# %%
-# Measured peak memory
-# --------------------
+# Proof: how peak memory is measured, on each device
+# --------------------------------------------------
 # Each device measures in its own way, and both count the same thing: the extra bytes
 # of tensors a call holds at its worst moment, its output included. On CUDA the caching
 # allocator keeps the counters: ``torch.cuda.memory_allocated`` is the memory occupied
@@ -146,7 +132,15 @@ def peak_bytes_cpu(prof, label):
 
 
 # %%
-# Measure both paths at every length.
+# Measured peak memory
+# --------------------
+# Both paths at every length (the sweep is short on CPU; a GPU goes further), each
+# call's extra bytes at its worst moment, output included.
+if device == "cuda":
+    Ls = [256, 512, 1024, 2048, 4096, 8192]
+else:
+    Ls = [64, 128, 256, 512, 1024, 2048]
+score_bytes = [B * Nh * L * L * 4 for L in Ls]  # the scores alone, float32
 for fn in (manual, fused):  # warm-up: one-time allocations do not belong to any L
     fn(*qkv_of_length(Ls[0], B, Nh, Dh, device))
 
@@ -168,9 +162,6 @@ else:
                     outputs[fn.__name__, L] = fn(q, k, v)
     for name in peaks:
         peaks[name] = [peak_bytes_cpu(prof, f"{name} L={L}") for L in Ls]
-    kernels = {e.key for e in prof.key_averages() if "scaled_dot_product" in e.key}
-    print("SDPA's ops on CPU:", *sorted(kernels), sep="\n    ")
-    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in kernels  # torch 2.13
 
 # %%
 # Same output at every length; the manual path's peak holds the scores (and a second
@@ -206,6 +197,21 @@ ax.set_title(f"Manual attention's memory grows as L² (×4 per doubling);\n"
              f"at L = {Ls[-1]}")
 ax.legend()
 plt.show()
+
+# %%
+# Proof: which kernel SDPA runs
+# -----------------------------
+# ``F.scaled_dot_product_attention`` picks a kernel by device, dtype, shape and mask. On
+# CPU (torch 2.13) it is a blocked flash kernel, named in the profiler's op names
+# ``aten::_scaled_dot_product_flash_attention_for_cpu`` (asserted). On CUDA in float32,
+# as here, the flash and cuDNN kernels refuse the input and the memory-efficient kernel
+# accepts it (measured on an H100 with torch 2.11; not yet verified by a GPU build of
+# the book). Neither stores the whole ``L x L`` tensor, and the memory check above would
+# fail if SDPA fell back to its math kernel, which does.
+if device == "cpu":
+    kernels = {e.key for e in prof.key_averages() if "scaled_dot_product" in e.key}
+    print("SDPA's ops on CPU:", *sorted(kernels), sep="\n    ")
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in kernels  # torch 2.13
 
 # %%
 # Proof: the scores take ``B * Nh * L * L * 4`` bytes
