@@ -33,6 +33,17 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
 # %%
+# The block this page shares with another, copied verbatim: the causal mask (from
+# :doc:`/generated/transformer/plot_03_causal_attention`).
+
+
+# Copied from transformer/plot_03_causal_attention.py: causal_mask
+def causal_mask(L, device=None):
+    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
+    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
+
+
+# %%
 # The idea
 # --------
 # Without a mask, query ``t`` averages every token, the same set wherever it sits: no
@@ -73,16 +84,11 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# The causal mask of :doc:`/generated/transformer/plot_03_causal_attention` (``True``
-# where a query may attend). :class:`torch.nn.MultiheadAttention` takes the opposite
-# convention for a boolean mask, ``True`` marks a key a query may *not* see: we pass
-# ``~causal_mask(L)``.
-
-
-# Copied from transformer/plot_03_causal_attention.py: causal_mask
-def causal_mask(L, device=None):
-    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
-    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
+# The causal mask (copied in Setup) is ``True`` where a query may attend;
+# :class:`torch.nn.MultiheadAttention` reads ``True`` as *hidden*: we pass
+# ``~causal_mask(L)``. Uniform attention: zero the query projection (``in_proj_weight``
+# stacks the query, key and value projections, ``D`` rows each), and every logit is 0.
+import copy
 
 
 def mha_attend(module, x, mask=None):
@@ -90,13 +96,6 @@ def mha_attend(module, x, mask=None):
     with torch.no_grad():
         return module(x, x, x, attn_mask=mask, need_weights=False)[0]
 
-
-# %%
-# Three ways to change a layer: zero its query projection (every logit 0: uniform
-# attention), scale it (every logit scaled: a softmax temperature), and read the
-# per-head weights. ``in_proj_weight`` stacks the query, key and value projections,
-# ``D`` rows each.
-import copy
 
 
 def uniform_copy(module):
@@ -108,33 +107,13 @@ def uniform_copy(module):
     return out
 
 
-def sharpened(module, factor):
-    """A copy of `module` with its query projection times `factor`: logits x factor."""
-    out, D = copy.deepcopy(module), module.embed_dim
-    with torch.no_grad():
-        out.in_proj_weight[:D] *= factor
-        out.in_proj_bias[:D] *= factor
-    return out
-
-
-def head_weights(module, x, mask):
-    """Per-head attention weights: (B, L, D) -> (B, Nh, L, L)."""
-    with torch.no_grad():
-        return module(x, x, x, attn_mask=mask, average_attn_weights=False)[1]
-
-
-def output_variance(out):
-    """Total variance over the batch of each position's output: (B, L, D) -> (L,)."""
-    return out.var(dim=0).sum(-1)
-
 
 # %%
 # A random attention layer, no positional embedding
 # -------------------------------------------------
-# One :class:`torch.nn.MultiheadAttention` layer (``Nh = 2`` heads; query, key, value
-# and output projections with biases), moved off its initialization, in float64 so that
-# a rounding of the summation order cannot pass for an effect of the order of the
-# tokens. Inputs are drawn on the CPU and moved, so every device sees the same numbers.
+# One :class:`torch.nn.MultiheadAttention` layer moved off its initialization, in
+# float64 so that a rounding of the summation order cannot pass for an effect of the
+# order of the tokens; inputs drawn on the CPU, so every device sees the same numbers.
 B, L, D, Nh = 4, 32, 16, 2
 dtype = torch.float64
 layer = torch.nn.MultiheadAttention(D, Nh, batch_first=True, dtype=dtype).to(device)
@@ -150,14 +129,10 @@ print(f"layer: D = {D}, Nh = {Nh}, L = {L}, {dtype}; mask {tuple(causal.shape)},
 # %%
 # Without a mask: permutation-equivariant
 # ---------------------------------------
-# Nothing in unmasked attention refers to where a token sits: query ``l`` compares
-# itself with every key and averages every value, the same set whatever the order. So
-# for every permutation ``P`` of the tokens, ``f(P x) = P f(x)``. :doc:`Page 01
-# </generated/positional/plot_01_formulation>` shows it for one head and two
-# permutations; here for the whole layer and eight random permutations plus the
-# reversal, at float64's default tolerances. With the causal mask the same permutations
-# change the outputs themselves, not only their places: token ``l`` now sees other
-# predecessors.
+# Unmasked, query ``l`` averages every value, the same set whatever the order: for every
+# permutation ``P``, ``f(P x) = P f(x)`` (:doc:`Page 01
+# </generated/positional/plot_01_formulation>` for one head). With the causal mask the
+# same permutations change the outputs themselves: token ``l`` sees other predecessors.
 perms = [torch.arange(L - 1, -1, -1)] + [torch.randperm(L) for _ in range(8)]
 gaps = {"no mask": [], "causal": []}
 for i, perm in enumerate(perms):
@@ -282,6 +257,13 @@ print(f"worst probe error {worst:.3f} < 0.5: every t < {L_iid} read back")
 # token 0 alone, whatever the queries and keys, and later outputs mix more tokens: the
 # layer's attention is broad and :math:`V_t` falls :measured:`drawn_fall:.1f`-fold
 # over 32 positions.
+
+
+def output_variance(out):
+    """Total variance over the batch of each position's output: (B, L, D) -> (L,)."""
+    return out.var(dim=0).sum(-1)
+
+
 B_base = 64
 base = torch.randn(B_base, L, D, dtype=dtype)  # (B_base, L, D)
 shifted = torch.cat([base.roll(c, dims=1) for c in range(L)]).to(device)  # (B, L, D)
@@ -359,6 +341,24 @@ torch.testing.assert_close(V["no mask, as drawn"],
 # :measured:`sharp_ratio:.2f` times its smallest), and it ends above :math:`V_0`. How
 # much position survives, and in which statistic, depends on the weights. First the
 # temperature, checked on the attention weights the layer returns.
+import copy
+
+
+def sharpened(module, factor):
+    """A copy of `module` with its query projection times `factor`: logits x factor."""
+    out, D = copy.deepcopy(module), module.embed_dim
+    with torch.no_grad():
+        out.in_proj_weight[:D] *= factor
+        out.in_proj_bias[:D] *= factor
+    return out
+
+
+def head_weights(module, x, mask):
+    """Per-head attention weights: (B, L, D) -> (B, Nh, L, L)."""
+    with torch.no_grad():
+        return module(x, x, x, attn_mask=mask, average_attn_weights=False)[1]
+
+
 sharp = sharpened(layer, 16)
 p_drawn = head_weights(layer, x, causal)  # (B, Nh, L, L)
 p_sharp = head_weights(sharp, x, causal)  # (B, Nh, L, L)
