@@ -3,9 +3,9 @@ The common recipe, and where eps goes
 =====================================
 
 Every normalization layer in this chapter subtracts a mean, divides by a standard
-deviation, then scales and shifts. They differ in which entries share one mean and
-variance, and that choice is all this page is about, with one detail PyTorch gets right
-and the source notes do not: where ``eps`` goes.
+deviation, then scales and shifts; they differ only in which entries share one mean and
+variance. Plus one detail PyTorch gets right and the source notes do not: where ``eps``
+goes.
 
 **You will learn**
 
@@ -106,10 +106,8 @@ def grouped(t, G):
 
 
 # %%
-# The check: our function against PyTorch's four modules, affine parameters switched
-# off to isolate the reduction. The input's variance is ``~1e-4``, ten times ``eps``:
-# there ``eps`` moves every output by ~5 %, so a formula that dropped it could not pass,
-# nor could one that divided by n - 1 (the sets hold 25 to 150 values).
+# The check against PyTorch's four modules, affine off. At input variance ten times
+# ``eps``, a formula that dropped ``eps`` or divided by n - 1 could not pass.
 x = 0.01 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W), variance ~1e-4
 reductions = {  # layer: (view of x, dims of that view reduced together)
     "BatchNorm2d": (same, [0, 2, 3]),
@@ -128,8 +126,7 @@ for name, (view, dims) in reductions.items():
     ours = normalize(view(x), dims).reshape(B, C, H, W)
     gap = (ours - ref).abs().max().item()
     print(f"{name:14s} dims {str(dims):9s}: max|ours - torch| = {gap:.1e}")
-    # Same float32 arithmetic in a different summation order: default float32
-    # tolerances.
+    # Same float32 arithmetic, another summation order: default float32 tolerances.
     torch.testing.assert_close(ours, ref)
 
 # %%
@@ -137,8 +134,8 @@ for name, (view, dims) in reductions.items():
 #
 # ``eps`` goes inside the square root
 # -----------------------------------
-# PyTorch adds ``eps`` to the variance. The source notes write the recipe as
-# ``(X - X.mean()) / (X.var(unbiased=False).sqrt() + eps)``, adding it to the standard
+# PyTorch adds ``eps`` to the variance; the source notes,
+# ``(X - X.mean()) / (X.var(unbiased=False).sqrt() + eps)``, add it to the standard
 # deviation: a different function.
 def normalize_notes(x, dims, eps):
     """The notes' version: eps added to the standard deviation (not PyTorch's)."""
@@ -148,18 +145,15 @@ def normalize_notes(x, dims, eps):
 
 
 # %%
-# For zero-mean data with biased standard deviation ``s``, the output's standard
-# deviation is
+# For zero-mean data of biased standard deviation ``s`` the output's is
 #
 # .. math::
 #
 #    \frac{s}{\sqrt{s^2 + \epsilon}} \ \text{(eps inside)} \qquad \text{vs.} \qquad
 #    \frac{s}{s + \epsilon} \ \text{(eps outside)}.
 #
-# Sweep ``s`` over eight decades: BatchNorm's measured output follows the first curve
-# and the notes' function the second, to the last digit (float64, so the sweep itself
-# adds no rounding). The two agree at unit variance and part ways below
-# :math:`s \approx \sqrt{\epsilon}`.
+# Over eight decades of ``s`` (float64), BatchNorm follows the first curve and the
+# notes' function the second; they part ways below :math:`s \approx \sqrt{\epsilon}`.
 eps = 1e-5
 s = torch.logspace(-6, 1, 29, dtype=torch.float64)
 z = torch.randn(256, 1, dtype=torch.float64)
@@ -174,6 +168,11 @@ print(f"max |BatchNorm1d - s/sqrt(s^2+eps)| = {(measured - inside).abs().max():.
 torch.testing.assert_close(measured, inside)  # float64 default tolerances
 torch.testing.assert_close(notes, outside)
 
+# %%
+# Proof: the two curves, drawn over eight decades
+# -----------------------------------------------
+# The sweep above on log axes: measured points on each curve; the grey lines mark
+# :math:`s = \sqrt{\epsilon}` (solid) and :math:`s = \epsilon` (dotted).
 fig, ax = plt.subplots()
 ax.loglog(s, outside, "--", label="notes: s / (s + eps)")
 ax.loglog(s, notes, "x", ms=5, color="C0", label="the notes' formula, measured")
@@ -338,10 +337,12 @@ for name, (view, dims) in reductions.items():
     assert gap_blind > 1e-2  # eps is visible here
 
 # %%
-# Try it: put eps outside the square root. Does it show at unit variance?
-# -----------------------------------------------------------------------
+# Try it: put eps outside the square root. Does it show at unit variance? At 1e-3?
+# --------------------------------------------------------------------------------
 # Compare ``normalize_notes`` with ``nn.BatchNorm2d`` on unit-variance data: how large
-# is the relative gap?
+# is the relative gap? Then at standard deviation ``1e-3`` (variance ten times smaller
+# than ``eps``): what output standard deviation do PyTorch, ``normalize`` and the notes'
+# form give?
 bn = torch.nn.BatchNorm2d(C, affine=False).to(device)
 unit = torch.randn(B, C, H, W, device=device)
 y_unit = bn(unit)
@@ -355,11 +356,7 @@ assert 1e-7 < rel < 1e-4  # tiny, but not zero: about eps / 2 = 5e-6
 # unnoticed.
 
 # %%
-# Try it: and at standard deviation 1e-3?
-# ---------------------------------------
-# Now the features' standard deviation :math:`s` is ``1e-3`` (variance ``1e-6``, ten
-# times smaller than ``eps``). What output standard deviation do PyTorch, ``normalize``
-# and the notes' form give?
+# At standard deviation :math:`s = 10^{-3}`:
 tiny = 1e-3 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W), std ~ 1e-3
 # Centred at 0: data at 1.0 +- 1e-3 would lose 3 of float32's 7 digits to cancellation
 # first.

@@ -2,21 +2,18 @@
 BatchNorm 1d, 2d, 3d: training, eval and the running statistics
 ===============================================================
 
-In training mode BatchNorm normalizes each channel with the mean and variance of the
-current batch; in eval mode it uses two running averages it kept during training. This
-page writes both modes from scratch, matches ``nn.BatchNorm1d/2d/3d``, and pins down the
-running-average update exactly.
+In training mode BatchNorm normalizes each channel with the current batch's mean and
+variance; in eval mode, with running averages kept during training. Both from scratch,
+against ``nn.BatchNorm1d/2d/3d``, and the running-average update exactly.
 
 **You will learn**
 
 - which dims BatchNorm reduces (all but the channels) for 1d, 2d and 3d inputs
 - to write training-mode and eval-mode BatchNorm in a few lines
-- how PyTorch updates ``running_mean`` and ``running_var`` (and why with the unbiased
-  variance)
+- how PyTorch updates ``running_mean`` and ``running_var`` (with the unbiased variance)
 - what ``momentum`` means in PyTorch, and why Keras' 0.99 is PyTorch's 0.01
 
-**Prerequisites:** :doc:`/generated/normalization/plot_01_common_recipe` (the recipe and
-where ``eps`` goes).
+**Prerequisites:** :doc:`/generated/normalization/plot_01_common_recipe`.
 """
 
 # %%
@@ -35,11 +32,10 @@ print(f"device: {device}, torch {torch.__version__}")
 # %%
 # The idea
 # --------
-# For an input ``(B, C, *)`` BatchNorm keeps one mean :math:`\mu_c` and one variance
-# :math:`\sigma_c^2` per channel, taken over the batch and every position: all dims but
-# dim 1. In training mode they are the batch's own (biased) statistics, and each call
-# also moves two running averages toward them with PyTorch's ``momentum`` :math:`m`
-# (default 0.1); in eval mode the running averages replace them:
+# One mean :math:`\mu_c` and variance :math:`\sigma_c^2` per channel, over all dims of
+# ``(B, C, *)`` but dim 1 (:math:`n` values per channel in the batch). Training mode
+# uses the batch's (biased) statistics and moves running averages toward them with
+# ``momentum`` :math:`m`; eval mode uses those (drawn for a 2d input):
 #
 # .. math::
 #
@@ -47,15 +43,12 @@ print(f"device: {device}, torch {torch.__version__}")
 #    \gamma_c + \beta_c, \qquad
 #    \hat\mu_c \leftarrow (1 - m)\,\hat\mu_c + m\,\mu_c, \quad
 #    \hat\sigma_c^2 \leftarrow (1 - m)\,\hat\sigma_c^2 + m\,\tfrac{n}{n-1}\sigma_c^2
-#
-# (:math:`n` values per channel in the batch). Drawn for a 2d input, the shaded values
-# of channel 2 share one mean and variance:
 from matplotlib.patches import Polygon
 
 n_b, n_c, n_hw = 4, 6, 4  # drawn sizes: samples (depth), channels, positions H*W
 d = 0.45  # oblique offset of one sample
 shade = 2  # the channel shaded
-fig, ax = plt.subplots(figsize=(6.4, 4.2))
+fig, ax = plt.subplots(figsize=(6.4, 3.7))
 for c in range(n_c):  # front face: sample 0, channels x positions
     for s in range(n_hw):
         ax.add_patch(Polygon([(c, s), (c + 1, s), (c + 1, s + 1), (c, s + 1)],
@@ -87,11 +80,8 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# Training mode reduces over every dim except dim 1 (channels): batch, length, height,
-# width, depth. It normalizes with the *biased* variance (divide by n) and ``eps``
-# inside the square root, then scales and shifts each channel. The affine parameters
-# have shape ``(C,)``, so they are broadcast as ``weight[None, :, None, None]`` for a
-# 4-d input, and so on.
+# Training mode reduces over every dim but dim 1, with the *biased* variance and
+# ``eps`` inside the square root; the ``(C,)`` affine broadcasts over the other dims.
 def batch_norm_train(x, weight, bias, eps=1e-5):
     """Training-mode BatchNorm of x (B, C, *), statistics per channel; x's shape."""
     dims = [d for d in range(x.dim()) if d != 1]
@@ -103,11 +93,8 @@ def batch_norm_train(x, weight, bias, eps=1e-5):
 
 
 # %%
-# Only a handful of values per channel (n = 8 or 16), as in the notes: with so few
-# samples the unbiased variance is n / (n - 1) times the biased one, 14.3 % larger for n
-# = 8 and 6.7 % for n = 16, so the check below would catch the wrong one. The values are
-# ``0.01 * randn`` (variance ``~1e-4``, ten times ``eps``), so that ``eps`` moves the
-# output by ~5 %. Weights and biases are random, so the affine part is tested too.
+# Few values per channel, as in the notes, so the unbiased variance would miss by the
+# printed percentage; input variance ten times ``eps``; random weights and biases.
 C = 3
 inputs = {
     "BatchNorm1d (B, C)": (torch.nn.BatchNorm1d(C), (8, C)),
@@ -136,7 +123,9 @@ for name, (bn, shape) in inputs.items():
 
 
 # %%
-# Eval mode normalizes with the tracked statistics instead.
+# Eval mode normalizes with the tracked statistics instead. The check trains on three
+# batches of standard deviation 0.01 (so ``eps`` matters), then tests on a batch
+# shifted by two standard deviations.
 def batch_norm_2d_eval(input, running_mean, running_var, eps):
     """Eval-mode BatchNorm2d of input (B, C, H, W) with the tracked statistics (C,)."""
     mean = running_mean[..., None, None]  # (C, 1, 1)
@@ -145,18 +134,10 @@ def batch_norm_2d_eval(input, running_mean, running_var, eps):
 
 
 # %%
-# The module below is trained on three batches of mean 0 and standard deviation 0.01
-# with ``momentum=None`` (a Proof below shows the buffers become the plain averages of
-# the batches' statistics), so that ``running_var`` is ``~1e-4`` and ``eps`` matters in
-# eval mode too. The test batch comes from a distribution shifted by two standard
-# deviations: eval mode, normalizing with what it recorded in training, shows the shift
-# (outputs around 2); the batch's own statistics would hide it (outputs around 0).
 B, H, W = 2, 2, 2
 bn = torch.nn.BatchNorm2d(C, affine=False, momentum=None).to(device)
 for _ in range(3):
     bn(0.01 * torch.randn(B, C, H, W, device=device))
-print("running_mean", ", ".join(f"{v:.1e}" for v in bn.running_mean.tolist()))
-print("running_var ", ", ".join(f"{v:.1e}" for v in bn.running_var.tolist()))
 bn.eval()
 x = 0.02 + 0.01 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W), shifted 2 std
 tracked = (bn.running_mean, bn.running_var, bn.eps)  # (C,), (C,), eps: for later
@@ -164,21 +145,13 @@ y_eval = bn(x)  # eval mode
 ours = batch_norm_2d_eval(x, bn.running_mean, bn.running_var, bn.eps)
 print(f"eval mode: max|ours - torch| = {(ours - y_eval).abs().max():.1e}")
 torch.testing.assert_close(ours, y_eval)
-ones, zeros = torch.ones(C, device=device), torch.zeros(C, device=device)
-train_like = batch_norm_train(x, ones, zeros)
-print(f"mean output: eval mode {y_eval.mean():.2f}, with the batch's statistics "
-      f"{train_like.mean():.2f}")
-assert y_eval.mean() > 1.0, "eval mode should show the shift of the test batch"
-
 
 # %%
 # The update rule, step by step
 # -----------------------------
-# Each training-mode call also moves the buffers, as in "The idea": ``momentum`` weighs
-# the *new* batch statistic, and the variance fed to the average is the *unbiased* one
-# (divide by :math:`n - 1`), although the normalization itself uses the biased one.
+# ``momentum`` weighs the *new* batch statistic; the average takes the *unbiased*
+# variance, though the normalization uses the biased one.
 bn = torch.nn.BatchNorm2d(C).to(device)  # momentum 0.1, buffers 0 and 1 (Proof below)
-
 # Five batches (B, C, H, W) of mean 1 and standard deviation 2.
 batches = [1 + 2 * torch.randn(B, C, H, W, device=device) for _ in range(5)]
 n = B * H * W  # values per channel in one batch
@@ -191,7 +164,6 @@ for xb in batches:
     mean_hand = (1 - m) * mean_hand + m * batch_mean
     var_unbiased = xb.var(dim=[0, 2, 3], unbiased=True)  # (C,)
     var_unbiased_hand = (1 - m) * var_unbiased_hand + m * var_unbiased
-
 print(f"running_mean: max|hand - torch| = "
       f"{(mean_hand - bn.running_mean).abs().max():.2e}")
 print(f"running_var, unbiased update: max|hand - torch| = "
@@ -261,6 +233,21 @@ print(f"n = {n}: variance used / biased batch variance = "
 print(f"       n / (n - 1) = {n / (n - 1):.6f}")
 torch.testing.assert_close(ratio, torch.full_like(ratio, n / (n - 1)))
 
+# %%
+# Eval mode shows the shift that the batch's statistics hide. The eval-mode check of
+# "From scratch" trained with ``momentum=None``: its buffers are the plain averages of
+# the three batches' statistics (proven below), so ``running_var`` is ``~1e-4`` and
+# ``eps`` matters in eval mode too. Normalizing with what it recorded in training, eval
+# mode shows the test batch's shift (outputs around 2); the batch's own statistics
+# would hide it (outputs around 0).
+print("running_mean", ", ".join(f"{v:.1e}" for v in tracked[0].tolist()))
+print("running_var ", ", ".join(f"{v:.1e}" for v in tracked[1].tolist()))
+ones, zeros = torch.ones(C, device=device), torch.zeros(C, device=device)
+train_like = batch_norm_train(x, ones, zeros)
+print(f"mean output: eval mode {y_eval.mean():.2f}, with the batch's statistics "
+      f"{train_like.mean():.2f}")
+assert y_eval.mean() > 1.0, "eval mode should show the shift of the test batch"
+
 
 # %%
 # ``momentum=None`` is a plain average: the :math:`k`-th training batch is weighted
@@ -318,8 +305,8 @@ torch.testing.assert_close(ours, ref)
 # %%
 # .. _errata-bn-keras-momentum:
 #
-# Proof: Keras' momentum is one minus PyTorch's
-# ---------------------------------------------
+# Proof: Keras' momentum is one minus PyTorch's, and reproducing a Keras model
+# ----------------------------------------------------------------------------
 # The blog notes say momentum "is generally chosen to be close to 1". In their formula
 # momentum weighs the *old* value: that is the Keras convention (its
 # ``BatchNormalization`` defaults to ``momentum=0.99``). PyTorch's momentum weighs the
@@ -364,9 +351,7 @@ torch.testing.assert_close(form_1, form_2)
 
 
 # %%
-# Proof: what reproducing a Keras model takes
-# -------------------------------------------
-# Keras 3's ``BatchNormalization``
+# What reproducing a Keras model takes: Keras 3's ``BatchNormalization``
 # (``keras/src/layers/normalization/batch_normalization.py``) defaults to
 # ``momentum=0.99`` and ``epsilon=1e-3``, and it updates ``moving_variance`` with the
 # variance returned by ``ops.moments``, which divides by n: the *biased* batch variance,
@@ -436,10 +421,10 @@ torch.testing.assert_close(outputs[1e-3], y_keras)  # float64 defaults
 
 
 # %%
-# Try it: drop eps. What do training and eval mode miss at variance 1e-4?
-# -----------------------------------------------------------------------
-# Call ``batch_norm_train`` and ``batch_norm_2d_eval`` with ``eps=0.0`` on the checks'
-# inputs and compare with the modules.
+# Try it: drop eps, or use 1e-5 on Keras' buffers. How far off?
+# -------------------------------------------------------------
+# Run ``batch_norm_train`` and ``batch_norm_2d_eval`` with ``eps=0.0``; then a module
+# with ``eps=1e-5`` on the buffers of a Keras model (whose ``epsilon`` is ``1e-3``).
 for name, (x_in, ref) in seen.items():
     bn = inputs[name][0]
     blind = batch_norm_train(x_in, bn.weight, bn.bias, eps=0.0)
@@ -451,10 +436,20 @@ print(f"eval mode, no eps: max|ours - torch| = {(blind - y_eval).abs().max():.1e
 assert (blind - y_eval).abs().max() > 1e-2  # eps is visible here
 
 # %%
-# Try it: feed the biased variance to the running average. Does it match?
-# -----------------------------------------------------------------------
-# Redo the five steps of "The update rule" with ``unbiased=False`` and compare with the
-# module's ``running_var``.
+# Keras' buffers in a module with PyTorch's default ``eps=1e-5``:
+print(f"BatchNorm2d(eps=1e-05) with Keras' buffers: max|torch - Keras| = "
+      f"{(outputs[1e-5] - y_keras).abs().max():.1e}")
+assert (outputs[1e-5] - y_keras).abs().max() > 1e-5  # 100 times the 1e-7 tolerance
+
+# %%
+# About :math:`(10^{-3} - 10^{-5}) / (2 \sigma^2)` relative (``moving_variance``
+# :math:`\sigma^2`): small, but far above float64's tolerance.
+
+# %%
+# Try it: a biased variance, or Keras' 0.99 as momentum. Still a match?
+# ---------------------------------------------------------------------
+# Redo "The update rule" with ``unbiased=False``; then compare ``bn_naive``
+# (``momentum=0.99``) with the notes' update over the same 100 batches.
 var_biased_hand = torch.ones(C, device=device)
 for xb in batches:
     var_biased = xb.var(dim=[0, 2, 3], unbiased=False)  # (C,)
@@ -463,12 +458,8 @@ biased_gap = (var_biased_hand - running_var_5).abs().max().item()
 print(f"running_var, biased update:   max|hand - torch| = {biased_gap:.2e}")
 assert biased_gap > 0.01, "a biased-variance update should not match running_var"
 
-
 # %%
-# Try it: plug Keras' momentum 0.99 straight into PyTorch
-# -------------------------------------------------------
-# ``bn_naive`` above was built with ``momentum=0.99`` and fed the same 100 batches as
-# the notes' update. How far apart are their running means?
+# Keras' momentum 0.99 plugged straight into PyTorch:
 naive_gap = (moving_mean - bn_naive.running_mean).abs().max().item()
 print(f"notes' update (0.99) vs BatchNorm2d(momentum=0.99): max|diff| {naive_gap:.2f}")
 print("running_mean after 100 steps:")
@@ -479,16 +470,3 @@ assert naive_gap > 0.5, "momentum=0.99 in PyTorch should not match the notes' 0.
 # %%
 # The buffers follow the last batch almost entirely: PyTorch's momentum weighs the new
 # batch.
-
-# %%
-# Try it: keep PyTorch's default eps=1e-5 with Keras' buffers
-# -----------------------------------------------------------
-# The Keras model's inference uses ``epsilon=1e-3``. How far off is a PyTorch module
-# with ``eps=1e-5`` and the same buffers?
-print(f"BatchNorm2d(eps=1e-05) with Keras' buffers: max|torch - Keras| = "
-      f"{(outputs[1e-5] - y_keras).abs().max():.1e}")
-assert (outputs[1e-5] - y_keras).abs().max() > 1e-5  # 100 times the 1e-7 tolerance
-
-# %%
-# About :math:`(10^{-3} - 10^{-5}) / (2 \sigma^2)` relative (``moving_variance``
-# :math:`\sigma^2`): small, but far above float64's tolerance.

@@ -2,10 +2,9 @@
 GroupNorm and RMSNorm
 =====================
 
-GroupNorm normalizes each sample over groups of channels and applies its affine per
-channel; RMSNorm divides each token by its root mean square, with no centering and no
-bias. This page builds both from scratch, checks them against PyTorch, and proves that
-RMSNorm is LayerNorm applied to centred input.
+GroupNorm normalizes each sample over groups of channels; RMSNorm divides each token by
+its root mean square. Both from scratch, against PyTorch, and RMSNorm as LayerNorm of
+centred input.
 
 **You will learn**
 
@@ -32,13 +31,27 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
 # %%
+# The block this page shares with another, copied verbatim: ``normalize`` (from
+# :doc:`/generated/normalization/plot_01_common_recipe`).
+
+
+# Copied from normalization/plot_01_common_recipe.py: normalize
+def normalize(x, dims, eps=1e-5):
+    """(x - mean) / sqrt(var + eps), statistics over `dims`; same shape as x."""
+    mean = x.mean(dim=dims, keepdim=True)
+    var = x.var(dim=dims, unbiased=False, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps)
+
+
+# %%
 # The idea
 # --------
 # Both layers follow the common recipe and differ in *which* entries share one set of
 # statistics. GroupNorm takes the mean :math:`\mu` and biased variance :math:`\sigma^2`
 # of sample ``b`` over the ``C / G`` channels of group :math:`g(c)` and all positions,
 # then applies a per-channel affine; RMSNorm takes the mean square of one token's ``D``
-# features, subtracts nothing and adds no bias:
+# features, subtracts nothing and adds no bias (figure: one colour, one set of
+# statistics):
 #
 # .. math::
 #
@@ -47,9 +60,6 @@ print(f"device: {device}, torch {torch.__version__}")
 #    \qquad
 #    \mathrm{RMSNorm}(x)_{ld} = \frac{x_{ld}}
 #    {\sqrt{\frac{1}{D}\sum_{d'} x_{ld'}^2 + \epsilon}}\,\gamma_d
-#
-# The figure colours the entries that share statistics: on the left one sample
-# ``(C, H * W)`` with ``C = 6``, ``G = 3``; on the right a sequence ``(L, D)``.
 import matplotlib.pyplot as plt
 
 fig, (ax_gn, ax_rms) = plt.subplots(1, 2, figsize=(9, 3.0), layout="constrained")
@@ -70,18 +80,9 @@ plt.show()
 # %%
 # GroupNorm from scratch
 # ----------------------
-# Split the ``C`` channels into ``G`` groups of ``C // G``; mean and biased variance are
-# taken per sample and per group, over ``(C // G, H, W)``, with ``eps`` inside the
-# square root. The affine parameters are *per channel*, shape ``(C,)``, not per group.
+# Mean and biased variance per sample and per group of ``C // G`` channels, over
+# ``(C // G, H, W)``; the affine is *per channel*, shape ``(C,)``, not per group.
 import torch
-
-
-# Copied from normalization/plot_01_common_recipe.py: normalize
-def normalize(x, dims, eps=1e-5):
-    """(x - mean) / sqrt(var + eps), statistics over `dims`; same shape as x."""
-    mean = x.mean(dim=dims, keepdim=True)
-    var = x.var(dim=dims, unbiased=False, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps)
 
 
 def group_norm(x, G, weight, bias, eps=1e-5):
@@ -93,42 +94,24 @@ def group_norm(x, G, weight, bias, eps=1e-5):
 
 
 # %%
-# Against ``torch.nn.GroupNorm`` with a random affine; the input has variance ``~1e-4``
-# (ten times ``eps``), so that ``eps`` moves the output by ~5 %.
+# Against ``torch.nn.GroupNorm``, random affine, input variance ten times ``eps``.
 B, C, H, W = 4, 6, 5, 4  # H != W, so a reshape that swapped them would show
 G = 3
 x = 0.01 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W), variance ~1e-4
-
 gn = torch.nn.GroupNorm(G, C).to(device)
 with torch.no_grad():
     gn.weight.copy_(torch.randn(C))
     gn.bias.copy_(torch.randn(C))
-
 ours = group_norm(x, G, gn.weight, gn.bias, gn.eps)
 ref = gn(x)
 print(f"GroupNorm({G}, {C}): max|ours - torch| = {(ours - ref).abs().max().item():.1e}")
 torch.testing.assert_close(ours, ref)
 
 # %%
-# GroupNorm(1, C) is LayerNorm([C, H, W]) up to the affine
-# --------------------------------------------------------
-# With one group the statistics are taken over ``(C, H, W)``, exactly LayerNorm's. With
-# the affine switched off the two modules compute the same function; with it, they
-# differ only in its shape (proven below, in the first Proof section). At the other
-# end, ``GroupNorm(C, C)`` (one channel per group) is InstanceNorm, proven on the
-# InstanceNorm page.
-gn1 = torch.nn.GroupNorm(1, C, affine=False).to(device)
-ln = torch.nn.LayerNorm([C, H, W], elementwise_affine=False).to(device)
-print(f"GroupNorm(1) vs LayerNorm, no affine: max gap = "
-      f"{(gn1(x) - ln(x)).abs().max().item():.2e}")
-torch.testing.assert_close(gn1(x), ln(x))
-
-# %%
 # RMSNorm from scratch
 # --------------------
-# ``rms_norm`` is the formula; ``RMSNorm`` is the module the book's Llama pages use
-# (Hugging Face's ``LlamaRMSNorm``): it squares and averages in float32 whatever the
-# input dtype, rounds the normalized value back to it, then multiplies by ``weight``.
+# ``rms_norm`` is the formula; ``RMSNorm``, the book's Llama module (Hugging Face's
+# ``LlamaRMSNorm``), normalizes in float32, rounds back, then multiplies by ``weight``.
 import torch
 from torch import nn
 
@@ -153,16 +136,13 @@ class RMSNorm(nn.Module):
 
 
 # %%
-# Against ``torch.nn.RMSNorm`` on ``(B, L, D)`` input of RMS ``~1e-3``, so that ``eps``
-# is a visible term. The default ``eps=None`` is, for float32 input, float32's machine
-# epsilon ``1.19e-7``; ``RMSNorm`` (Llama's ``1e-6``) is checked in the first Proof.
+# Against ``torch.nn.RMSNorm``, whose ``eps=None`` is float32's machine epsilon for
+# float32 input, at input RMS ``~1e-3`` where it shows. (Llama's ``1e-6``: first Proof.)
 B, L, D = 4, 8, 32
-
 rms = torch.nn.RMSNorm(D).to(device)
 with torch.no_grad():
     rms.weight.copy_(torch.randn(D))
 assert rms.eps is None
-
 eps32 = torch.finfo(torch.float32).eps
 quiet = 1e-3 * torch.randn(B, L, D, device=device)  # (B, L, D), RMS ~1e-3
 y_rms = rms(quiet)
@@ -181,9 +161,7 @@ torch.testing.assert_close(rms_norm(quiet, rms.weight, eps32), y_rms)
 #    \mathrm{LN}(x) = \mathrm{RMSNorm}\big(x - \bar{x}\big),
 #    \qquad \bar{x} = \tfrac{1}{D}\textstyle\sum_d x_d
 #
-# (both without affine). The input has variance ``~1e-4`` so that a different ``eps``
-# would show, and a mean three times its standard deviation, so that the centering
-# matters.
+# (both without affine), on input whose mean is three times its standard deviation.
 tokens = torch.randn(B, L, D, device=device)  # (B, L, D)
 shifted = 0.01 * (tokens + 3.0)  # (B, L, D), std ~0.01, mean ~0.03
 ln = torch.nn.LayerNorm(D, elementwise_affine=False).to(device)
@@ -227,13 +205,24 @@ assert out16.dtype == torch.bfloat16
 torch.testing.assert_close(out16, torch16(quiet16))  # bfloat16's default tolerances
 
 # %%
-# Proof: LayerNorm's affine is strictly richer than GroupNorm(1)'s
-# ----------------------------------------------------------------
-# One weight per channel ``(C,)`` for GroupNorm, one per element ``(C, H, W)`` for
-# LayerNorm. Broadcasting GroupNorm's weight and bias over ``(H, W)`` and copying them
-# into a LayerNorm gives the same layer, affine included. The converse fails: a
-# LayerNorm weight that varies over ``(H, W)`` inside a channel has no per-channel
-# counterpart.
+# Proof: GroupNorm(1, C) is LayerNorm([C, H, W]) up to the affine
+# ---------------------------------------------------------------
+# With one group the statistics are taken over ``(C, H, W)``, exactly LayerNorm's. With
+# the affine switched off the two modules compute the same function; with it, they
+# differ only in its shape. At the other end, ``GroupNorm(C, C)`` (one channel per
+# group) is InstanceNorm, proven on the InstanceNorm page.
+gn1 = torch.nn.GroupNorm(1, C, affine=False).to(device)
+ln = torch.nn.LayerNorm([C, H, W], elementwise_affine=False).to(device)
+print(f"GroupNorm(1) vs LayerNorm, no affine: max gap = "
+      f"{(gn1(x) - ln(x)).abs().max().item():.2e}")
+torch.testing.assert_close(gn1(x), ln(x))
+
+# %%
+# LayerNorm's affine is strictly richer than GroupNorm(1)'s: one weight per channel
+# ``(C,)`` for GroupNorm, one per element ``(C, H, W)`` for LayerNorm. Broadcasting
+# GroupNorm's weight and bias over ``(H, W)`` and copying them into a LayerNorm gives
+# the same layer, affine included. The converse fails: a LayerNorm weight that varies
+# over ``(H, W)`` inside a channel has no per-channel counterpart.
 print(f"GroupNorm weight {tuple(gn.weight.shape)}, bias {tuple(gn.bias.shape)}, "
       f"eps {gn.eps}")
 assert gn.weight.shape == gn.bias.shape == (C,)
@@ -254,8 +243,8 @@ print(f"GroupNorm(1) vs LayerNorm, broadcast affine: max gap = "
 torch.testing.assert_close(gn1(x), ln(x))
 
 # %%
-# Proof: what ``eps=None`` is in each dtype
-# ---------------------------------------------
+# Proof: what ``eps=None`` is in each dtype, and where it bends the output
+# ------------------------------------------------------------------------
 # It is tempting to read ``eps=None`` as ``torch.finfo(x.dtype).eps``, and earlier
 # versions of PyTorch's documentation said so (as did this book). For 16-bit input it is
 # not: torch 2.13 computes RMSNorm in float32 for bfloat16 and float16 input and takes
@@ -316,11 +305,10 @@ rms_bf16_module, rms_bf16_own_eps = table[torch.bfloat16]
 rms_f16_own_eps = table[torch.float16][1]
 
 # %%
-# Proof: where eps=None bends the output
-# --------------------------------------
-# For an input of RMS :math:`r` the output RMS is :math:`r / \sqrt{r^2 + \epsilon}`:
-# close to 1 above :math:`r \approx \sqrt{\epsilon}`, proportional to :math:`r` below.
-# With ``eps=None`` that knee sits at float32's
+# Where ``eps=None`` bends the output: for an input of RMS :math:`r` the output RMS
+# is :math:`r / \sqrt{r^2 + \epsilon}`: close to 1 above
+# :math:`r \approx \sqrt{\epsilon}`, proportional to :math:`r` below. With
+# ``eps=None`` that knee sits at float32's
 # :math:`\sqrt{1.19 \cdot 10^{-7}} = 3.5 \cdot 10^{-4}` for float32 *and bfloat16*
 # input, and at ``1.5e-8`` for float64, against ``3.2e-3`` for ``eps=1e-5``; bfloat16's
 # own epsilon would put it at ``8.8e-2``. The measured points are ``nn.RMSNorm`` with
@@ -369,19 +357,15 @@ ax.legend(fontsize="small")
 plt.show()
 
 # %%
-# Try it: drop ``eps`` from GroupNorm. How far does the output move at variance 1e-4?
+# Try it: drop ``eps`` from GroupNorm, or give RMSNorm LayerNorm's. Does output move?
 # -----------------------------------------------------------------------------------
-# Call ``group_norm`` with ``eps=0.0`` on the same input and compare with the module.
+# Call ``group_norm`` with ``eps=0.0``, and ``rms_norm`` with ``eps = 1e-5`` and
+# ``eps = 0`` on the quiet input; compare each with its module.
 blind = group_norm(x, G, gn.weight, gn.bias, 0.0)
 print(f"GroupNorm({G}, {C}) without eps: max|ours - torch| = "
       f"{(blind - ref).abs().max().item():.1e}")
 assert (blind - ref).abs().max() > 1e-2  # eps is visible here
 
-# %%
-# Try it: is ``nn.RMSNorm``'s default eps LayerNorm's 1e-5, or no eps at all?
-# ---------------------------------------------------------------------------
-# Evaluate ``rms_norm`` with ``eps = 1e-5`` and ``eps = 0`` on the quiet input and
-# compare each with ``nn.RMSNorm()``.
 for name, eps in [("finfo(float32).eps", eps32), ("1e-5", 1e-5), ("0", 0.0)]:
     gap = (rms_norm(quiet, rms.weight, eps) - y_rms).abs().max().item()
     print(f"float32, formula with eps = {name:18s}: max gap = {gap:.2e}")
@@ -389,18 +373,15 @@ assert (rms_norm(quiet, rms.weight, 1e-5) - y_rms).abs().max() > 0.1, "eps is 1e
 assert (rms_norm(quiet, rms.weight, 0.0) - y_rms).abs().max() > 0.01, "eps is 0?"
 
 # %%
-# Try it: feed RMSNorm the uncentred input. Is it still LayerNorm?
-# ----------------------------------------------------------------
-# Compare ``LayerNorm(x)`` with ``RMSNorm(x)``, same ``eps``, no centering.
+# Try it: skip the centering, or keep ``eps=None``. Is RMSNorm still LayerNorm?
+# -----------------------------------------------------------------------------
+# Compare ``LayerNorm(x)`` (``eps=1e-5``) with ``RMSNorm(x)`` at the same ``eps``, then
+# with ``RMSNorm(x - mean)`` at ``eps=None``.
 ln = torch.nn.LayerNorm(D, elementwise_affine=False).to(device)
 gap_uncentred = (ln(shifted) - rms_same_eps(shifted)).abs().max().item()
 print(f"max|LayerNorm(x) - RMSNorm(x)| = {gap_uncentred:.2e}")
 assert gap_uncentred > 0.5, "centering no longer matters?"
 
-# %%
-# Try it: centre, but keep ``nn.RMSNorm``'s default ``eps=None``. Does eps matter?
-# --------------------------------------------------------------------------------
-# Compare ``LayerNorm(x)`` (``eps=1e-5``) with ``RMSNorm(x - mean)`` at ``eps=None``.
 rms_default = torch.nn.RMSNorm(D, elementwise_affine=False).to(device)
 gap_eps = (ln(shifted) - rms_default(centred)).abs().max().item()
 print(f"max|LayerNorm(x) - RMSNorm(x - mean), eps=None| = {gap_eps:.2e}")

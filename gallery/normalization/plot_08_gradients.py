@@ -2,11 +2,10 @@
 Gradients: the from-scratch layers backpropagate like PyTorch's
 ===============================================================
 
-Matching outputs is half the story: a layer is only a drop-in replacement if its
-gradients match too. This page backpropagates the same upstream gradient through
-PyTorch's five normalization modules and through the from-scratch formulas, in float64,
-and derives BatchNorm's input gradient in closed form: in train mode it sums to zero
-over each channel, in eval mode it does not.
+A layer is a drop-in replacement only if its gradients match too. This page
+backpropagates one upstream gradient through PyTorch's five normalization modules and
+the from-scratch formulas, in float64, and derives BatchNorm's input gradient in closed
+form: in train mode it sums to zero over each channel, in eval mode it does not.
 
 **You will learn**
 
@@ -35,64 +34,13 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 f64 = torch.float64
 
-
 # %%
-# The idea
-# --------
-# In train mode BatchNorm's output depends on the input through the batch statistics
-# too. Differentiating through the per-channel mean and variance by hand gives, with
-# sums over the ``N = B * H * W`` entries of a channel and :math:`\hat x` the normalized
-# input:
-#
-# .. math::
-#
-#    \frac{\partial \mathcal{L}}{\partial x}
-#    = \frac{\gamma}{N \sqrt{\sigma^2 + \epsilon}}
-#    \Big( N\, \delta - \textstyle\sum \delta - \hat x \sum \delta\, \hat x \Big),
-#    \qquad \delta = \frac{\partial \mathcal{L}}{\partial y}
-#
-# Summed over the channel it leaves :math:`-\sum \hat x \cdot \sum \delta \hat x = 0`:
-# adding a constant to a channel does not change the output (the batch mean absorbs
-# it), so the gradient has no component along that direction. In eval mode the
-# statistics are constants, :math:`\partial \mathcal{L} / \partial x = \gamma\,
-# \delta / \sqrt{\sigma^2_{\mathrm{running}} + \epsilon}`, and nothing cancels. The
-# figure shows the per-channel sums for one random upstream gradient.
-import matplotlib.pyplot as plt
-
-demo_bn = torch.nn.BatchNorm2d(6).to(device=device, dtype=f64)
-demo_x = torch.randn(4, 6, 5, 4, device=device, dtype=f64,
-                     requires_grad=True)  # (B, C, H, W)
-demo_g = torch.randn(4, 6, 5, 4, device=device, dtype=f64)  # dL/dy
-demo_sums = {}
-for mode in ("train", "eval"):
-    demo_bn.train(mode == "train")
-    (demo_dx,) = torch.autograd.grad(demo_bn(demo_x), demo_x, demo_g)
-    demo_sums[mode] = demo_dx.sum(dim=[0, 2, 3]).abs()  # (C,)
-# Every train-mode sum is float64 rounding, far below every eval-mode sum.
-print(f"train: max |sum| {demo_sums['train'].max():.1e}; "
-      f"eval: min |sum| {demo_sums['eval'].min():.1e}")
-assert demo_sums["train"].max() < 1e-10 < 1e-2 < demo_sums["eval"].min()
-
-fig, ax = plt.subplots()
-channels = torch.arange(6)
-ax.bar(channels - 0.2, demo_sums["train"].cpu(), width=0.4, label="train mode")
-ax.bar(channels + 0.2, demo_sums["eval"].cpu(), width=0.4, label="eval mode")
-ax.set_yscale("log")
-ax.set_xlabel("channel c")
-ax.set_ylabel("|sum of dL/dx over (B, H, W)|")
-ax.set_title("BatchNorm's input gradient sums to zero per channel in train mode\n"
-             "(float64 rounding), not in eval mode")
-ax.legend()
-plt.show()
-
-# %%
-# The from-scratch layers
-# -----------------------
-# Copied from the pages that teach them. Weights and biases of shape ``(C,)`` act per
-# channel, broadcast over ``(H, W)``; LayerNorm's are per element ``(C, H, W)``.
-# ``rms_norm`` normalizes over the last dim, so RMSNorm over ``(C, H, W)`` flattens
-# them first (``rms_norm_chw``).
-import torch
+# The blocks this page shares with others, copied verbatim from the pages that teach
+# them: ``normalize`` (:doc:`/generated/normalization/plot_01_common_recipe`),
+# ``batch_norm_train`` (:doc:`/generated/normalization/plot_02_batchnorm`),
+# ``instance_norm`` (:doc:`/generated/normalization/plot_04_instancenorm`),
+# ``layer_norm`` (:doc:`/generated/normalization/plot_05_layernorm`), ``group_norm`` and
+# ``rms_norm`` (:doc:`/generated/normalization/plot_06_groupnorm_rmsnorm`).
 
 
 # Copied from normalization/plot_01_common_recipe.py: normalize
@@ -151,6 +99,63 @@ def rms_norm(x, weight, eps):
     return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight
 
 
+# %%
+# The idea
+# --------
+# In train mode BatchNorm's output depends on the input through the batch statistics
+# too. Differentiating through the per-channel mean and variance by hand gives, with
+# sums over the ``N = B * H * W`` entries of a channel and :math:`\hat x` the normalized
+# input:
+#
+# .. math::
+#
+#    \frac{\partial \mathcal{L}}{\partial x}
+#    = \frac{\gamma}{N \sqrt{\sigma^2 + \epsilon}}
+#    \Big( N\, \delta - \textstyle\sum \delta - \hat x \sum \delta\, \hat x \Big),
+#    \qquad \delta = \frac{\partial \mathcal{L}}{\partial y}
+#
+# Summed over the channel it leaves :math:`-\sum \hat x \cdot \sum \delta \hat x = 0`:
+# adding a constant to a channel does not change the output (the batch mean absorbs
+# it), so the gradient has no component along that direction. In eval mode the
+# statistics are constants, :math:`\partial \mathcal{L} / \partial x = \gamma\,
+# \delta / \sqrt{\sigma^2_{\mathrm{running}} + \epsilon}`, and nothing cancels.
+import matplotlib.pyplot as plt
+
+demo_bn = torch.nn.BatchNorm2d(6).to(device=device, dtype=f64)
+demo_x = torch.randn(4, 6, 5, 4, device=device, dtype=f64,
+                     requires_grad=True)  # (B, C, H, W)
+demo_g = torch.randn(4, 6, 5, 4, device=device, dtype=f64)  # dL/dy
+demo_sums = {}
+for mode in ("train", "eval"):
+    demo_bn.train(mode == "train")
+    (demo_dx,) = torch.autograd.grad(demo_bn(demo_x), demo_x, demo_g)
+    demo_sums[mode] = demo_dx.sum(dim=[0, 2, 3]).abs()  # (C,)
+# Every train-mode sum is float64 rounding, far below every eval-mode sum.
+print(f"train: max |sum| {demo_sums['train'].max():.1e}; "
+      f"eval: min |sum| {demo_sums['eval'].min():.1e}")
+assert demo_sums["train"].max() < 1e-10 < 1e-2 < demo_sums["eval"].min()
+
+fig, ax = plt.subplots()
+channels = torch.arange(6)
+ax.bar(channels - 0.2, demo_sums["train"].cpu(), width=0.4, label="train mode")
+ax.bar(channels + 0.2, demo_sums["eval"].cpu(), width=0.4, label="eval mode")
+ax.set_yscale("log")
+ax.set_xlabel("channel c")
+ax.set_ylabel("|sum of dL/dx over (B, H, W)|")
+ax.set_title("BatchNorm's input gradient sums to zero per channel in train mode\n"
+             "(float64 rounding), not in eval mode")
+ax.legend()
+plt.show()
+
+# %%
+# The from-scratch layers
+# -----------------------
+# The five layers are copied in Setup. Weights of shape ``(C,)`` act per channel,
+# LayerNorm's per element ``(C, H, W)``; ``rms_norm`` normalizes over the last dim, so
+# RMSNorm over ``(C, H, W)`` flattens them first (``rms_norm_chw``).
+import torch
+
+
 def grads(fn, x, params, g):
     """d/dx and d/dparams of sum(fn(x, *params) * g); x, g (B, C, H, W)."""
     x_ = x.clone().requires_grad_(True)
@@ -172,11 +177,9 @@ def rms_norm_chw(x, weight, eps=torch.finfo(torch.float64).eps):
 # %%
 # Same input, same weights, same upstream gradient
 # ------------------------------------------------
-# Each module gets random weights and biases (so the affine's gradients are not
-# trivial), the same upstream gradient ``g``, and the same input ``z`` scaled so that
-# ``eps`` is a 10 % term: variance ``1e-4`` against ``eps = 1e-5`` for the four layers
-# that subtract a mean, mean square ``1e-16`` against float64's ``2.2e-16`` for RMSNorm.
-# ``out.backward(g)`` fills ``.grad``.
+# Random weights and biases, one upstream gradient ``g``, one input ``z`` scaled so
+# that ``eps`` matters (variance ``1e-4``; mean square ``1e-16`` for RMSNorm, whose
+# ``eps`` is float64's). ``out.backward(g)`` fills ``.grad``.
 B, C, H, W = 4, 6, 5, 4  # H != W, so a reshape that swapped them would show
 z = torch.randn(B, C, H, W, device=device, dtype=f64)  # (B, C, H, W), unit variance
 g = torch.randn(B, C, H, W, device=device, dtype=f64)  # upstream gradient dL/dy
@@ -242,8 +245,7 @@ torch.testing.assert_close(dx_closed, dx_autograd)
 # and ``sum(x_hat) = 0`` (The idea).
 train_sums = dx_autograd.sum(dim=[0, 2, 3])  # (C,)
 print(f"train: max over channels |sum of dL/dx| = {train_sums.abs().max().item():.1e}")
-# Zero up to float64 rounding of N = 100 terms of size ~100: ~1e-12, far below the 1e-7
-# default.
+# Zero up to float64 rounding of N = 100 terms, far below the 1e-7 default.
 torch.testing.assert_close(train_sums, torch.zeros_like(train_sums))
 
 # %%
