@@ -308,12 +308,12 @@ rms_f16_own_eps = table[torch.float16][1]
 # Where ``eps=None`` bends the output: for an input of RMS :math:`r` the output RMS
 # is :math:`r / \sqrt{r^2 + \epsilon}`: close to 1 above
 # :math:`r \approx \sqrt{\epsilon}`, proportional to :math:`r` below. With
-# ``eps=None`` that knee sits at float32's
-# :math:`\sqrt{1.19 \cdot 10^{-7}} = 3.5 \cdot 10^{-4}` for float32 *and bfloat16*
-# input, and at ``1.5e-8`` for float64, against ``3.2e-3`` for ``eps=1e-5``; bfloat16's
-# own epsilon would put it at ``8.8e-2``. The measured points are ``nn.RMSNorm`` with
-# ``eps=None``, in each dtype; each is compared with its curve in its own dtype, at that
-# dtype's default tolerances.
+# ``eps=None`` that knee sits at float32's :math:`\sqrt{\epsilon}` =
+# :measured:`knee_f32:.1e` for float32 *and bfloat16* input, and at
+# :measured:`knee_f64:.1e` for float64, against :measured:`knee_eps5:.1e` for
+# ``eps=1e-5``; bfloat16's own epsilon would put it at :measured:`knee_bf16_own:.1e`.
+# The measured points are ``nn.RMSNorm`` with ``eps=None``, in each dtype; each is
+# compared with its curve in its own dtype, at that dtype's default tolerances.
 
 def rms_knee(module, dtype, r, v):
     """Output RMS of weightless RMSNorm for inputs r * v, in `dtype`: r (N,), v (D,)."""
@@ -331,6 +331,10 @@ bf16 = torch.bfloat16
 measured = {dt: rms_knee(torch.nn.RMSNorm(256, elementwise_affine=False), dt, r, v)
             for dt in (f32, f64, bf16)}
 uses = {f32: f32, f64: f64, bf16: f32}  # whose eps each dtype gets, as proven above
+knee_f32, knee_f64 = torch.finfo(f32).eps ** 0.5, torch.finfo(f64).eps ** 0.5
+knee_eps5, knee_bf16_own = 1e-5**0.5, torch.finfo(bf16).eps ** 0.5
+print(f"knees sqrt(eps): float32 {knee_f32:.1e}, float64 {knee_f64:.1e}, "
+      f"eps=1e-5 {knee_eps5:.1e}, bfloat16's own {knee_bf16_own:.1e}")
 theory = {dt: r / torch.sqrt(r**2 + torch.finfo(uses[dt]).eps) for dt in measured}
 for dt in measured:
     gap = (measured[dt] - theory[dt]).abs().max().item()
@@ -351,8 +355,8 @@ ax.loglog(r, own_bf16, ":", color="C2", label="what finfo(bfloat16).eps would gi
 ax.loglog(r, r / torch.sqrt(r**2 + 1e-5), "--", color="gray", label="eps=1e-5")
 ax.set_xlabel("input RMS r")
 ax.set_ylabel("output RMS")
-ax.set_title("eps=None: the knee is float32's √eps = 3.5e-4 for float32 and bfloat16\n"
-             "input, float64's 1.5e-8 for float64 (torch 2.13)")
+ax.set_title(f"eps=None: the knee is float32's √eps = {knee_f32:.1e} for float32 and "
+             f"bfloat16\ninput, float64's {knee_f64:.1e} for float64 (torch 2.13)")
 ax.legend(fontsize="small")
 plt.show()
 
