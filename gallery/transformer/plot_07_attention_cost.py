@@ -3,10 +3,8 @@ The cost of L x L: memory and time of attention as the sequence grows
 =====================================================================
 
 The manual path of attention materializes all ``(B, Nh, L, L)`` scores, so its memory
-grows as ``L**2``, while ``scaled_dot_product_attention`` returns the same output
-without keeping that tensor. This page proves the two outputs equal at every length,
-measures the peak memory of each, asserts the ``L**2`` growth of the manual path, and
-times both.
+grows as ``L**2``; ``scaled_dot_product_attention`` returns the same output without
+keeping them. This page measures both, and times them.
 
 **You will learn**
 
@@ -73,13 +71,8 @@ plt.show()
 # ------------
 # The manual path is the textbook formula, nanoGPT's fallback: it builds the
 # ``(B, Nh, L, L)`` scores, then their softmax, then multiplies by ``v``.
-# ``F.scaled_dot_product_attention`` picks a kernel by device, dtype, shape and mask. On
-# CPU (torch 2.13) it is a blocked flash kernel, named in the profiler's op names
-# ``aten::_scaled_dot_product_flash_attention_for_cpu`` (asserted below). On CUDA in
-# float32, as here, the flash and cuDNN kernels refuse the input and the
-# memory-efficient kernel accepts it (measured on an H100 with torch 2.11; not yet
-# verified by a GPU build of the book). Neither stores the whole ``L x L`` tensor, and
-# the memory check below would fail if SDPA fell back to its math kernel, which does.
+# ``F.scaled_dot_product_attention`` runs a fused kernel that does not (which one: in
+# the Proof below).
 
 
 def manual(q, k, v):
@@ -100,6 +93,17 @@ def qkv_of_length(L, B, Nh, Dh, device):
 
 
 # %%
+# Proof: how the peaks are measured, and which kernel SDPA runs
+# -------------------------------------------------------------
+# ``F.scaled_dot_product_attention`` picks a kernel by device, dtype, shape and mask. On
+# CPU (torch 2.13) it is a blocked flash kernel, named in the profiler's op names
+# ``aten::_scaled_dot_product_flash_attention_for_cpu`` (asserted here). On CUDA in
+# float32, as here, the flash and cuDNN kernels refuse the input and the
+# memory-efficient kernel accepts it (measured on an H100 with torch 2.11; not yet
+# verified by a GPU build of the book). Neither stores the whole ``L x L`` tensor, and
+# the memory check would fail if SDPA fell back to its math kernel, which does.
+
+# %%
 # The sweep is short on CPU; a GPU goes further.
 if device == "cuda":
     Ls = [256, 512, 1024, 2048, 4096, 8192]
@@ -108,8 +112,6 @@ else:
 score_bytes = [B * Nh * L * L * 4 for L in Ls]  # the scores alone, float32
 
 # %%
-# Measured peak memory
-# --------------------
 # Each device measures in its own way, and both count the same thing: the extra bytes
 # of tensors a call holds at its worst moment, its output included. On CUDA the caching
 # allocator keeps the counters: ``torch.cuda.memory_allocated`` is the memory occupied
@@ -173,6 +175,8 @@ else:
     assert "aten::_scaled_dot_product_flash_attention_for_cpu" in kernels  # torch 2.13
 
 # %%
+# Measured peak memory
+# --------------------
 # Same output at every length; the manual path's peak holds the scores (and a second
 # ``L x L`` tensor, the softmax, while the scores are still alive), so it grows fourfold
 # per doubling of ``L``, up to its ``O(L)`` output. The fused kernel's peak stays far
