@@ -3,10 +3,8 @@ Self-attention, step by step
 ============================
 
 Every token makes a query, a key and a value; its output is the average of all the
-values, weighted by how well its query matches each key. This page builds a
-self-attention layer (fused QKV projection, per-head QK-norm, attention, output
-projection) from scratch, walks its shapes from ``(B, L, D)`` back to ``(B, L, D)``, and
-proves it equal to one whose middle is PyTorch's ``scaled_dot_product_attention``.
+values, weighted by how well its query matches each key. This page builds the layer,
+walks its shapes, and checks it against PyTorch's ``scaled_dot_product_attention``.
 
 **You will learn**
 
@@ -35,20 +33,15 @@ print(f"device: {device}, torch {torch.__version__}")
 # %%
 # The idea
 # --------
-# Each token ``l`` asks a question (its query :math:`q_l`), advertises what it holds
-# (its key :math:`k_m`) and offers a payload (its value :math:`v_m`). The match of query
-# ``l`` with key ``m`` is the dot product :math:`q_l \cdot k_m`, divided by
+# Query :math:`q_l` matches key :math:`k_m` by the dot product, divided by
 # :math:`\sqrt{D_h}` so that its spread does not grow with the head width; a softmax
-# over the keys turns each row of matches into weights that are positive and sum to 1;
-# the output of token ``l`` is the weighted average of the values:
+# over the keys makes each row positive weights summing to 1, which average the values:
 #
 # .. math::
 #
 #    \mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(
 #    \frac{Q K^\top}{\sqrt{D_h}}\right) V,
 #    \qquad Q, K, V \in \mathbb{R}^{L \times D_h}.
-#
-# Below, six tokens with random queries and keys: each row is one query's weights.
 gen = torch.Generator().manual_seed(1)  # its own stream: the page's numbers stay put
 q_toy, k_toy = torch.randn(2, 6, 8, generator=gen)  # (L, Dh) each
 w_toy = (q_toy @ k_toy.T / 8**0.5).softmax(dim=-1)  # (L, L): rows = queries
@@ -69,8 +62,7 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# A layer of width ``D`` runs ``Nh`` attentions side by side, each on its own slice of
-# ``Dh = D // Nh`` features: a head.
+# Width ``D`` splits into ``Nh`` heads side by side, each on ``Dh = D // Nh`` features.
 
 
 def split_heads(t, Nh):
@@ -80,17 +72,12 @@ def split_heads(t, Nh):
 
 
 # %%
-# The layer projects ``x`` to ``q, k, v`` with one fused ``Linear`` of width ``3D``,
-# normalizes ``q`` and ``k`` per head (QK-norm), attends, merges the heads back and
-# projects out. A subclass swaps the attention step for PyTorch's
-# ``scaled_dot_product_attention``: an independent reference for the whole layer.
+# One fused ``Linear`` to ``q, k, v``, QK-norm per head, attention, heads merged, an
+# output projection. The subclass with PyTorch's attention in the middle is a reference.
 
 
 class SelfAttention(torch.nn.Module):
-    """Fused QKV projection, QK-norm per head, attention, output projection.
-
-    (B, L, D) -> (B, L, D).
-    """
+    """Fused QKV projection, QK-norm per head, attention, out projection: (B, L, D)."""
 
     def __init__(self, D, Nh):
         super().__init__()
@@ -124,9 +111,8 @@ class SelfAttentionSDPA(SelfAttention):
 # %%
 # The shape walk
 # --------------
-# The layer's ``forward`` line by line, each shape recorded. QK-norm's affine starts at
-# 1 and 0 for both ``q`` and ``k``: it is redrawn, so that a swapped or dropped norm
-# shows.
+# The layer's ``forward`` line by line, each shape recorded (QK-norm's affine is
+# redrawn off its 1 and 0, so that a swapped or dropped norm shows).
 B, L, D, Nh = 2, 12, 32, 4  # L != Dh so that (B, Nh, L, L) and (B, Nh, L, Dh) differ
 Dh = D // Nh
 layer = SelfAttention(D, Nh).to(device)
@@ -134,7 +120,6 @@ with torch.no_grad():
     for p in (*layer.q_norm.parameters(), *layer.k_norm.parameters()):
         p.add_(0.5 * torch.randn_like(p))
 x = torch.randn(B, L, D, device=device)  # (B, L, D)
-
 with torch.no_grad():
     proj = layer.qkv_proj(x)  # (B, L, 3D)
     qkv = proj.reshape(B, L, 3, Nh, Dh)  # (B, L, 3, Nh, Dh)
@@ -149,13 +134,29 @@ with torch.no_grad():
 
 walk = {"x": x, "qkv_proj(x)": proj, "reshape": qkv, "permute": qkv_heads, "q, k, v": q,
         "attention": attn, "attn @ v": heads, "merge heads": merged, "out_proj": out}
-for name, t in walk.items():
-    print(f"{name:12s} {tuple(t.shape)}")
+print(*(f"{name:12s} {tuple(t.shape)}" for name, t in walk.items()), sep="\n")
 shapes = [tuple(t.shape) for t in walk.values()]
 assert shapes == [(B, L, D), (B, L, 3 * D), (B, L, 3, Nh, Dh), (3, B, Nh, L, Dh),
                   (B, Nh, L, Dh), (B, Nh, L, L), (B, Nh, L, Dh), (B, L, D), (B, L, D)]
 
 # %%
+# Every row of weights is a distribution over the keys, and the whole layer equals the
+# one with ``scaled_dot_product_attention`` in the middle (same weights, by name).
+sdpa = SelfAttentionSDPA(D, Nh).to(device)
+sdpa.load_state_dict(layer.state_dict())  # strict: same parameter names and shapes
+with torch.no_grad():
+    y_layer, y_sdpa = layer(x), sdpa(x)  # each (B, L, D)
+row_sums = attn.sum(dim=-1)  # (B, Nh, L)
+print(f"min weight {attn.min().item():.3f}, "
+      f"max|row sum - 1| = {(row_sums - 1).abs().max().item():.2e}, "
+      f"max|layer - SDPA layer| = {(y_layer - y_sdpa).abs().max().item():.2e}")
+assert (attn >= 0).all()
+torch.testing.assert_close(row_sums, torch.ones_like(row_sums))  # softmax over the keys
+torch.testing.assert_close(y_layer, y_sdpa)
+
+# %%
+# Proof: q, k, v are three stacked projections, and each step equals SDPA's
+# -------------------------------------------------------------------------
 # ``qkv_proj.weight`` has shape ``(3D, D)``. Putting the ``3`` before ``Nh`` in the
 # reshape means ``q`` is made from output features ``0 .. D-1``, ``k`` from
 # ``D .. 2D-1`` and ``v`` from ``2D .. 3D-1``: three ordinary ``(D, D)`` projections
@@ -171,30 +172,15 @@ with torch.no_grad():
         torch.testing.assert_close(ours, ref)
 
 # %%
-# Every row of weights is a distribution over the keys, and the heads equal PyTorch's
-# fused attention, whose default ``scale`` is ``1 / sqrt(q.size(-1))``.
+# The heads equal PyTorch's fused attention, whose default ``scale`` is
+# ``1 / sqrt(q.size(-1))``, and the shape walk above, independent code, equals the SDPA
+# layer: it checks the head merge and the output projection too.
 with torch.no_grad():
     fused = torch.nn.functional.scaled_dot_product_attention(q, k, v)  # (B, Nh, L, Dh)
-row_sums = attn.sum(dim=-1)  # (B, Nh, L)
 err = (heads - fused).abs().max().item()
-print(f"min weight {attn.min().item():.3f}, "
-      f"max|row sum - 1| = {(row_sums - 1).abs().max().item():.2e}")
 print(f"max|heads - scaled_dot_product_attention| = {err:.2e}")
-assert (attn >= 0).all()
-torch.testing.assert_close(row_sums, torch.ones_like(row_sums))  # softmax over the keys
-torch.testing.assert_close(heads, fused)
-
-# %%
-# The whole layer equals the one with ``scaled_dot_product_attention`` in the middle
-# (same weights, loaded by name), and so does the shape walk above: independent code,
-# it checks the head merge and the output projection too.
-sdpa = SelfAttentionSDPA(D, Nh).to(device)
-sdpa.load_state_dict(layer.state_dict())  # strict: same parameter names and shapes
-with torch.no_grad():
-    y_layer, y_sdpa = layer(x), sdpa(x)  # each (B, L, D)
-print(f"max|layer - SDPA layer|      = {(y_layer - y_sdpa).abs().max().item():.2e}")
 print(f"max|shape walk - SDPA layer| = {(out - y_sdpa).abs().max().item():.2e}")
-torch.testing.assert_close(y_layer, y_sdpa)
+torch.testing.assert_close(heads, fused)
 torch.testing.assert_close(out, y_sdpa)
 
 # %%

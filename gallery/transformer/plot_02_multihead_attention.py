@@ -3,10 +3,8 @@ Multi-head attention as PyTorch packs it
 ========================================
 
 ``torch.nn.MultiheadAttention`` holds the same four projections as a from-scratch layer,
-packed differently: the query, key and value weights are stacked into one
-``in_proj_weight`` of shape ``(3D, D)``. This page writes multi-head attention from
-scratch, maps its weights onto PyTorch's module and proves the outputs and the returned
-attention weights equal.
+packed differently: ``W_q``, ``W_k``, ``W_v`` stacked into one ``in_proj_weight``
+``(3D, D)``. This page maps a from-scratch layer onto it, outputs and weights equal.
 
 **You will learn**
 
@@ -46,7 +44,7 @@ print(f"device: {device}, torch {torch.__version__}")
 #
 # with :math:`Q_i = (x W_q^\top + b_q)[:, i D_h : (i + 1) D_h]` and likewise
 # :math:`K_i, V_i`. PyTorch stores the three input projections as one matrix:
-fig, ax = plt.subplots(figsize=(6.4, 4.2))
+fig, ax = plt.subplots(figsize=(6.4, 3.6))
 colors = {"W_q": "tab:blue", "W_k": "tab:orange", "W_v": "tab:green"}
 Nh_fig = 4
 row_ranges = ("0 .. D-1", "D .. 2D-1", "2D .. 3D-1")
@@ -74,11 +72,8 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# Three projections make ``q``, ``k``, ``v``; each is split into ``Nh`` heads of width
-# ``Dh = D // Nh``; every head attends on its own; the heads are concatenated and
-# projected. Queries come from ``x_q`` (``L`` tokens), keys and values from ``x_k``,
-# ``x_v`` (``M`` tokens): self-attention is the case where all three are the same
-# tensor.
+# Queries from ``x_q`` (``L`` tokens), keys and values from ``x_k``, ``x_v`` (``M``
+# tokens); self-attention passes the same tensor three times.
 import math
 
 import torch.nn.functional as F
@@ -99,8 +94,7 @@ def multi_head_attention(x_q, x_k, x_v, W_q, W_k, W_v, b_q, b_k, b_v, W_o, b_o, 
 
 
 # %%
-# The sizes, the input and weights with nonzero biases, so that a bias copied to the
-# wrong place shows (all but one: see the exercises).
+# Sizes, input, weights and nonzero biases, so a misplaced bias shows (but one: Try it).
 B, L, D, Nh = 2, 6, 32, 4
 Dh = D // Nh
 x = torch.randn(B, L, D, device=device)  # (B, L, D)
@@ -108,8 +102,8 @@ W_q, W_k, W_v, W_o = (torch.randn(D, D, device=device) / math.sqrt(D) for _ in r
 b_q, b_k, b_v, b_o = (0.1 * torch.randn(D, device=device) for _ in range(4))
 
 # %%
-# What ``nn.MultiheadAttention`` holds
-# ------------------------------------
+# Proof: what ``nn.MultiheadAttention`` holds, and its defaults
+# -------------------------------------------------------------
 # Built with only the required arguments (plus ``batch_first=True`` for ``(B, L, D)``
 # inputs), the module has one packed input projection and one output projection, no
 # dropout, and its biases start at zero. The default ``batch_first`` is ``False``: a
@@ -131,7 +125,7 @@ assert torch.nn.MultiheadAttention(D, Nh).batch_first is False
 # -------------------
 # ``in_proj_weight`` is ``cat(W_q, W_k, W_v)`` along the output features,
 # ``in_proj_bias`` likewise; ``out_proj`` is an ordinary ``nn.Linear``.
-with torch.no_grad():
+with torch.no_grad():  # mha: built in the Proof above, batch_first=True
     mha.in_proj_weight.copy_(torch.cat([W_q, W_k, W_v]))  # (3D, D)
     mha.in_proj_bias.copy_(torch.cat([b_q, b_k, b_v]))  # (3D,)
     mha.out_proj.weight.copy_(W_o)
@@ -143,11 +137,9 @@ with torch.no_grad():
     _, ref_w_heads = mha(x, x, x, average_attn_weights=False)
 print(f"output {tuple(ref.shape)}: "
       f"max|ours - torch| = {(ours - ref).abs().max().item():.2e}")
-print(f"averaged weights {tuple(ref_w.shape)}: "
-      f"max|ours.mean(heads) - torch| = "
-      f"{(ours_w.mean(dim=1) - ref_w).abs().max().item():.2e}")
-print(f"per-head weights {tuple(ref_w_heads.shape)}: "
-      f"max|ours - torch| = {(ours_w - ref_w_heads).abs().max().item():.2e}")
+print(f"weights, averaged {tuple(ref_w.shape)} and per head {tuple(ref_w_heads.shape)}"
+      f": max|ours - torch| = {(ours_w.mean(dim=1) - ref_w).abs().max().item():.2e} "
+      f"and {(ours_w - ref_w_heads).abs().max().item():.2e}")
 torch.testing.assert_close(ours, ref)
 torch.testing.assert_close(ours_w.mean(dim=1), ref_w)  # (B, L, L): mean over the heads
 torch.testing.assert_close(ours_w, ref_w_heads)  # (B, Nh, L, L)
@@ -155,17 +147,13 @@ torch.testing.assert_close(ours_w, ref_w_heads)  # (B, Nh, L, L)
 # %%
 # A fused QKV projection loads as it is
 # -------------------------------------
-# A layer that projects with one ``nn.Linear(D, 3D)`` and splits it with
-# ``reshape(B, L, 3, Nh, Dh)`` (the previous page) takes ``q`` from output rows
-# ``0 .. D-1``, ``k`` from ``D .. 2D-1``, ``v`` from ``2D .. 3D-1``: the same packing.
-# Its ``state_dict`` loads into ``nn.MultiheadAttention`` with the keys renamed and
-# nothing reordered.
+# The previous page's ``nn.Linear(D, 3D)``, split by ``reshape(B, L, 3, Nh, Dh)``, has
+# the same packing: its weights load with the keys renamed and nothing reordered.
 qkv_proj = torch.nn.Linear(D, 3 * D).to(device)
 out_proj = torch.nn.Linear(D, D).to(device)
 mha_fused = torch.nn.MultiheadAttention(D, Nh, batch_first=True).to(device)
-mha_fused.load_state_dict({"in_proj_weight": qkv_proj.weight,
-                           "in_proj_bias": qkv_proj.bias,
-                           "out_proj.weight": out_proj.weight,
+mha_fused.load_state_dict({"in_proj_weight": qkv_proj.weight, "in_proj_bias":
+                           qkv_proj.bias, "out_proj.weight": out_proj.weight,
                            "out_proj.bias": out_proj.bias})
 with torch.no_grad():
     qkv = qkv_proj(x).reshape(B, L, 3, Nh, Dh).permute(2, 0, 3, 1, 4)  # (3,B,Nh,L,Dh)

@@ -3,11 +3,8 @@ A whole block, pre-LN and post-LN
 =================================
 
 A transformer block is two residual sublayers, multi-head self-attention and then a GELU
-MLP, each paired with a LayerNorm. GPT-2 normalizes the input of each sublayer (pre-LN);
-the original Transformer normalizes after each residual sum (post-LN). This page writes
-both from scratch, proves them equal to ``nn.TransformerEncoderLayer``
-(``norm_first=True`` and ``False``), and shows what each order does to the residual
-stream and to the gradient flowing back along it.
+MLP, each paired with a LayerNorm: before each sublayer (pre-LN, GPT-2) or after each
+residual sum (post-LN, 2017). This page writes both and checks them against PyTorch's.
 
 **You will learn**
 
@@ -43,20 +40,18 @@ print(f"device: {device}, torch {torch.__version__}")
 # The idea
 # --------
 # Each sublayer adds its output to the residual stream ``x``. The two orders differ
-# only in where the LayerNorms sit. Pre-LN (GPT-2) normalizes each sublayer's input:
+# only in where the LayerNorms sit: pre-LN (GPT-2) normalizes each sublayer's input,
+# post-LN (2017) each residual sum:
 #
 # .. math::
 #
-#    x \leftarrow x + \mathrm{Attn}(\mathrm{LN}_1(x)), \qquad
-#    x \leftarrow x + \mathrm{MLP}(\mathrm{LN}_2(x));
-#
-# post-LN (2017) normalizes each residual sum:
-#
-# .. math::
-#
-#    x \leftarrow \mathrm{LN}_1(x + \mathrm{Attn}(x)), \qquad
-#    x \leftarrow \mathrm{LN}_2(x + \mathrm{MLP}(x)).
-fig, axes = plt.subplots(1, 2, figsize=(7.5, 5))
+#    \begin{aligned}
+#    \text{pre-LN:}&\quad x \leftarrow x + \mathrm{Attn}(\mathrm{LN}_1(x)), &
+#    x &\leftarrow x + \mathrm{MLP}(\mathrm{LN}_2(x));\\
+#    \text{post-LN:}&\quad x \leftarrow \mathrm{LN}_1(x + \mathrm{Attn}(x)), &
+#    x &\leftarrow \mathrm{LN}_2(x + \mathrm{MLP}(x)).
+#    \end{aligned}
+fig, axes = plt.subplots(1, 2, figsize=(7.5, 4.2))
 styles = {"LN": "tab:orange", "Attn": "tab:blue", "MLP": "tab:green", "+": "0.8",
           "x": "0.95", "out": "0.95"}
 orders = {  # (label, height), bottom to top; skips: residual (from, to) heights
@@ -91,11 +86,8 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# Attention uses one packed in-projection ``Linear(D, 3D)`` whose output splits into
-# ``q, k, v`` (the rows of its weight are ``[W_q; W_k; W_v]``, PyTorch's
-# ``in_proj_weight`` layout), scales the logits by ``1 / sqrt(Dh)`` *before* the
-# softmax, and masks the future with ``-inf`` when asked. The MLP is ``D -> 4D -> D``
-# with GELU. Only the place of the two LayerNorms differs between the two orders.
+# Attention with one packed ``Linear(D, 3D)`` (rows ``[W_q; W_k; W_v]``, PyTorch's
+# ``in_proj_weight`` layout) and an optional causal mask; a ``D -> 4D -> D`` GELU MLP.
 
 
 class TransformerBlock(nn.Module):
@@ -104,12 +96,9 @@ class TransformerBlock(nn.Module):
     def __init__(self, D, Nh, norm_first=True, approximate="none"):
         super().__init__()
         self.Nh, self.norm_first, self.approximate = Nh, norm_first, approximate
-        self.ln_1 = nn.LayerNorm(D)
-        self.qkv = nn.Linear(D, 3 * D)  # packed in-projection
-        self.out = nn.Linear(D, D)
-        self.ln_2 = nn.LayerNorm(D)
-        self.fc = nn.Linear(D, 4 * D)
-        self.proj = nn.Linear(4 * D, D)
+        self.ln_1, self.ln_2 = nn.LayerNorm(D), nn.LayerNorm(D)
+        self.qkv, self.out = nn.Linear(D, 3 * D), nn.Linear(D, D)  # qkv: packed
+        self.fc, self.proj = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
 
     def attn(self, x, causal=False):
         B, L, D = x.shape
@@ -139,26 +128,16 @@ class TransformerBlock(nn.Module):
 # %%
 # PyTorch's layer and the weight map
 # ----------------------------------
-# ``nn.TransformerEncoderLayer`` holds the same twelve tensors under other names (one
-# small map: PyTorch's attention keeps its packed projection in ``self_attn``).
-# Dropout is set to 0 and the layer put in eval mode. Its fresh biases are zero and its
-# LayerNorm weights one, which would hide a bias or a norm weight copied to the wrong
-# place, so every parameter is moved off its init first. ``load_state_dict`` is strict:
-# a missing or extra name fails it.
+# ``nn.TransformerEncoderLayer`` holds the same twelve tensors under other names; each
+# is moved off its init (a zero bias or unit weight would hide one copied wrongly).
 B, L, D, Nh = 2, 10, 32, 4
 NAMES = {  # ours -> nn.TransformerEncoderLayer's
-    "ln_1.weight": "norm1.weight",
-    "ln_1.bias": "norm1.bias",
-    "qkv.weight": "self_attn.in_proj_weight",  # (3D, D)
-    "qkv.bias": "self_attn.in_proj_bias",  # (3D,)
-    "out.weight": "self_attn.out_proj.weight",
-    "out.bias": "self_attn.out_proj.bias",
-    "ln_2.weight": "norm2.weight",
-    "ln_2.bias": "norm2.bias",
-    "fc.weight": "linear1.weight",  # (4D, D)
-    "fc.bias": "linear1.bias",
-    "proj.weight": "linear2.weight",  # (D, 4D)
-    "proj.bias": "linear2.bias",
+    "ln_1.weight": "norm1.weight", "ln_1.bias": "norm1.bias",
+    "qkv.weight": "self_attn.in_proj_weight", "qkv.bias": "self_attn.in_proj_bias",
+    "out.weight": "self_attn.out_proj.weight", "out.bias": "self_attn.out_proj.bias",
+    "ln_2.weight": "norm2.weight", "ln_2.bias": "norm2.bias",
+    "fc.weight": "linear1.weight", "fc.bias": "linear1.bias",  # (4D, D), (4D,)
+    "proj.weight": "linear2.weight", "proj.bias": "linear2.bias",  # (D, 4D), (D,)
 }
 
 
@@ -166,8 +145,7 @@ def torch_layer(D, Nh, norm_first, activation="gelu", device="cpu"):
     """nn.TransformerEncoderLayer in eval mode, every parameter moved off its init."""
     layer = nn.TransformerEncoderLayer(
         d_model=D, nhead=Nh, dim_feedforward=4 * D, dropout=0.0, activation=activation,
-        batch_first=True, norm_first=norm_first,
-    ).to(device).eval()
+        batch_first=True, norm_first=norm_first).to(device).eval()
     with torch.no_grad():
         for p in layer.parameters():
             p.add_(0.1 * torch.randn_like(p))
@@ -177,36 +155,28 @@ def torch_layer(D, Nh, norm_first, activation="gelu", device="cpu"):
 def block_from_torch(layer, names, approximate="none"):
     """Our TransformerBlock carrying the layer's weights; names: ours -> theirs."""
     D, Nh = layer.linear1.in_features, layer.self_attn.num_heads
-    block = TransformerBlock(D, Nh, layer.norm_first, approximate)
-    block = block.to(layer.linear1.weight.device).eval()
+    block = TransformerBlock(D, Nh, layer.norm_first, approximate).eval()
     state = layer.state_dict()
     block.load_state_dict({ours: state[theirs] for ours, theirs in names.items()})
-    return block
+    return block.to(layer.linear1.weight.device)
 
 
-layer = torch_layer(D, Nh, True, device=device)
-assert sorted(NAMES.values()) == sorted(name for name, _ in layer.named_parameters())
-print(f"all {len(NAMES)} parameters of nn.TransformerEncoderLayer are mapped")
 
 # %%
-# Both orders, with and without a causal mask, equal PyTorch's layer. With autograd on,
-# the layer runs its plain Python path (the fused fast path is a Proof section below).
-# The causal mask is PyTorch's float mask (``-inf`` above the diagonal), passed with
-# ``is_causal=True`` as a hint, never alone.
+# Both orders, with and without a causal mask, equal PyTorch's layer (its plain path,
+# autograd on; the fused fast path is in a Proof below).
 x = torch.randn(B, L, D, device=device)  # (B, L, D)
 float_mask = nn.Transformer.generate_square_subsequent_mask(L, device=device)  # (L, L)
-above = torch.ones(L, L, dtype=torch.bool, device=device).triu(1)  # (L, L)
-assert torch.equal(float_mask.isinf(), above)
 for norm_first in (True, False):
     layer = torch_layer(D, Nh, norm_first, device=device)
     block = block_from_torch(layer, NAMES)
     for causal in (False, True):
         with torch.no_grad():
             ours = block(x, causal)  # (B, L, D)
+        # PyTorch's float -inf mask, with is_causal=True as a hint, never alone
         theirs = layer(x, src_mask=float_mask if causal else None, is_causal=causal)
-        err = (ours - theirs).abs().max().item()
         print(f"{'pre-LN ' if norm_first else 'post-LN'} causal={causal!s:5}: "
-              f"max|ours - torch| = {err:.1e}")
+              f"max|ours - torch| = {(ours - theirs).abs().max().item():.1e}")
         torch.testing.assert_close(ours, theirs.detach())
 
 # %%
@@ -224,6 +194,7 @@ for norm_first in (True, False):
 # is asked, ``4e-4`` away from the exact one and ``5e-6`` from a tanh block (measured
 # on an H100 with torch 2.11; not yet verified by a GPU build of the book). So on CUDA
 # the fast path is compared with our block in tanh GELU, at the default tolerances.
+# The float mask is ``-inf`` exactly above the diagonal, and the name map is complete.
 from functools import partial
 
 FAST_GELU = "tanh" if device == "cuda" else "none"  # what the fused kernel computes
@@ -238,6 +209,11 @@ def run_profiled(fn):
 
 
 # %%
+above = torch.ones(L, L, dtype=torch.bool, device=device).triu(1)  # (L, L)
+assert torch.equal(float_mask.isinf(), above)
+layer = torch_layer(D, Nh, True, device=device)  # the map covers all its parameters
+assert sorted(NAMES.values()) == sorted(name for name, _ in layer.named_parameters())
+print(f"all {len(NAMES)} parameters of nn.TransformerEncoderLayer are mapped")
 fast_gelu = "tanh" if FAST_GELU == "tanh" else "exact"
 print(f"max|ours - torch|, ours with the exact GELU against the plain path\n"
       f"and with the {fast_gelu} GELU against the fast path:")

@@ -3,10 +3,8 @@ The cost of L x L: memory and time of attention as the sequence grows
 =====================================================================
 
 The manual path of attention materializes all ``(B, Nh, L, L)`` scores, so its memory
-grows as ``L**2``, while ``scaled_dot_product_attention`` returns the same output
-without keeping that tensor. This page proves the two outputs equal at every length,
-measures the peak memory of each, asserts the ``L**2`` growth of the manual path, and
-times both.
+grows as ``L**2``; ``scaled_dot_product_attention`` returns the same output without
+keeping them. This page measures both, and times them.
 
 **You will learn**
 
@@ -72,8 +70,9 @@ plt.show()
 # From scratch
 # ------------
 # The manual path is the textbook formula, nanoGPT's fallback: it builds the
-# ``(B, Nh, L, L)`` scores, then their softmax, then multiplies by ``v``. The fused path
-# is ``F.scaled_dot_product_attention``, whose kernels never store the whole scores.
+# ``(B, Nh, L, L)`` scores, then their softmax, then multiplies by ``v``.
+# ``F.scaled_dot_product_attention`` runs a fused kernel that does not (which one: in
+# the Proof below).
 
 
 def manual(q, k, v):
@@ -94,8 +93,25 @@ def qkv_of_length(L, B, Nh, Dh, device):
 
 
 # %%
-# Proof: how peak memory is measured, on each device
-# --------------------------------------------------
+# Proof: how the peaks are measured, and which kernel SDPA runs
+# -------------------------------------------------------------
+# ``F.scaled_dot_product_attention`` picks a kernel by device, dtype, shape and mask. On
+# CPU (torch 2.13) it is a blocked flash kernel, named in the profiler's op names
+# ``aten::_scaled_dot_product_flash_attention_for_cpu`` (asserted here). On CUDA in
+# float32, as here, the flash and cuDNN kernels refuse the input and the
+# memory-efficient kernel accepts it (measured on an H100 with torch 2.11; not yet
+# verified by a GPU build of the book). Neither stores the whole ``L x L`` tensor, and
+# the memory check would fail if SDPA fell back to its math kernel, which does.
+
+# %%
+# The sweep is short on CPU; a GPU goes further.
+if device == "cuda":
+    Ls = [256, 512, 1024, 2048, 4096, 8192]
+else:
+    Ls = [64, 128, 256, 512, 1024, 2048]
+score_bytes = [B * Nh * L * L * 4 for L in Ls]  # the scores alone, float32
+
+# %%
 # Each device measures in its own way, and both count the same thing: the extra bytes
 # of tensors a call holds at its worst moment, its output included. On CUDA the caching
 # allocator keeps the counters: ``torch.cuda.memory_allocated`` is the memory occupied
@@ -132,15 +148,7 @@ def peak_bytes_cpu(prof, label):
 
 
 # %%
-# Measured peak memory
-# --------------------
-# Both paths at every length (the sweep is short on CPU; a GPU goes further), each
-# call's extra bytes at its worst moment, output included.
-if device == "cuda":
-    Ls = [256, 512, 1024, 2048, 4096, 8192]
-else:
-    Ls = [64, 128, 256, 512, 1024, 2048]
-score_bytes = [B * Nh * L * L * 4 for L in Ls]  # the scores alone, float32
+# Measure both paths at every length.
 for fn in (manual, fused):  # warm-up: one-time allocations do not belong to any L
     fn(*qkv_of_length(Ls[0], B, Nh, Dh, device))
 
@@ -162,8 +170,13 @@ else:
                     outputs[fn.__name__, L] = fn(q, k, v)
     for name in peaks:
         peaks[name] = [peak_bytes_cpu(prof, f"{name} L={L}") for L in Ls]
+    kernels = {e.key for e in prof.key_averages() if "scaled_dot_product" in e.key}
+    print("SDPA's ops on CPU:", *sorted(kernels), sep="\n    ")
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in kernels  # torch 2.13
 
 # %%
+# Measured peak memory
+# --------------------
 # Same output at every length; the manual path's peak holds the scores (and a second
 # ``L x L`` tensor, the softmax, while the scores are still alive), so it grows fourfold
 # per doubling of ``L``, up to its ``O(L)`` output. The fused kernel's peak stays far
@@ -197,21 +210,6 @@ ax.set_title(f"Manual attention's memory grows as L² (×4 per doubling);\n"
              f"at L = {Ls[-1]}")
 ax.legend()
 plt.show()
-
-# %%
-# Proof: which kernel SDPA runs
-# -----------------------------
-# ``F.scaled_dot_product_attention`` picks a kernel by device, dtype, shape and mask. On
-# CPU (torch 2.13) it is a blocked flash kernel, named in the profiler's op names
-# ``aten::_scaled_dot_product_flash_attention_for_cpu`` (asserted). On CUDA in float32,
-# as here, the flash and cuDNN kernels refuse the input and the memory-efficient kernel
-# accepts it (measured on an H100 with torch 2.11; not yet verified by a GPU build of
-# the book). Neither stores the whole ``L x L`` tensor, and the memory check above would
-# fail if SDPA fell back to its math kernel, which does.
-if device == "cpu":
-    kernels = {e.key for e in prof.key_averages() if "scaled_dot_product" in e.key}
-    print("SDPA's ops on CPU:", *sorted(kernels), sep="\n    ")
-    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in kernels  # torch 2.13
 
 # %%
 # Proof: the scores take ``B * Nh * L * L * 4`` bytes

@@ -3,9 +3,7 @@ autocast: 16-bit products, a float32 residual stream
 ====================================================
 
 ``torch.autocast`` runs some operations in bfloat16 or float16 and leaves the others
-alone. This page asserts which of the chapter's operations run in which dtype, on CPU
-and on CUDA, proves that each is exactly "cast the inputs, run the op", and shows what
-that means for a pre-LN block: its residual stream stays float32.
+alone: which ones, on CPU and CUDA, what exactly it does, and what it means for a block.
 
 **You will learn**
 
@@ -29,7 +27,6 @@ import math
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -61,8 +58,7 @@ def causal_mask(L, device=None):
 #    \underbrace{x}_{\text{float32}} + \underbrace{\mathrm{branch}(x)}_{d}
 #    \;\to\; \text{float32} .
 #
-# So in a pre-LN block the products run in 16 bits while the LayerNorms read the
-# float32 stream and the sum ``x + branch`` promotes back to float32:
+# So in a pre-LN block:
 fig, ax = plt.subplots(figsize=(11, 3.6))
 boxes = [  # (x, y, label, dtype of its output under autocast)
     (0.3, 1.5, "x", "float32"), (1.3, 2.8, "LayerNorm", "float32"),
@@ -94,8 +90,8 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# The chapter's block (:doc:`plot_05_transformer_block`) in its pre-LN order with the
-# causal mask (copied in Setup).
+# The chapter's block (:doc:`plot_05_transformer_block`) in its pre-LN order, causal.
+from torch import nn
 
 
 class PreLNBlock(nn.Module):
@@ -128,64 +124,110 @@ class PreLNBlock(nn.Module):
 
 
 # %%
-# Which dtype each operation runs in
-# ----------------------------------
-# An op off both lists runs in the dtype of its inputs, so the answer depends on what
-# comes in: float32 from a user, 16 bits from a preceding ``Linear`` (how the H100
-# measurements behind the CUDA side probed softmax and the norms). The norms carry a
-# float32 weight, as a module's would (``rms_norm`` none: a float32 weight on a 16-bit
-# input makes it warn that it cannot use its fused kernel).
+# Which dtype each operation runs in, and how
+# -------------------------------------------
+# An op on neither list runs in its inputs' dtype, so the answer depends on what comes
+# in: float32 from a user, 16 bits from a preceding ``Linear``. Both, per 16-bit dtype
+# (the full table is in the first Proof below):
 L, D = 16, 64
-x32 = torch.randn(L, D, device=device)  # (L, D) float32
-w = torch.randn(D, D, device=device) / 8  # (D, D)
-b = torch.randn(D, device=device)  # (D,)
-gamma = 1 + 0.5 * torch.randn(D, device=device)  # (D,) norm weight off its init
-beta = torch.randn(D, device=device)  # (D,)
+x32, w = torch.randn(L, D, device=device), torch.randn(D, D, device=device) / 8
+b = torch.randn(D, device=device)  # x32 (L, D) float32, w (D, D), b (D,)
+gamma, beta = 1 + 0.5 * torch.randn(D, device=device), torch.randn(D, device=device)
 OPS = {  # name -> the op, on x and its float32 parameters (PARAMS)
-    "matmul": lambda t, w: t @ w,
-    "linear": lambda t, w, b: F.linear(t, w, b),
+    "matmul": lambda t, w: t @ w, "linear": lambda t, w, b: F.linear(t, w, b),
     "sdpa": lambda t: F.scaled_dot_product_attention(t[None], t[None], t[None]),
     "softmax": lambda t: t.softmax(dim=-1),
     "layer_norm": lambda t, g, b: F.layer_norm(t, (D,), g, b),
-    "rms_norm": lambda t: F.rms_norm(t, (D,)),
-    "gelu": lambda t: F.gelu(t),
-}
+    "rms_norm": lambda t: F.rms_norm(t, (D,)), "gelu": lambda t: F.gelu(t)}
 PARAMS = {"matmul": (w,), "linear": (w, b), "layer_norm": (gamma, beta)}
 DTYPES = [torch.bfloat16, torch.float16]
 short = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
-
 out = {}  # (16-bit dtype, input "float32" or "16-bit", op) -> output under autocast
 for dt in DTYPES:
-    x16 = x32.to(dt)  # (L, D)
-    with torch.autocast(device, dtype=dt):
-        for name, op in OPS.items():
-            out[dt, "float32", name] = op(x32, *PARAMS.get(name, ()))
-            out[dt, "16-bit", name] = op(x16, *PARAMS.get(name, ()))
-print(f"{'autocast:':11s}" + "".join(f"{short[dt]:>18s}" * 2 for dt in DTYPES))
-print(f"{'input:':11s}" + f"{'float32':>18s}{'16-bit':>18s}" * len(DTYPES))
+    for given, t in [("float32", x32), ("16-bit", x32.to(dt))]:  # t: (L, D)
+        runs = {}  # output dtype -> the ops that return it
+        with torch.autocast(device, dtype=dt):
+            for name, op in OPS.items():
+                out[dt, given, name] = op(t, *PARAMS.get(name, ()))
+                runs.setdefault(short[out[dt, given, name].dtype], []).append(name)
+        print(f"autocast({short[dt]}), {given} input: "
+              + "; ".join(f"{k} <- {', '.join(v)}" for k, v in runs.items()))
+
+# %%
+# And autocast is "cast the inputs, run the op": its ``linear`` equals ``F.linear`` on
+# inputs cast by hand (the float32 weight and bias too), bit for bit (every op: below).
+by_hand = F.linear(*(t.to(torch.bfloat16) for t in (x32, w, b)))  # (L, D) bfloat16
+torch.testing.assert_close(out[torch.bfloat16, "float32", "linear"], by_hand,
+                           rtol=0, atol=0)
+print("autocast's linear equals F.linear on inputs cast by hand, bit for bit")
+
+# %%
+# A pre-LN block under autocast
+# -----------------------------
+# Both branches come out in 16 bits and ``x + branch`` promotes to float32: **the
+# residual stream stays float32**, and so does the block's output, on every device.
+
+B, L, D, Nh = 2, 16, 64, 4
+block = PreLNBlock(D, Nh).to(device).eval()
+with torch.no_grad():
+    for p in block.parameters():
+        p.add_(0.1 * torch.randn_like(p))  # biases and norm weights off their init
+x = 8 * torch.randn(B, L, D, device=device)  # (B, L, D): a residual stream of std 8
+for dt in DTYPES:
+    with torch.no_grad(), torch.autocast(device, dtype=dt):
+        y = block(x)
+        branches = block.attn(block.ln_1(x)), block.mlp(block.ln_2(x))
+    print(f"autocast {short[dt]:9s} block output {short[y.dtype]}, branches "
+          f"{short[branches[0].dtype]} and {short[branches[1].dtype]}")
+    assert y.dtype == torch.float32 and branches[0].dtype == branches[1].dtype == dt
+
+# %%
+# Proof: the full table, asserted on each device, each op a cast then the op
+# --------------------------------------------------------------------------
+# The full table. A 16-bit input is also how the H100 measurements behind this page's
+# CUDA side probed softmax and the norms. The norms carry a float32 weight, as a
+# module's would; ``rms_norm`` runs without one (a float32 weight on a 16-bit input
+# makes it warn that it cannot use its fused kernel).
+print(f"{'':11s}" + "".join(f"{'under autocast(' + short[dt] + ')':>36s}"
+                            for dt in DTYPES))
+print(f"{'op':11s}" + "".join(f"{'float32 input':>18s}{'16-bit input':>18s}"
+                            for dt in DTYPES))
 for n in OPS:
     print(f"{n:11s}" + "".join(f"{short[out[dt, given, n].dtype]:>18s}"
                                for dt in DTYPES for given in ["float32", "16-bit"]))
+
+# %%
+# The table, asserted. On CPU (torch 2.13, measured for this page) the lower-precision
+# list holds ``matmul``, ``linear`` and SDPA; softmax, the norms and GELU are on neither
+# list, so they run in whatever dtype they are given: float32 from the user, 16 bits
+# after a ``Linear``. CPU autocast takes float16 as well as bfloat16 in torch 2.13, with
+# the same lists. On CUDA (measured on an H100 with torch 2.11, bfloat16 and 16-bit
+# inputs only; not yet verified by a GPU build of the book) softmax and ``layer_norm``
+# are on the float32 list: they return float32 even from a 16-bit input. What was not
+# measured there (float16, float32 inputs beyond ``matmul`` and ``linear``) is printed
+# above and asserted only where it follows from the lower-precision list, which
+# PyTorch's ``autocast_mode.cpp`` shares between the two 16-bit dtypes and which holds
+# SDPA on CUDA too.
 LOWER = ["matmul", "linear", "sdpa"]  # the lower-precision list on both devices
 FLOAT32_ON_CUDA = ["softmax", "layer_norm"]  # the float32 list (of these ops), CUDA
-
-# %%
-# autocast is "cast the inputs, run the op"
-# -----------------------------------------
-# ``linear`` under autocast equals ``F.linear`` outside it on inputs cast by hand (the
-# float32 weight and bias too), bit for bit: autocast adds a cast and nothing else.
 for dt in DTYPES:
-    by_hand = F.linear(x32.to(dt), w.to(dt), b.to(dt))  # (L, D): cast, then run
-    torch.testing.assert_close(out[dt, "float32", "linear"], by_hand, rtol=0, atol=0)
-print("autocast's linear is F.linear on inputs cast by hand, bit for bit")
+    for name in LOWER:
+        assert out[dt, "float32", name].dtype == dt, (dt, name)
+    if device == "cpu":  # torch 2.13: the rest keep their input's dtype
+        for name in set(OPS) - set(LOWER):
+            assert out[dt, "float32", name].dtype == torch.float32, (dt, name)
+            assert out[dt, "16-bit", name].dtype == dt, (dt, name)
+if device == "cuda":  # H100, torch 2.11, bfloat16 on a bfloat16 input
+    expected = {n: torch.float32 if n in FLOAT32_ON_CUDA else torch.bfloat16
+                for n in OPS}
+    assert {n: out[torch.bfloat16, "16-bit", n].dtype for n in OPS} == expected
 
 # %%
-# Proof: every op of the table is the op on inputs cast by hand
-# -------------------------------------------------------------
-# Each output equals the same op, written out again below, run outside autocast on
-# inputs cast by hand: to the 16-bit dtype for the lower-precision list (the float32
+# And every op of the table is "cast the inputs, run the op", bit for bit. Each output
+# equals the same op, written out again below, run outside autocast on inputs cast by
+# hand: to the 16-bit dtype for the lower-precision list (the float32
 # weight and bias too), to float32 for CUDA's float32 list, and not at all for the
-# rest. Bit for bit (``rtol=0, atol=0``).
+# rest. Bit for bit (``rtol=0, atol=0``): autocast adds a cast and nothing else.
 PLAIN = {  # name -> the op on (x, its parameters), outside autocast
     "matmul": torch.matmul,
     "linear": F.linear,
@@ -207,64 +249,6 @@ for dt in DTYPES:
         by_hand = PLAIN[name](x16.to(cast), *PARAMS.get(name, ()))
         torch.testing.assert_close(out[dt, "16-bit", name], by_hand, rtol=0, atol=0)
 print("every autocast output equals the op on inputs cast by hand, bit for bit")
-
-# %%
-# A pre-LN block under autocast
-# -----------------------------
-# ``PreLNBlock``'s branches come out in 16 bits; ``x + branch`` promotes to float32, so
-# **the residual stream stays float32**, and so does the block's output.
-
-B, L, D, Nh = 2, 16, 64, 4
-block = PreLNBlock(D, Nh).to(device).eval()
-with torch.no_grad():
-    for p in block.parameters():
-        p.add_(0.1 * torch.randn_like(p))  # biases and norm weights off their init
-x = 8 * torch.randn(B, L, D, device=device)  # (B, L, D): a residual stream of std 8
-for dt in DTYPES:
-    with torch.no_grad(), torch.autocast(device, dtype=dt):
-        y = block(x)
-        branches = block.attn(block.ln_1(x)), block.mlp(block.ln_2(x))
-    print(f"autocast {short[dt]:9s} block output {short[y.dtype]}, branches "
-          f"{short[branches[0].dtype]} and {short[branches[1].dtype]}")
-    assert y.dtype == torch.float32 and branches[0].dtype == branches[1].dtype == dt
-
-# %%
-# Proof: the block is causal
-# --------------------------
-# Changing the last token moves no earlier output: no query sees a later key.
-x_later = x.clone()
-x_later[:, -1] += torch.randn_like(x[:, -1])  # change the last token only
-with torch.no_grad():
-    moved = (block(x_later) - block(x)).abs().amax(dim=(0, 2))  # (L,)
-print(f"changing the last token moves earlier outputs by {moved[:-1].max():.1e}, "
-      f"the last by {moved[-1]:.2f}")
-assert moved[:-1].max() < 1e-5 < 0.1 < moved[-1]  # causal: no query sees a later key
-
-# %%
-# Proof: the table, asserted on each device
-# -----------------------------------------
-# The table, asserted. On CPU (torch 2.13, measured for this page) the lower-precision
-# list holds ``matmul``, ``linear`` and SDPA; softmax, the norms and GELU are on neither
-# list, so they run in whatever dtype they are given: float32 from the user, 16 bits
-# after a ``Linear``. CPU autocast takes float16 as well as bfloat16 in torch 2.13, with
-# the same lists. On CUDA (measured on an H100 with torch 2.11, bfloat16 and 16-bit
-# inputs only; not yet verified by a GPU build of the book) softmax and ``layer_norm``
-# are on the float32 list: they return float32 even from a 16-bit input. What was not
-# measured there (float16, float32 inputs beyond ``matmul`` and ``linear``) is printed
-# above and asserted only where it follows from the lower-precision list, which
-# PyTorch's ``autocast_mode.cpp`` shares between the two 16-bit dtypes and which holds
-# SDPA on CUDA too.
-for dt in DTYPES:
-    for name in LOWER:
-        assert out[dt, "float32", name].dtype == dt, (dt, name)
-    if device == "cpu":  # torch 2.13: the rest keep their input's dtype
-        for name in set(OPS) - set(LOWER):
-            assert out[dt, "float32", name].dtype == torch.float32, (dt, name)
-            assert out[dt, "16-bit", name].dtype == dt, (dt, name)
-if device == "cuda":  # H100, torch 2.11, bfloat16 on a bfloat16 input
-    expected = {n: torch.float32 if n in FLOAT32_ON_CUDA else torch.bfloat16
-                for n in OPS}
-    assert {n: out[torch.bfloat16, "16-bit", n].dtype for n in OPS} == expected
 
 # %%
 # Proof: autocast's ``linear`` accumulates in float32 on CPU
@@ -302,8 +286,8 @@ for dt in DTYPES:
 linear_eps_bf16, linear_eps_f16 = linear_eps[torch.bfloat16], linear_eps[torch.float16]
 
 # %%
-# Proof: the block under autocast is the hand-cast block, bit for bit
-# -------------------------------------------------------------------
+# Proof: the block under autocast is the hand-cast block, bit for bit, and causal
+# --------------------------------------------------------------------------------
 # The block computed by hand (``block_by_hand``, below): the same weights, each
 # ``Linear`` and ``einsum`` fed tensors cast to the dtype, the LayerNorms and (on CUDA)
 # the softmax in float32, written without the class's methods. Both branches and the
@@ -345,6 +329,16 @@ for dt in DTYPES:
     torch.testing.assert_close(y, hand_y, rtol=0, atol=0)  # float32
 print("both branches and the block under autocast equal the hand-cast ones, bit "
       "for bit")
+
+# %%
+# And the block is causal: changing the last token moves no earlier output.
+x_later = x.clone()
+x_later[:, -1] += torch.randn_like(x[:, -1])  # change the last token only
+with torch.no_grad():
+    moved = (block(x_later) - block(x)).abs().amax(dim=(0, 2))  # (L,)
+print(f"changing the last token moves earlier outputs by {moved[:-1].max():.1e}, "
+      f"the last by {moved[-1]:.2f}")
+assert moved[:-1].max() < 1e-5 < 0.1 < moved[-1]  # causal: no query sees a later key
 
 # %%
 # Try it: convert the whole block to 16 bits. How far is it from float64?
