@@ -3,19 +3,15 @@ The RoPE scaling family
 =======================
 
 A long-context model changes RoPE's frequencies with one line of its config
-(``rope_type: "linear"``, ``"dynamic"``, ``"yarn"``, ``"llama3"``, ``factor: 4``). This
-page writes the five rules from their papers and reference code, in float64, shows
-which wavelengths each stretches and which it keeps, and proves each equal to Hugging
-Face's. Dynamic NTK's frequencies change with the length, and with a KV cache that
-breaks RoPE's relative-position property.
+(``rope_type: "yarn"``, ``factor: 4``). This page writes the five rules in float64 from
+their papers and reference code, and proves each equal to Hugging Face's.
 
 **You will learn**
 
 - why ``s * M`` tokens need slower frequencies, and what "wavelength" means for a pair
 - the five rules: Position Interpolation, NTK-aware, dynamic NTK, YaRN, Llama 3
 - which wavelengths each rule keeps, stretches by ``s`` or blends
-- why every static rule keeps the relative-position property, and dynamic NTK with a
-  KV cache does not
+- why every static rule keeps relative positions, and dynamic NTK with a KV cache not
 
 **Prerequisites:** :doc:`/generated/positional/plot_04_rope` (RoPE and its
 frequencies), :doc:`/generated/positional/plot_08_rope_16bit` (angles in float32),
@@ -47,17 +43,26 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
       f"{transformers.__version__}")
 
 # %%
+# The block this page shares with another, copied verbatim: ``rope_inv_freq`` (from
+# :doc:`/generated/positional/plot_04_rope`).
+
+
+# Copied from positional/plot_04_rope.py: rope_inv_freq
+def rope_inv_freq(Dh, base, dtype=torch.float32):
+    """Per-pair frequencies base ** (-2i / Dh) for i < Dh/2: (Dh/2,), in `dtype`."""
+    return 1.0 / base ** (torch.arange(0, Dh, 2, dtype=dtype) / Dh)
+
+
+# %%
 # The idea
 # --------
 # Pair :math:`i` turns by :math:`p\,\omega_i` at position :math:`p`
 # (:math:`\omega_i = b^{-2i/D_h}`, ``inv_freq``), a wavelength
 # :math:`\lambda_i = 2\pi/\omega_i` tokens. A model pretrained on ``M`` tokens has seen
-# the fast pairs turn through many periods and the slow ones through part of one; at
-# ``s * M`` tokens the slow pairs reach angles never seen in training. Every rule
-# replaces :math:`\omega_i` by :math:`\omega_i'`, stretching the wavelength by
-# :math:`\lambda_i'/\lambda_i = \omega_i/\omega_i'`: Position Interpolation divides
-# every frequency by :math:`s`, NTK-aware changes the base, and YaRN and Llama 3 blend
-# "keep" and "interpolate" with a ramp :math:`\gamma_i \in [0, 1]`:
+# the slow pairs turn through part of one period only; at ``s * M`` tokens they reach
+# angles never seen in training. Every rule replaces :math:`\omega_i` by
+# :math:`\omega_i'` (stretch :math:`\lambda_i'/\lambda_i = \omega_i/\omega_i'`); YaRN
+# and Llama 3 blend "keep" and "interpolate" with a ramp :math:`\gamma_i \in [0, 1]`:
 #
 # .. math::
 #
@@ -69,8 +74,10 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
 #    \omega_i' = (1 - \gamma_i)\,\frac{\omega_i}{s} + \gamma_i\,\omega_i
 #    \ \text{(YaRN, Llama 3)}.
 #
-# The figure draws each rule's stretch from these closed forms (the page's rules below
-# are checked equal to them): ``Dh = 32``, base 10000, ``M = 1024``, ``s = 4``.
+# The figure draws these closed forms (the rules below are checked equal to them) for
+# ``Dh = 32``, base 10000, ``M = 1024``, ``s = 4``: wavelengths from
+# :measured:`lam_min:.1f` to :measured:`lam_max:,.0f` tokens, on both sides of every
+# threshold below and inside every ramp.
 import matplotlib.pyplot as plt
 
 Dh, BASE, M, S = 32, 10_000.0, 1024, 4.0
@@ -92,7 +99,7 @@ stretch_fig = {  # name: lambda' / lambda, (Dh/2,)
     "Llama 3": 1 / ((1 - g_llama.clamp(0, 1)) / S + g_llama.clamp(0, 1)),
 }
 
-fig, ax = plt.subplots(figsize=(7, 4))
+fig, ax = plt.subplots(figsize=(7, 3.3))
 for name, st in stretch_fig.items():
     label = f"{name} (L = {L_LONG})" if name == "dynamic NTK" else name
     ax.plot(lam, st, marker="o", ms=3, label=label)
@@ -110,27 +117,10 @@ ax.set_title("Linear stretches every wavelength by s = 4; the others keep the\n"
 ax.legend(fontsize=8)
 plt.show()
 
-# %%
-# The unscaled frequencies and the setting
-# ----------------------------------------
-# The setting is small but keeps every term alive: ``Dh = 32`` (16 frequencies), base
-# 10000, ``M = 1024``, ``s = 4``; the wavelengths run from :measured:`lam_min:.1f` to
-# :measured:`lam_max:,.0f` tokens, so they lie on both sides of every threshold below
-# and inside every ramp. The frequencies are the book's ``rope_inv_freq``, in float64.
-
-
-# Copied from positional/plot_04_rope.py: rope_inv_freq
-def rope_inv_freq(Dh, base, dtype=torch.float32):
-    """Per-pair frequencies base ** (-2i / Dh) for i < Dh/2: (Dh/2,), in `dtype`."""
-    return 1.0 / base ** (torch.arange(0, Dh, 2, dtype=dtype) / Dh)
-
-
-# %%
 i = i.to(device)  # (Dh/2,) pair index
 inv_freq0 = rope_inv_freq(Dh, BASE, torch.float64).to(device)  # (Dh/2,)
 lam0 = 2 * math.pi / inv_freq0  # (Dh/2,) wavelengths in tokens
 lam_min, lam_max = lam0.min().item(), lam0.max().item()
-print("wavelengths:", " ".join(f"{v:.0f}" for v in lam0.tolist()))
 
 # %%
 # Five rules, from the papers
@@ -138,16 +128,13 @@ print("wavelengths:", " ".join(f"{v:.0f}" for v in lam0.tolist()))
 # **Position Interpolation** (Chen et al., 2023) runs positions :math:`p/s`, the same
 # as :math:`\omega_i/s`: every wavelength :math:`s` times longer.
 #
-# **NTK-aware** (bloc97, 2023, on Reddit) changes the base instead:
-# :math:`b' = b\,s^{D_h/(D_h-2)}`, chosen so that the slowest pair
-# (:math:`i = D_h/2-1`) is interpolated by exactly :math:`s` while the fastest
-# (:math:`\omega_0 = 1` for any base) is left alone; between them the stretch
-# :math:`s^{2i/(D_h-2)}` grows geometrically.
+# **NTK-aware** (bloc97, 2023, on Reddit) changes the base to
+# :math:`b\,s^{D_h/(D_h-2)}`: the slowest pair is stretched by exactly :math:`s`, the
+# fastest (:math:`\omega_0 = 1`) not at all, the ones between geometrically.
 #
-# **Dynamic NTK** (Hugging Face's ``"dynamic"``, whose code credits the Reddit users
-# bloc97 and emozilla) applies the NTK-aware base with a scale read off the current
-# length ``L``: :math:`s(L) = s\,L/M - (s - 1)` for :math:`L > M`, and no change up to
-# ``M`` (:math:`s(M) = 1`, so the rule is continuous).
+# **Dynamic NTK** (Hugging Face's ``"dynamic"``, credited to bloc97 and emozilla) uses
+# NTK-aware with the scale :math:`s(L) = s\,L/M - (s - 1)` of the current length
+# :math:`L > M`, and plain RoPE up to ``M``.
 def position_interpolation(inv_freq, s):
     """Every frequency divided by s: (Dh/2,) -> (Dh/2,)."""
     return inv_freq / s
@@ -166,29 +153,15 @@ def dynamic_ntk(Dh, base, s, L, M, device=None):
 
 
 # %%
-# **YaRN** (Peng et al., 2023) counts how many turns pair :math:`i` makes in the
-# pretrained context, :math:`r_i = M/\lambda_i`. A pair with
-# :math:`r_i \ge \beta_\text{fast}` (32) turns often enough to extrapolate and is
-# kept; a pair with :math:`r_i \le \beta_\text{slow}` (1) is interpolated,
-# :math:`\omega_i/s`; between, the two are blended,
-# :math:`(1-\gamma_i)\,\omega_i/s + \gamma_i\,\omega_i`. The paper writes
-# :math:`\gamma` linear in :math:`r`; its reference code (and Hugging Face) makes it
-# linear in the pair index instead, between the index where
-# :math:`r = \beta_\text{fast}` rounded down and the index where
-# :math:`r = \beta_\text{slow}` rounded up, and that is the rule written here. YaRN
-# also divides the logits by a temperature :math:`t` with
-# :math:`\sqrt{1/t} = 0.1 \ln s + 1`, applied as a factor on both cos and sin. That
-# is the default; a config that sets ``mscale`` and ``mscale_all_dim`` (DeepSeek-V3's)
-# gets another factor (below).
+# **YaRN** (Peng et al., 2023) keeps a pair that turns :math:`r_i = M/\lambda_i \ge 32`
+# times in ``M`` tokens, interpolates one with :math:`r_i \le 1`, and blends between,
+# :math:`\gamma` linear in the pair index (the reference code's ramp, ends rounded
+# outwards; the paper's is linear in :math:`r`). Its temperature,
+# :math:`\sqrt{1/t} = 0.1 \ln s + 1`, multiplies cos and sin.
 #
-# **Llama 3** (``"llama3"``, the rule Llama 3.1 ships with) comes from Meta's reference
-# code, not from the Llama 3 paper (Dubey et al., 2024): ``apply_scaling`` in Meta's
-# ``llama-models`` repository, whose values (factor 8, :math:`l = 1`, :math:`h = 4`,
-# ``M = 8192``) a comment there says were "obtained from grid search". It is the
-# same idea with thresholds in wavelengths: keep :math:`\lambda_i < M/h`
-# (``high_freq_factor`` :math:`h`), divide by :math:`s` when :math:`\lambda_i > M/l`
-# (``low_freq_factor`` :math:`l`), and between them blend with
-# :math:`\gamma_i = (M/\lambda_i - l)/(h - l)`, linear in :math:`r_i`.
+# **Llama 3** (``"llama3"``, from Meta's ``apply_scaling``, not the paper of Dubey et
+# al., 2024) keeps :math:`\lambda_i < M/h`, divides by :math:`s` past :math:`M/l`, and
+# blends between with :math:`\gamma_i = (M/\lambda_i - l)/(h - l)`.
 def yarn(Dh, base, s, M, beta_fast=32.0, beta_slow=1.0, rounded=True, device=None):
     """(inv_freq (Dh/2,), mscale): the ramp from the reference code, in pair indices."""
     def index_of(turns):  # the (fractional) i where M / lambda_i == turns
@@ -221,8 +194,10 @@ def llama3(Dh, base, s, M, low=1.0, high=4.0, device=None):
 
 
 # %%
-# The five rules of this page's setting, each with its attention factor (YaRN's only
-# is not 1).
+# Which wavelengths move
+# ----------------------
+# Each rule's stretch :math:`\omega_i/\omega_i'` is exactly the figure's closed form
+# (YaRN's attention factor is the only one not 1).
 yarn_inv_freq, yarn_mscale = yarn(Dh, BASE, S, M, BETA_FAST, BETA_SLOW, device=device)
 OURS = {  # name: (inv_freq (Dh/2,) float64, attention factor)
     "linear (PI)": (position_interpolation(inv_freq0, S), 1.0),
@@ -231,12 +206,6 @@ OURS = {  # name: (inv_freq (Dh/2,) float64, attention factor)
     "YaRN": (yarn_inv_freq, yarn_mscale),
     "Llama 3": (llama3(Dh, BASE, S, M, LOW, HIGH, device), 1.0),
 }
-
-# %%
-# Which wavelengths move
-# ----------------------
-# The stretch of each wavelength, :math:`\lambda_i'/\lambda_i = \omega_i/\omega_i'`,
-# per rule, from the rules above: exactly the closed forms of the figure.
 stretch = {name: inv_freq0 / f for name, (f, _) in OURS.items()}  # (Dh/2,) each
 for name, st in stretch.items():
     print(f"{name:12s} stretch {st[0].item():.3f} .. {st[-1].item():.3f}, "
@@ -244,16 +213,11 @@ for name, st in stretch.items():
     torch.testing.assert_close(st.cpu(), stretch_fig[name])  # the figure's closed forms
 
 # %%
-# Dynamic NTK and the KV cache
-# ----------------------------
-# A KV cache stores keys already rotated, and nothing rotates them again. With a
-# static rule (plain RoPE, linear, YaRN, Llama 3) the frequencies never change, so a
-# cached key is the key a full pass would compute. With dynamic NTK the frequencies
-# follow the length: a key cached while the sequence was shorter keeps the rotation of
-# that length, and the queries that come later are rotated with the frequencies of a
-# longer one. The logit of query :math:`m` and key :math:`n` then mixes two sets of
-# frequencies and no longer depends on :math:`m - n` alone.
-# The proof below runs it on a Hugging Face Llama.
+# **Dynamic NTK and the KV cache.** A cache stores keys already rotated: with a static
+# rule, the keys a full pass computes. With dynamic NTK a key cached at a shorter length
+# keeps that length's rotation while later queries get a longer one's, so the logit of
+# query :math:`m` and key :math:`n` no longer depends on :math:`m - n` alone (the last
+# Proof, on a Hugging Face Llama).
 
 # %%
 # Proof: what the rules keep
@@ -318,6 +282,7 @@ for name, (f, mscale) in OURS.items():
 # turns at most once (:math:`\lambda_i \ge 1024`) and blends strictly between. Llama 3
 # keeps :math:`\lambda_i < 256`, interpolates :math:`\lambda_i > 1024`, blends
 # between. The sets are computed from the wavelengths, not from the rules.
+print("wavelengths:", " ".join(f"{v:.0f}" for v in lam0.tolist()))
 one = torch.ones_like(inv_freq0)
 torch.testing.assert_close(stretch["linear (PI)"], S * one)
 for name, s in (("NTK-aware", S), ("dynamic NTK", s_long)):

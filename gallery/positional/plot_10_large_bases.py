@@ -2,11 +2,10 @@
 Large bases and long positions
 ==============================
 
-Long-context models raise RoPE's base: Llama 3 uses 500,000 where RoFormer used
-10,000. A larger base slows the slowest pairs, so that fewer of them complete a turn
-within the context. Long positions also cost precision: a float32 angle
-``pos * inv_freq`` near a million tokens is off by hundredths of a radian, unless it is
-reduced modulo ``2 pi`` in float64 first.
+Long-context models raise RoPE's base (Llama 3: 500,000; RoFormer: 10,000), so fewer
+pairs complete a turn within the context. Long positions cost precision: a float32
+angle near a million tokens is off by hundredths of a radian unless reduced modulo
+``2 pi`` in float64 first.
 
 **You will learn**
 
@@ -34,6 +33,16 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
 # %%
+# The block this page shares with another, copied verbatim: ``rope_inv_freq`` (from
+# :doc:`/generated/positional/plot_04_rope`).
+
+
+# Copied from positional/plot_04_rope.py: rope_inv_freq
+def rope_inv_freq(Dh, base, dtype=torch.float32):
+    """Per-pair frequencies base ** (-2i / Dh) for i < Dh/2: (Dh/2,), in `dtype`."""
+    return 1.0 / base ** (torch.arange(0, Dh, 2, dtype=dtype) / Dh)
+
+# %%
 # The idea
 # --------
 # Pair ``i`` turns by ``inv_freq[i]`` (RoFormer's :math:`\theta_i`) per token, so it
@@ -45,15 +54,14 @@ print(f"device: {device}, torch {torch.__version__}")
 #    \quad\text{tokens}, \qquad
 #    \lambda_{D_h/2 - 1} = 2\pi\, \text{base}^{(D_h - 2)/D_h}.
 #
-# Left: the slowest wavelength against the base, the contexts as horizontal lines; a
-# pair below its line never completes a turn during training at that length. Right:
-# the number of pairs that do complete one within ``L`` tokens (``Dh = 128``).
+# Left: the slowest wavelength against the base, the contexts as dashed lines. Right:
+# the pairs that complete a turn within ``L`` tokens (``Dh = 128``).
 Dh_fig = 128
 base_grid = torch.logspace(3, 7, 200, dtype=torch.float64)  # bases 1e3 .. 1e7
 slowest_grid = 2 * math.pi * base_grid ** ((Dh_fig - 2) / Dh_fig)  # (200,) tokens
 contexts_fig = {4_096: "4k", 8_192: "8k", 32_768: "32k", 131_072: "128k", 2**20: "1M"}
 L_fig = [2**k for k in range(8, 21)]  # 256 .. 1M tokens
-fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
+fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10, 3.6), layout="constrained")
 ax0.loglog(base_grid, slowest_grid, color="C0")
 for L_line, name in contexts_fig.items():
     ax0.axhline(L_line, color="gray", lw=0.8, ls="--")
@@ -79,18 +87,8 @@ plt.show()
 # %%
 # From scratch: the wavelengths
 # -----------------------------
-# The frequencies are computed as Llama's code does (``1 / base ** (2i / Dh)``), here in
-# float64, the wavelengths checked against the formula evaluated with Python's
-# ``math.pow``.
-
-
-# Copied from positional/plot_04_rope.py: rope_inv_freq
-def rope_inv_freq(Dh, base, dtype=torch.float32):
-    """Per-pair frequencies base ** (-2i / Dh) for i < Dh/2: (Dh/2,), in `dtype`."""
-    return 1.0 / base ** (torch.arange(0, Dh, 2, dtype=dtype) / Dh)
-
-
-# %%
+# The frequencies as Llama's code computes them (``rope_inv_freq``), here in float64,
+# the wavelengths checked against the formula evaluated with Python's ``math.pow``.
 Dh = 128  # Llama's head width
 BASES = (10_000.0, 500_000.0, 1_000_000.0)
 wavelength = {}  # per base: (Dh/2,) float64 wavelengths in tokens
@@ -112,25 +110,20 @@ for base in BASES:
 # %%
 # The float32 angle at a million
 # ------------------------------
-# Implementations build the angle table in float32: the frequencies
-# ``1 / base ** (2i / Dh)`` in float32, the integer positions cast once (exact up to
-# :math:`2^{24}`), one product. So the angle carries two roundings. The frequency
-# :math:`\hat\theta_i` differs from :math:`\theta_i` by a few ulps, an error that the
-# product multiplies by ``p``; the product adds at most half an ulp of the result:
+# Implementations (Llama's in Hugging Face 5.23; 16 bits are hopeless,
+# :doc:`page 08 <plot_08_rope_16bit>`) build the angle table in float32, with one
+# product: the float32 frequency :math:`\hat\theta_i`, a few ulps off, times the cast
+# position (exact up to :math:`2^{24}`), rounded by at most half an ulp:
 #
 # .. math::
 #
 #    |\mathrm{fl}(p\,\hat\theta_i) - p\,\theta_i| \le p\,|\hat\theta_i - \theta_i| +
 #    \tfrac12\,\mathrm{ulp}(\mathrm{fl}(p\,\hat\theta_i)).
 #
-# Both terms grow with ``p``: at :math:`p \approx 10^6` an ulp of an angle in
-# :math:`[2^{19}, 2^{20})` is :math:`2^{-4}` rad. The fastest pair is exact
-# (:math:`\theta_0 = \text{base}^0 = 1`, so its angle is the position); the error sits
-# in the next pairs, whose angles are almost as large. The reference is float64, with
-# :math:`\theta_i` from ``math.pow``; :math:`p\,\hat\theta_i` is exact in float64
-# (21 + 24 bits), and the float64 reference itself is off by about :math:`10^{-10}`
-# rad, the slack (four float64 eps of the angle) added to the model. (:math:`\theta_i`
-# is RoFormer's name for ``inv_freq[i]``.)
+# Both grow with ``p``: an ulp of an angle in :math:`[2^{19}, 2^{20})` is
+# :math:`2^{-4}` rad. The fastest pair is exact (:math:`\theta_0 = 1`: its angle is the
+# position). The reference is float64 (:math:`\theta_i` from ``math.pow``), whose own
+# error, four float64 eps of the angle, is added to the model.
 gen = torch.Generator().manual_seed(0)
 pos = torch.cat([torch.arange(1, 2**12),  # every small position
                  torch.randint(2**12, 2**20, (2**16,), generator=gen),
@@ -138,10 +131,8 @@ pos = torch.cat([torch.arange(1, 2**12),  # every small position
 pos = pos.unique().to(device)  # (P,) sorted
 p64 = pos.double()  # (P,) exact
 near = pos >= 2**20 - 64  # (P,) the last 64 positions, up to 2^20 - 1
-eps64 = torch.finfo(torch.float64).eps
-eps32 = torch.finfo(torch.float32).eps
+eps64, eps32 = torch.finfo(torch.float64).eps, torch.finfo(torch.float32).eps
 angle64, err32, model = {}, {}, {}  # per base: (P, Dh/2)
-freq_rel, err_near, terms = {}, {}, {}  # per base: in eps32; rad; (rad, rad)
 parts = {}  # per base: what the Proof below checks piece by piece
 for base in (10_000.0, 500_000.0):
     theta64 = torch.tensor([math.pow(base, -2 * i / Dh) for i in range(Dh // 2)],
@@ -155,67 +146,36 @@ for base in (10_000.0, 500_000.0):
     theta_term = p64[:, None] * (theta32.double() - theta64).abs()[None, :]
     model[base] = theta_term + half_ulp + 4 * eps64 * angle64[base]
     rel = ((theta32.double() - theta64) / theta64).abs()  # (Dh/2,)
-    print(f"base {base:>7,.0f}: |theta32 / theta - 1| <= {rel.max() / eps32:.2f} eps32 "
-          f"(mean {rel.mean() / eps32:.2f})")
-    print(f"{'':15s} p near 2^20: max err {err32[base][near].max().item():.3f} rad, "
-          f"model {model[base][near].max().item():.3f}; pair 0: max err "
-          f"{err32[base][:, 0].max().item():.0f}")
+    print(f"base {base:>7,.0f}: p near 2^20: max err {err32[base][near].max():.3f} "
+          f"rad, model {model[base][near].max():.3f}")
     assert (err32[base] <= model[base]).all(), "an angle outside the error model?"
-    assert (err32[base][:, 0] == 0).all(), "the fastest pair's angle is not exact?"
     assert err32[base][near].max() > 0.03, "float32 angles at 1M within 0.03 rad?"
     parts[base] = (theta64, theta32, angle32, rel, theta_term, half_ulp)
-    freq_rel[base] = (rel.max() / eps32).item()
-    err_near[base] = err32[base][near].max().item()
-    terms[base] = (theta_term[near].max().item(), half_ulp[near].max().item())
-freq_rel_max = max(freq_rel.values())  # in eps32, printed above
-err_near_10k, err_near_500k = err_near[10_000.0], err_near[500_000.0]
-term_min = min(min(t) for t in terms.values())
-term_max = max(max(t) for t in terms.values())
 
 # %%
 # The remedy: reduce in float64, then cast
 # ----------------------------------------
-# What rotates the vectors is cos and sin, which only need the angle
-# modulo :math:`2\pi`: reduce it in float64 (``torch.remainder``), then cast the
-# reduced angle, which is below :math:`2\pi` and rounds by at most
-# :math:`2^{-22}` rad. Its float32 cos and sin then match float64's within two ulps
-# of float32 (the reduced angle's rounding plus the float32 library's cos and sin).
-# The other route, ``torch.polar`` on float64 angles cast to ``complex64``, rounds
-# cos and sin once: within half an ulp of float32. The reference cos and sin are
-# Python's ``math.cos`` and ``math.sin`` on a sample of the angles.
+# cos and sin only need the angle modulo :math:`2\pi`: reduce it in float64
+# (``torch.remainder``), then cast; the reduced angle rounds by at most :math:`2^{-22}`
+# rad, and float32's cos and sin of it stay within that plus two ulps of float64's
+# (``math.cos`` and ``math.sin`` on a sample of the angles; another route, in a Proof),
+# for one float64 table per length.
 base = 500_000.0
 sample = torch.arange(0, pos.numel(), 64, device=device)  # (S,) every 64th position
 a_s = angle64[base][sample]  # (S, Dh/2) float64 angles
 ref = torch.tensor([[math.cos(a), math.sin(a)] for a in a_s.flatten().tolist()],
                    dtype=torch.float64, device=device).reshape(*a_s.shape, 2)
 reduced = torch.remainder(a_s, 2 * math.pi).to(torch.float32)  # (S, Dh/2) in [0, 2pi)
-polar = torch.polar(torch.ones_like(a_s), a_s).to(torch.complex64)  # (S, Dh/2)
-results = {"reduced in float64": torch.stack([reduced.cos(), reduced.sin()], dim=-1),
-           "polar in float64": torch.view_as_real(polar)}  # each (S, Dh/2, 2)
+results = {"reduced in float64": torch.stack([reduced.cos(), reduced.sin()], dim=-1)}
 gap = {}
-for name, cs in results.items():
-    gap[name] = (cs.double() - ref).abs().max().item()
-    print(f"{name:19s}: max|cos, sin - float64| = {gap[name]:.1e} "
-          f"({gap[name] / eps32:,.1f} eps32)")
-gap_reduced = gap["reduced in float64"]
+gap_reduced = gap["reduced in float64"] = (results["reduced in float64"].double()
+                                           - ref).abs().max().item()
+print(f"reduced in float64 : max|cos, sin - float64| = {gap_reduced:.1e} "
+      f"({gap_reduced / eps32:,.1f} eps32)")
 # one rounding of the reduced angle (<= 2^-22 rad) and cos/sin within an ulp or two
 torch.testing.assert_close(results["reduced in float64"].double(), ref, rtol=0,
                            atol=2 ** -22 + 2 * eps32)
-torch.testing.assert_close(results["polar in float64"].double(), ref, rtol=0,
-                           atol=eps32 / 2)  # one rounding of values in [-1, 1]
 
-# %%
-# Why float32 anyway
-# ------------------
-# This page's float32 table is built the way Llama's code in Hugging Face builds it
-# (read in ``transformers`` 5.23, not imported here): ``1.0 / (base **
-# (torch.arange(0, dim, 2, dtype=torch.float) / dim))`` for the frequencies and
-# ``position_ids[..., None].float() * inv_freq`` for the angles. In 16 bits the angle is
-# hopeless (:doc:`page 08 <plot_08_rope_16bit>`). In float32 the integer positions are
-# exact, the error model above holds at every sampled position, and the error is
-# relative, about :math:`u_{32}\,p\,\theta_i`: hundredths of a radian near a million
-# tokens, and zero for the fastest pair. Reducing in float64 costs one float64 table per
-# length and brings cos and sin down to float32's own rounding.
 
 # %%
 # Proof: the slowest pair against the context length
@@ -275,6 +235,25 @@ assert n_turn[10_000.0][L_grid.index(4)] == 0, "a turn within 4 tokens?"
 # %%
 # Proof: the error model, at every position and piece by piece
 # ------------------------------------------------------------
+# The float32 frequencies' relative error, the fastest pair's exact angle, and what the
+# chapter quotes near :math:`2^{20}`: each base's worst angle error and the model's
+# two terms there.
+freq_rel, err_near, terms = {}, {}, {}  # per base: in eps32; rad; (rad, rad)
+for base in (10_000.0, 500_000.0):
+    _, _, _, rel, theta_term, half_ulp = parts[base]
+    print(f"base {base:>7,.0f}: |theta32 / theta - 1| <= {rel.max() / eps32:.2f} eps32 "
+          f"(mean {rel.mean() / eps32:.2f}); pair 0's angle error: "
+          f"{err32[base][:, 0].max():.0f}")
+    assert (err32[base][:, 0] == 0).all(), "the fastest pair's angle is not exact?"
+    freq_rel[base] = (rel.max() / eps32).item()
+    err_near[base] = err32[base][near].max().item()
+    terms[base] = (theta_term[near].max().item(), half_ulp[near].max().item())
+freq_rel_max = max(freq_rel.values())  # in eps32, printed above
+err_near_10k, err_near_500k = err_near[10_000.0], err_near[500_000.0]
+term_min = min(min(t) for t in terms.values())
+term_max = max(max(t) for t in terms.values())
+
+# %%
 # The worst float32 angle error over the pairs at each position, bucketed
 # in eighths of an octave, against the error model and half an ulp of the angle.
 bucket = (8 * torch.log2(p64)).floor().long()  # (P,)
@@ -336,6 +315,20 @@ print(f"terms near 2^20: {term_min:.4f} to {term_max:.4f} rad (2^-5 = {2**-5:.4f
 assert all(ulp == 2**-5 for _, ulp in terms.values()), "half an ulp is not 2^-5?"
 assert term_min == terms[10_000.0][0] and term_max == terms[500_000.0][0]
 assert term_min < 2**-5 < term_max, "the frequency terms no longer straddle 2^-5?"
+
+# %%
+# Proof: the other route, torch.polar cast to complex64
+# -----------------------------------------------------
+# ``torch.polar`` on the float64 angles, cast to ``complex64``, rounds cos and sin once:
+# within half an ulp of float32.
+polar = torch.polar(torch.ones_like(a_s), a_s).to(torch.complex64)  # (S, Dh/2)
+results["polar in float64"] = torch.view_as_real(polar)  # (S, Dh/2, 2)
+gap_polar = gap["polar in float64"] = (results["polar in float64"].double()
+                                       - ref).abs().max().item()
+print(f"polar in float64   : max|cos, sin - float64| = {gap_polar:.1e} "
+      f"({gap_polar / eps32:,.1f} eps32)")
+torch.testing.assert_close(results["polar in float64"].double(), ref, rtol=0,
+                           atol=eps32 / 2)  # one rounding of values in [-1, 1]
 
 # %%
 # Proof: what changes on CUDA

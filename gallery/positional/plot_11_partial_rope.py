@@ -50,6 +50,41 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
       f"{transformers.__version__}")
 
 # %%
+# The blocks this page shares with another, copied verbatim: the rotate-half RoPE family
+# (from :doc:`/generated/positional/plot_04_rope`).
+
+
+# Copied from positional/plot_04_rope.py: rope_inv_freq
+def rope_inv_freq(Dh, base, dtype=torch.float32):
+    """Per-pair frequencies base ** (-2i / Dh) for i < Dh/2: (Dh/2,), in `dtype`."""
+    return 1.0 / base ** (torch.arange(0, Dh, 2, dtype=dtype) / Dh)
+
+
+# Copied from positional/plot_04_rope.py: rope_cos_sin
+def rope_cos_sin(pos, Dh, base, dtype=torch.float32):
+    """pos (..., L) -> cos, sin (..., L, Dh), rotate-half layout, angles in `dtype`.
+
+    Channel i and channel i + Dh/2 form pair i and share its angle pos * inv_freq[i]."""
+    inv_freq = rope_inv_freq(Dh, base, dtype).to(pos.device)  # (Dh/2,)
+    angles = pos[..., None].to(dtype) * inv_freq  # (..., L, Dh/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (..., L, Dh)
+    return angles.cos(), angles.sin()
+
+
+# Copied from positional/plot_04_rope.py: rotate_half
+def rotate_half(x):
+    """(x1, x2) -> (-x2, x1) on the two halves of the last dim: x (..., Dh)."""
+    x1, x2 = x.chunk(2, dim=-1)  # (..., Dh/2) each
+    return torch.cat([-x2, x1], dim=-1)
+
+
+# Copied from positional/plot_04_rope.py: rope
+def rope(x, cos, sin):
+    """Rotate-half RoPE: x (..., L, Dh); cos, sin broadcast to it, e.g. (L, Dh) or
+    (B, 1, L, Dh) for x (B, Nh, L, Dh)."""
+    return x * cos + rotate_half(x) * sin
+
+# %%
 # The idea
 # --------
 # A head vector ``x`` of width ``Dh`` at position ``p`` is split into ``x[:R]`` and
@@ -100,50 +135,11 @@ plt.show()
 # %%
 # Partial RoPE from scratch
 # -------------------------
-# RoPE of width ``R`` is the book's rotate-half RoPE
-# (:doc:`/generated/positional/plot_04_rope`), copied here: ``rope_cos_sin`` with
-# ``Dh = R`` gives the tables of the ``R`` rotated channels, so the slowest pair turns
-# at ``base ** (-(R-2)/R)``, not ``base ** (-(Dh-2)/Dh)``. The frequencies and angles
-# are computed in float32 in the order of GPT-NeoX's own code, ``1 / base ** (2i / R)``:
-# at positions near 2000 a frequency one float32 step off moves ``cos`` by about
-# 1.5e-5, more than float32's default tolerance
-# (:doc:`/generated/positional/plot_08_rope_16bit` says why angles are computed in
-# float32 at all).
-
-
-# Copied from positional/plot_04_rope.py: rope_inv_freq
-def rope_inv_freq(Dh, base, dtype=torch.float32):
-    """Per-pair frequencies base ** (-2i / Dh) for i < Dh/2: (Dh/2,), in `dtype`."""
-    return 1.0 / base ** (torch.arange(0, Dh, 2, dtype=dtype) / Dh)
-
-
-# Copied from positional/plot_04_rope.py: rope_cos_sin
-def rope_cos_sin(pos, Dh, base, dtype=torch.float32):
-    """pos (..., L) -> cos, sin (..., L, Dh), rotate-half layout, angles in `dtype`.
-
-    Channel i and channel i + Dh/2 form pair i and share its angle pos * inv_freq[i]."""
-    inv_freq = rope_inv_freq(Dh, base, dtype).to(pos.device)  # (Dh/2,)
-    angles = pos[..., None].to(dtype) * inv_freq  # (..., L, Dh/2)
-    angles = torch.cat([angles, angles], dim=-1)  # (..., L, Dh)
-    return angles.cos(), angles.sin()
-
-
-# Copied from positional/plot_04_rope.py: rotate_half
-def rotate_half(x):
-    """(x1, x2) -> (-x2, x1) on the two halves of the last dim: x (..., Dh)."""
-    x1, x2 = x.chunk(2, dim=-1)  # (..., Dh/2) each
-    return torch.cat([-x2, x1], dim=-1)
-
-
-# Copied from positional/plot_04_rope.py: rope
-def rope(x, cos, sin):
-    """Rotate-half RoPE: x (..., L, Dh); cos, sin broadcast to it, e.g. (L, Dh) or
-    (B, 1, L, Dh) for x (B, Nh, L, Dh)."""
-    return x * cos + rotate_half(x) * sin
-
-
-# %%
-# Partial RoPE is these blocks on the first ``R`` channels; the rest is copied.
+# RoPE of width ``R`` is the book's rotate-half RoPE (copied in Setup): ``rope_cos_sin``
+# with ``Dh = R`` gives the tables of the ``R`` rotated channels, so the slowest pair
+# turns at ``base ** (-(R-2)/R)``, not ``base ** (-(Dh-2)/Dh)``. Frequencies and angles
+# are float32, in the order of GPT-NeoX's own code, ``1 / base ** (2i / R)``; the rest
+# of the channels is copied.
 def partial_cos_sin(pos, Dh, factor, base, dtype=torch.float32):
     """pos (..., L) -> cos, sin (..., L, R), R = int(Dh * factor): rotate-half."""
     return rope_cos_sin(pos, int(Dh * factor), base, dtype)  # RoPE of width R
@@ -160,14 +156,11 @@ def partial_rope(x, cos, sin):
 # %%
 # A logit in two parts
 # --------------------
-# The logit of a query at position ``m`` and a key at position ``n`` splits along the
-# channels: ``q_m . k_n = rot(q[:R], m) . rot(k[:R], n) + q[R:] . k[R:]``. The second
-# term never sees a position. The first is RoPE's (Su et al., 2021): a product of
-# two rotations, ``q[:R]^T R_(n-m) k[:R]``, which depends on ``m - n`` only. Both are
-# asserted on our partial RoPE (proved equal to Hugging Face's below), for one head
-# of GPT-NeoX-20B's shape, ``Dh = 96``, ``rotary_pct = 0.25``, base 10000, in float64
-# so that positions near 5000 keep their angles exact to ~1e-12 (in float32 the
-# angle's rounding, ~2e-4 rad there, would show at default tolerances).
+# ``q_m . k_n = rot(q[:R], m) . rot(k[:R], n) + q[R:] . k[R:]``: the second term never
+# sees a position, the first (RoPE's, Su et al., 2021) depends on ``m - n`` only. Both
+# asserted on our partial RoPE (equal to Hugging Face's, Proofs below) for one head of
+# GPT-NeoX-20B's shape, in float64 so that the angles' rounding at positions near 5000
+# stays below float64's default tolerances.
 BASE_20b = 10000.0  # GPT-NeoX-20B's base
 q1 = torch.randn(Dh_20b, dtype=torch.float64, device=device)  # (Dh,)
 k1 = q1 + 0.5 * torch.randn(Dh_20b, dtype=torch.float64, device=device)  # near q1
@@ -212,8 +205,9 @@ print(f"rotated part vs its dot product without positions: max |diff| = {gap_rot
 assert gap_rot > 1.0  # printed above: the first R channels do carry position
 
 # %%
-# The curves of the figure are these two parts: partial RoPE at ``1000 + r`` and
-# ``1000`` gives the per-pair formula of the idea.
+# Proof: the figure's curves are partial RoPE's two parts
+# -------------------------------------------------------
+# Partial RoPE at ``1000 + r`` and ``1000`` gives the per-pair formula of the idea.
 r = torch.arange(0, 513, device=device)  # (P,) relative distances
 rot_r, unrot_r = logit_parts(q_fig.to(device), k_fig.to(device), 1000 + r,
                              torch.full_like(r, 1000), FACTOR_20b, BASE_20b)
