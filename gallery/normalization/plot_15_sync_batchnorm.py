@@ -132,10 +132,9 @@ torch.testing.assert_close(y_synced, y_whole)  # float64 defaults
 # Each rank updates its buffers with the global mean and the *unbiased* global
 # variance :math:`\sigma^2 N / (N - 1)`, :math:`N` the global count: equal to the
 # buffers of BatchNorm over the whole batch.
-running_mean, running_var = start_mean.clone(), start_var.clone()
 m = 0.1  # BatchNorm's default momentum
-running_mean = (1 - m) * running_mean + m * mu
-running_var = (1 - m) * running_var + m * var * n_tot / (n_tot - 1)
+running_mean = (1 - m) * start_mean + m * mu
+running_var = (1 - m) * start_var + m * var * n_tot / (n_tot - 1)
 print(f"running_mean {(running_mean - whole.running_mean).abs().max():.1e}, "
       f"running_var {(running_var - whole.running_var).abs().max():.1e}")
 torch.testing.assert_close(running_mean, whole.running_mean)
