@@ -42,8 +42,7 @@ print(f"device: {device}, torch {torch.__version__}")
 # The idea
 # --------
 # Give token ``n`` a row of ``C`` integers ``I[n]``, its position along each axis; map
-# the indices to a code with the tokens' width ``D``; combine the code with the tokens
-# (absolute embeddings add it; RoPE rotates queries and keys by it):
+# ``I`` to a code of width ``D``; combine code and tokens (add, or rotate as RoPE does):
 #
 # .. math::
 #
@@ -52,13 +51,12 @@ print(f"device: {device}, torch {torch.__version__}")
 #
 #    I_{iW + j} = (i, j) \quad \text{on an } H \times W \text{ grid (row-major).}
 #
-# The order of the rows of ``I`` must be the order of the tokens. Images and video are
-# flattened *row-major*: token ``n`` sits at row ``i = n // W``, column ``j = n % W``;
-# the path through the tokens runs along each row, then jumps to the next row's start.
+# The rows of ``I`` follow the order of the tokens; images and video are flattened
+# *row-major*: token ``n`` sits at row ``i = n // W``, column ``j = n % W``.
 H_fig, W_fig = 3, 4
 I_fig = torch.cartesian_prod(torch.arange(H_fig), torch.arange(W_fig))  # (H*W, 2)
 rows, cols = I_fig[:, 0], I_fig[:, 1]  # (H*W,) each
-fig, ax = plt.subplots()
+fig, ax = plt.subplots(figsize=(6.4, 2.8), layout="constrained")
 ax.plot(cols, rows, "-", color="gray", lw=1, zorder=1,
         label="token order n = 0, 1, 2, ...")
 ax.scatter(cols, rows, s=600, zorder=2, label="patch (i, j)")
@@ -77,12 +75,10 @@ ax.legend(loc="upper center", ncol=2, markerscale=0.4)
 plt.show()
 
 # %%
-# Why a positional embedding: unmasked attention is blind to order
-# ----------------------------------------------------------------
-# Self-attention with no PE and no mask compares every token with every other through
-# dot products and averages with the weights it gets: nothing in it refers to where a
-# token sits. Permute the tokens and each output is the same vector, moved with its
-# token: ``attn(x[perm]) == attn(x)[perm]`` (permutation equivariance).
+# Why a PE: unmasked attention is blind to order
+# ----------------------------------------------
+# Nothing in self-attention without PE and mask refers to where a token sits: permute
+# the tokens and each output moves with its token, ``attn(x[perm]) == attn(x)[perm]``.
 def attention_no_pe(x, W_q, W_k, W_v, is_causal=False):
     """Single-head self-attention without PE. x (B, L, D), W_* (D, D) -> (B, L, D)."""
     q, k, v = x @ W_q, x @ W_k, x @ W_v  # (B, L, D) each
@@ -97,20 +93,18 @@ x = torch.randn(B, L, D, device=device)  # (B, L, D)
 reverse = torch.arange(L - 1, -1, -1, device=device)  # (L,) the order reversed
 shuffle = torch.randperm(L, device=device)  # (L,)
 plain = attention_no_pe(x, W_q, W_k, W_v)  # (B, L, D)
+gaps = {}  # name -> max|attn(x[perm]) - attn(x)[perm]|
 for name, perm in (("reversed", reverse), ("shuffled", shuffle)):
     full = attention_no_pe(x[:, perm], W_q, W_k, W_v)  # (B, L, D)
-    print(f"no mask, {name}: max|attn(x[perm]) - attn(x)[perm]| = "
-          f"{(full - plain[:, perm]).abs().max():.1e}")
+    gaps[name] = f"{(full - plain[:, perm]).abs().max():.1e}"
     torch.testing.assert_close(full, plain[:, perm])
+print(f"no mask: max|attn(x[perm]) - attn(x)[perm]| = {gaps}")
 
 # %%
 # Index builders
 # --------------
-# ``I`` holds one row of ``C`` integers per token. A sequence has ``C = 1`` and
-# ``I[n] = [n]``; an ``H x W`` grid has ``C = 2`` and, row-major,
-# ``I[i * W + j] = [i, j]``; a video of ``T_frames`` frames has ``C = 3``. Row-major
-# means the *last* index changes fastest, so the indices of token ``n`` are the digits
-# of ``n`` in the mixed radix ``(T_frames, H, W)``.
+# ``C = 1`` for a sequence, 2 for a grid, 3 for a video. Row-major: the *last* index
+# runs fastest; token ``n``'s indices are its digits in the radix ``(T_frames, H, W)``.
 def sequence_indices(L, device=None):
     """(L, 1) long: I[n] = [n]."""
     return torch.arange(L, device=device).unsqueeze(-1)  # (L, 1)
@@ -132,20 +126,14 @@ def video_indices(T_frames, H, W, device=None):
 L, H, W, T_frames = 7, 3, 4, 2
 I_seq, I_grid = sequence_indices(L, device), grid_indices(H, W, device)
 I_video = video_indices(T_frames, H, W, device)
-for name, I in (("sequence", I_seq), ("grid", I_grid), ("video", I_video)):
-    print(f"{name:8s} I: {tuple(I.shape)} {I.dtype}, first rows {I[:3].tolist()}")
-assert I_seq.shape == (L, 1) and I_grid.shape == (H * W, 2)
-assert I_video.shape == (T_frames * H * W, 3)
-assert I_seq.dtype == I_grid.dtype == I_video.dtype == torch.long
+print(f"grid I {tuple(I_grid.shape)}: {I_grid.tolist()}")
+assert I_grid[1 * W + 2].tolist() == [1, 2]  # token i*W + j is (i, j)
 
 # %%
 # A working interface
 # -------------------
-# Two functions, each one job: ``indices_to_pe`` maps ``(..., N, C)`` indices to a
-# ``(..., N, D)`` PE code (any function will do), and ``combine`` merges code and
-# tokens. Absolute embeddings (the next two pages) combine by addition. RoPE is the
-# multiplicative case: it rotates the queries and keys of attention, not the tokens (see
-# the RoPE pages).
+# ``indices_to_pe`` maps ``(..., N, C)`` indices to a ``(..., N, D)`` code (any function
+# will do); ``combine`` merges code and tokens (absolute PEs add; RoPE rotates q and k).
 def apply_pe(tokens, I, indices_to_pe, combine=torch.add):
     """tokens (..., N, D), I (..., N, C) long -> tokens with PE, (..., N, D)."""
     pe_code = indices_to_pe(I)  # (..., N, D)
@@ -153,9 +141,7 @@ def apply_pe(tokens, I, indices_to_pe, combine=torch.add):
 
 
 def linear_pe(I, proj):
-    """A stand-in code, I (..., N, C) long @ proj (C, D) -> (..., N, D).
-
-    A fixed linear map of the indices, for the shapes only: it grows without bound."""
+    """A stand-in code for the shapes only: I (..., N, C) long @ proj (C, D)."""
     return I.float() @ proj
 
 
@@ -165,9 +151,7 @@ proj = torch.randn(2, D, device=device)  # (C, D)
 grid_pe = functools.partial(linear_pe, proj=proj)  # I -> code
 tokens = torch.randn(H * W, D, device=device)  # (N, D), one token per grid cell
 out = apply_pe(tokens, I_grid, grid_pe)  # (N, D)
-print(f"apply_pe: tokens {tuple(tokens.shape)} + code of I {tuple(I_grid.shape)} "
-      f"-> {tuple(out.shape)}")
-print(f"max|out - (tokens + PE(I))| = "
+print(f"apply_pe -> {tuple(out.shape)}; max|out - (tokens + PE(I))| = "
       f"{(out - (tokens + linear_pe(I_grid, proj))).abs().max().item():.2e}")
 assert out.shape == tokens.shape
 torch.testing.assert_close(out, tokens + linear_pe(I_grid, proj))
@@ -175,8 +159,13 @@ torch.testing.assert_close(out, tokens + linear_pe(I_grid, proj))
 # %%
 # Proof: the index builders are row-major
 # ---------------------------------------
-# The row-major property, checked the slow way: one Python loop per index, no tensor
-# tricks.
+# Shapes and dtypes, then the row-major property, checked the slow way: one Python
+# loop per index, no tensor tricks.
+for name, I in (("sequence", I_seq), ("grid", I_grid), ("video", I_video)):
+    print(f"{name:8s} I: {tuple(I.shape)} {I.dtype}, first rows {I[:3].tolist()}")
+assert I_seq.shape == (L, 1) and I_grid.shape == (H * W, 2)
+assert I_video.shape == (T_frames * H * W, 3)
+assert I_seq.dtype == I_grid.dtype == I_video.dtype == torch.long
 for n in range(L):
     assert I_seq[n].tolist() == [n]
 for i in range(H):
@@ -213,8 +202,8 @@ for name, (ours, ref) in references.items():
     torch.testing.assert_close(ours, ref)
 
 # %%
-# Proof: the position lives in I, not in the token's place
-# --------------------------------------------------------
+# Proof: the position lives in I (batches, ViT patches)
+# -----------------------------------------------------
 # The position lives in ``I``, not in where a token sits in the tensor: shuffle the
 # tokens together with their indices and the output is shuffled the same way. This is
 # why ``I`` must be built in the same order as the tokens.
@@ -225,8 +214,8 @@ print(f"max|apply_pe(shuffled) - shuffled(apply_pe)| = "
 torch.testing.assert_close(shuffled, out[perm])
 
 # %%
-# Proof: one index table serves a batch
-# -------------------------------------
+# One index table serves a batch
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # When every sequence in a batch has the same layout, one ``(N, C)`` table serves all of
 # them: ``expand`` makes a ``(B, N, C)`` view without copying (batch stride 0), and
 # broadcasting in ``combine`` lets the plain ``(N, C)`` table work as well.
@@ -243,8 +232,8 @@ assert out_b.shape == (B, H * W, D)
 torch.testing.assert_close(out_b, out_bcast)
 
 # %%
-# Proof: a ViT's patch tokens come out row-major
-# ----------------------------------------------
+# A ViT's patch tokens come out row-major
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # A ViT cuts an image into ``P x P`` patches with a strided ``Conv2d`` (one output pixel
 # per patch, ``(B, D, H, W)``) and turns the grid into tokens with
 # ``.flatten(2).transpose(1, 2)``. Flattening the last two axes is row-major, so token

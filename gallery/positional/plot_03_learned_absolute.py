@@ -34,6 +34,27 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
 # %%
+# The blocks this page shares with others, copied verbatim: the interface ``apply_pe``
+# (from :doc:`/generated/positional/plot_01_formulation`) and the sinusoidal code (from
+# :doc:`/generated/positional/plot_02_sinusoidal`).
+
+
+# Copied from positional/plot_01_formulation.py: apply_pe
+def apply_pe(tokens, I, indices_to_pe, combine=torch.add):
+    """tokens (..., N, D), I (..., N, C) long -> tokens with PE, (..., N, D)."""
+    pe_code = indices_to_pe(I)  # (..., N, D)
+    return combine(tokens, pe_code)  # (..., N, D)
+
+
+# Copied from positional/plot_02_sinusoidal.py: sinusoidal_pe
+def sinusoidal_pe(positions, D, base=10000.0, dtype=torch.float32):
+    """positions (...,) integers -> (..., D): channels 2i, 2i+1 = sin, cos of p w_i."""
+    i = torch.arange(D // 2, device=positions.device, dtype=dtype)  # (D/2,)
+    w = base ** (-2 * i / D)  # (D/2,)
+    angles = positions.to(dtype)[..., None] * w  # (..., D/2)
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # (..., D)
+
+# %%
 # The idea
 # --------
 # A second embedding table ``P`` of ``max_len`` rows, one per position, is looked up at
@@ -92,17 +113,8 @@ assert x.shape == (B, L, D) and pe.shape == (L, D) and h.shape == (B, L, D)
 # An instance of the general formulation
 # --------------------------------------
 # In page 01's terms: the indices are ``I = [[0], [1], ..., [L-1]]`` (``C = 1``), the PE
-# code is the table lookup of ``I[..., 0]`` and ``combine`` is addition.
-
-
-# Copied from positional/plot_01_formulation.py: apply_pe
-def apply_pe(tokens, I, indices_to_pe, combine=torch.add):
-    """tokens (..., N, D), I (..., N, C) long -> tokens with PE, (..., N, D)."""
-    pe_code = indices_to_pe(I)  # (..., N, D)
-    return combine(tokens, pe_code)  # (..., N, D)
-
-
-# %%
+# code is the table lookup of ``I[..., 0]`` and ``combine`` is addition (``apply_pe``,
+# copied in Setup).
 I = torch.arange(L, device=device).unsqueeze(-1)  # (L, 1), sequence indices
 with torch.no_grad():
     general = apply_pe(x, I, lambda I: pos_emb(I[..., 0]))  # (B, L, D)
@@ -113,13 +125,10 @@ torch.testing.assert_close(general, h)
 # %%
 # The hard limit: ``max_len``
 # ---------------------------
-# A sequence longer than the table asks for rows that do not exist. On CPU that is an
-# ``IndexError``. On CUDA, PyTorch reports an out-of-range index with a device-side
-# assert, which leaves the CUDA context unusable for the rest of the process; so on
-# every device the page checks the bound explicitly, at the boundary: ``max_len``
-# tokens (positions ``0 .. max_len-1``) fit, one token more does not. The check is
-# compared with the lookup itself on a CPU copy of the table (the CUDA failure is never
-# run, hence not verified, here).
+# A sequence longer than the table asks for rows that do not exist: on CPU an
+# ``IndexError``; on CUDA a device-side assert that leaves the CUDA context unusable (so
+# never run, hence not verified, here). The page checks the bound explicitly at the
+# boundary (``max_len`` tokens fit, one more does not), against a lookup on the CPU.
 def fits(positions, num_embeddings):
     """True when every position has a row in a table of `num_embeddings` rows."""
     return bool(positions.max() < num_embeddings)
@@ -148,19 +157,7 @@ assert outcomes == {max_len: (True, True), max_len + 1: (False, False)}
 # independent random vectors: the dot product at a fixed offset scatters with a standard
 # deviation of about ``sqrt(D)``. Training may or may not teach the table a relative
 # structure; nothing builds it in. Float64 for the sinusoidal side, so that "the same
-# number" is tested to 1e-7. The sinusoidal code is page 02's.
-
-
-# Copied from positional/plot_02_sinusoidal.py: sinusoidal_pe
-def sinusoidal_pe(positions, D, base=10000.0, dtype=torch.float32):
-    """positions (...,) integers -> (..., D): channels 2i, 2i+1 = sin, cos of p w_i."""
-    i = torch.arange(D // 2, device=positions.device, dtype=dtype)  # (D/2,)
-    w = base ** (-2 * i / D)  # (D/2,)
-    angles = positions.to(dtype)[..., None] * w  # (..., D/2)
-    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # (..., D)
-
-
-# %%
+# number" is tested to 1e-7. The sinusoidal code is page 02's (copied in Setup).
 table = pos_emb.weight.detach().double()  # (max_len, D)
 sin_table = sinusoidal_pe(torch.arange(max_len, device=device), D, dtype=torch.float64)
 gram_learned = table @ table.T  # (max_len, max_len)
@@ -176,9 +173,6 @@ assert spread_learned.min() > 1.0, "the random table has a relative structure?"
 for k in offsets:
     diag = gram_sin.diagonal(k)  # (max_len - k,), every pair (p, p + k)
     torch.testing.assert_close(diag, diag[:1].expand_as(diag))
-# The figure above drew the same code, written out with torch: it is this one.
-sin_code_fig = sinusoidal_pe(torch.arange(max_len_fig), D_fig, dtype=torch.float64)
-torch.testing.assert_close(sin_fig, sin_code_fig)
 
 # %%
 # Proof: a lookup is a product with one-hot rows
@@ -200,13 +194,14 @@ with torch.no_grad():
     torch.testing.assert_close(h[1, 3], tok_emb.weight[ids[1, 3]] + pos_emb.weight[3])
 
 # %%
-# Proof: our sinusoidal code is the paper's formula
-# -------------------------------------------------
+# Proof: our sinusoidal code is the paper's formula and the figure's
+# ------------------------------------------------------------------
 # The sinusoidal code of page 02 is a formula, defined at any position. Here it is
 # checked against the paper's formula written out, ``PE(p, 2i) = sin(p / 10000^(2i/D))``
 # and ``PE(p, 2i+1) = cos(p / 10000^(2i/D))``, at positions where every channel but the
 # first pair depends on the constant 10000 (at ``p = 0`` none does). Float64, because
-# ``p = 640`` is an angle of 640 rad, which float32 rounds by up to 3e-5.
+# ``p = 640`` is an angle of 640 rad, which float32 rounds by up to 3e-5. Last, the code
+# The idea's figure wrote out with torch is this one.
 probe = [1, 5, 37, 10 * max_len]  # positions
 paper = [[0.0] * D for _ in probe]
 for row, p in enumerate(probe):
@@ -218,6 +213,9 @@ ours = sinusoidal_pe(torch.tensor(probe, device=device), D, dtype=torch.float64)
 print(f"positions {probe}: max|sinusoidal_pe - paper's formula| = "
       f"{(ours - paper).abs().max():.1e}")
 torch.testing.assert_close(ours, paper)
+# The figure drew the same code, written out with torch: it is this one.
+sin_code_fig = sinusoidal_pe(torch.arange(max_len_fig), D_fig, dtype=torch.float64)
+torch.testing.assert_close(sin_fig, sin_code_fig)
 
 # %%
 # Try it: the sinusoidal code far past max_len. Is it defined at 10 * max_len?
