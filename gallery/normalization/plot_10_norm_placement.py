@@ -17,7 +17,7 @@ peri-LN), the stream stays bounded whatever the weights; pre-LN's grows with the
 **Prerequisites:** :doc:`/generated/normalization/plot_06_groupnorm_rmsnorm`,
 :doc:`/generated/positional/plot_04_rope`,
 :doc:`/generated/transformer/plot_11_llama_decoder_layer`, :doc:`plot_07_qk_norm`.
-BERT's post-LN layer has its own page: :doc:`plot_14_bert_post_ln`.
+BERT's post-LN layer has its own page: :doc:`plot_11_bert_post_ln`.
 """
 
 # %%

@@ -16,7 +16,7 @@ ranks are simulated in one process.
 
 **Prerequisites:** :doc:`/generated/normalization/plot_02_batchnorm` (BatchNorm, train
 and eval), :doc:`/generated/normalization/plot_03_running_stats` (the running
-statistics), :doc:`/generated/normalization/plot_13_batchnorm_practice` (BatchNorm
+statistics), :doc:`/generated/normalization/plot_14_batchnorm_practice` (BatchNorm
 frozen and folded).
 """
 

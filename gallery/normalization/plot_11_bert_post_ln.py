@@ -245,8 +245,13 @@ torch.testing.assert_close(out, ref)
 # ``layer_norm_eps = 1e-3`` (BERT's is 1e-12) with this input (RMS 0.05): the first
 # norm's input has a variance of :measured:`first_var_lo:.3f` to
 # :measured:`first_var_hi:.3f` over ``D`` (printed below), where eps is visible.
+seen = []  # what the block's first LayerNorm receives, recorded by a hook
+hook = bert.norms["attn_sum"].register_forward_hook(lambda m, i, o: seen.append(i[0]))
 with torch.no_grad():
     first_sum = x + bert.attn(x, pad)  # (B, L, D): the first LayerNorm's input
+    bert(x, pad)
+hook.remove()
+torch.testing.assert_close(first_sum, seen[0])  # it is that norm's input
 first_var = first_sum.var(-1, unbiased=False)  # (B, L): what the LayerNorm divides by
 first_var_lo, first_var_hi = first_var.min().item(), first_var.max().item()
 print(f"first LayerNorm's input: variance over D {first_var_lo:.3f} to "
