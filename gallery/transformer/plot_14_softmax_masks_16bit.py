@@ -295,6 +295,7 @@ def kept_attention64(q, k, v, keep):
     return out
 
 
+# %%
 live = keep_full.any(dim=-1)  # (L,), rows that keep a key
 q, k, v = q64.float(), k64.float(), v64.float()
 naive = naive_attention(q, k, v, keep_full, float("-inf"))  # (B, Nh, L, Dh)
