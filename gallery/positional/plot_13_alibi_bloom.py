@@ -46,6 +46,21 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
       f"{transformers.__version__}")
 
 # %%
+# The book's ALiBi slopes, copied verbatim from :doc:`page 07 <plot_07_alibi>` (which
+# proves them equal to the ALiBi paper's procedure).
+
+
+# Copied from positional/plot_07_alibi.py: alibi_slopes
+def alibi_slopes(Nh, device=None):
+    """ALiBi slope of each head: (Nh,)."""
+    P = 2 ** math.floor(math.log2(Nh))  # largest power of two <= Nh
+    first = 2.0 ** (-8 * torch.arange(1, P + 1, device=device) / P)  # (P,)
+    # every other slope of the 2P sequence: 2 ** (-8 (2j + 1) / (2P)), j < Nh - P
+    extra = 2.0 ** (-4 * (2 * torch.arange(Nh - P, device=device) + 1) / P)  # (Nh - P,)
+    return torch.cat([first, extra])
+
+
+# %%
 # The idea
 # --------
 # For query ``l`` and key ``m`` of head ``h`` with slope :math:`m_h`, at positions
@@ -81,21 +96,6 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# The book's slopes, as :doc:`page 07 <plot_07_alibi>` builds them (and proves equal to
-# the ALiBi paper's procedure).
-
-
-# Copied from positional/plot_07_alibi.py: alibi_slopes
-def alibi_slopes(Nh, device=None):
-    """ALiBi slope of each head: (Nh,)."""
-    P = 2 ** math.floor(math.log2(Nh))  # largest power of two <= Nh
-    first = 2.0 ** (-8 * torch.arange(1, P + 1, device=device) / P)  # (P,)
-    # every other slope of the 2P sequence: 2 ** (-8 (2j + 1) / (2P)), j < Nh - P
-    extra = 2.0 ** (-4 * (2 * torch.arange(Nh - P, device=device) + 1) / P)  # (Nh - P,)
-    return torch.cat([first, extra])
-
-
-# %%
 # BLOOM takes the padding mask ``(B, L)`` (1 for a token, 0 for padding) and gives each
 # key its position among the real tokens, ``p_m``, with 0 at padding: ``(cumsum - 1) *
 # mask`` in its code. Written here without a cumulative sum, by counting the real
@@ -141,22 +141,8 @@ def relative_bias(mask, slopes):
 
 
 # %%
-# The slopes
-# ----------
-# ``build_alibi_tensor`` with a mask of ones returns ``m_h * m`` for key ``m``: its
-# entry at ``m = 1`` is the slope. Checked for 8 heads (a power of two), 12 and 6 (not:
-# 6 takes the slopes of 4 heads, then 2 in between).
-ones = torch.ones(1, 2, dtype=torch.long, device=device)  # (B = 1, L = 2), no padding
-for n in (8, 12, 6):
-    theirs = build_alibi_tensor(ones, n, torch.float32)[:, 0, 1]  # (Nh,), m_h * 1
-    print(f"Nh = {n:2d}: BLOOM slopes 1/x, x =",
-          " ".join(f"{1 / s:g}" for s in theirs.tolist()))
-    torch.testing.assert_close(alibi_slopes(n, device), theirs)
-
-
-# %%
-# BLOOM's bias: one row per sequence, keys at their real positions
-# ----------------------------------------------------------------
+# BLOOM's bias: one row per sequence
+# ----------------------------------
 # The batch has left padding (the usual padding for generation), right padding, no
 # padding, and a hole in the middle.
 B, L, Nh = 4, 10, 6
@@ -171,16 +157,6 @@ for name, b in (("left pad", 0), ("hole", 3)):
     print(f"{name:8s}: mask {mask[b].tolist()}, p_m {real_positions(mask)[b].tolist()}")
 print(f"max|ours - build_alibi_tensor| = {(ours - theirs).abs().max().item():.2e}")
 torch.testing.assert_close(ours, theirs)
-
-# %%
-# With left padding, the first real token is at index 3 but at position 0: its bias
-# is 0, as it would be without padding. The last key's bias is ``m_h * 6`` for the
-# left-padded row, ``m_h * 9`` for the unpadded one, and ``m_h * 7`` after the hole
-# (index 9, but only 7 real tokens before it).
-last = ours.squeeze(2)[:, 0, -1] / slopes[0]  # (B,), p of the last key
-print("last key's p_m per row:", last.tolist())
-assert last.tolist() == [6.0, 0.0, 9.0, 7.0]  # 0 for the padded key of row 1
-
 
 # %%
 # The same weights as the relative bias
@@ -208,18 +184,43 @@ for b in range(B):
     torch.testing.assert_close(w_bloom[b][:, real_q[b]], w_rel[b][:, real_q[b]])
 
 # %%
-# The difference is exactly ``m_h * p_l`` on every visible key: the per-query
-# constant, not something that happens to cancel.
-p = real_positions(mask).to(slopes.dtype)  # (B, L)
-row_const = (slopes[None, :, None, None] * p[:, None, :, None]).expand(B, Nh, L, L)
-torch.testing.assert_close(gap, row_const.masked_fill(~keep, 0))
-print("BLOOM bias - relative bias == m_h * p_l on every visible (query, key) pair")
+# Proof: the book's slopes are BLOOM's, for 8, 12 and 6 heads
+# -----------------------------------------------------------
+# ``build_alibi_tensor`` with a mask of ones returns ``m_h * m`` for key ``m``: its
+# entry at ``m = 1`` is the slope. Checked for 8 heads (a power of two), 12 and 6 (not:
+# 6 takes the slopes of 4 heads, then 2 in between).
+ones = torch.ones(1, 2, dtype=torch.long, device=device)  # (B = 1, L = 2), no padding
+for n in (8, 12, 6):
+    bloom_slopes = build_alibi_tensor(ones, n, torch.float32)[:, 0, 1]  # (Nh,)
+    print(f"Nh = {n:2d}: BLOOM slopes 1/x, x =",
+          " ".join(f"{1 / s:g}" for s in bloom_slopes.tolist()))
+    torch.testing.assert_close(alibi_slopes(n, device), bloom_slopes)
+
+# %%
+# Proof: the last key's position, and the idea's figure, in this batch
+# --------------------------------------------------------------------
+# With left padding, the first real token is at index 3 but at position 0: its bias
+# is 0, as it would be without padding. The last key's bias is ``m_h * 6`` for the
+# left-padded row, ``m_h * 9`` for the unpadded one, and ``m_h * 7`` after the hole
+# (index 9, but only 7 real tokens before it).
+last = ours.squeeze(2)[:, 0, -1] / slopes[0]  # (B,), p of the last key
+print("last key's p_m per row:", last.tolist())
+assert last.tolist() == [6.0, 0.0, 9.0, 7.0]  # 0 for the padded key of row 1
 
 # %%
 # The idea's figure drew row 0 and head 4 of this batch: its positions and its slope.
 assert slopes[4].item() == 0.5  # the steepest of the figure
 assert real_positions(mask)[0].tolist() == p_m.tolist()  # the left-padded row
 
+# %%
+# Proof: BLOOM's bias minus the relative bias is exactly ``m_h * p_l``
+# --------------------------------------------------------------------
+# The difference is exactly ``m_h * p_l`` on every visible key: the per-query
+# constant, not something that happens to cancel.
+p = real_positions(mask).to(slopes.dtype)  # (B, L)
+row_const = (slopes[None, :, None, None] * p[:, None, :, None]).expand(B, Nh, L, L)
+torch.testing.assert_close(gap, row_const.masked_fill(~keep, 0))
+print("BLOOM bias - relative bias == m_h * p_l on every visible (query, key) pair")
 
 # %%
 # Proof: a whole BLOOM's attention is the book's

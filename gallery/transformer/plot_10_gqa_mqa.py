@@ -109,12 +109,10 @@ def grouped_attention(q, k, v):
 # Equal to ``repeat_kv`` + attention, and to SDPA
 # -----------------------------------------------
 # Hugging Face's Llama (eager path) copies each key/value head ``G`` times with
-# ``repeat_kv`` into ``(B, Nh, L, Dh)`` and then runs ordinary multi-head attention,
-# written here on its own (an additive ``-inf`` mask, ``einsum``). PyTorch's
+# ``repeat_kv`` and runs ordinary attention, written here on its own; PyTorch's
 # :func:`~torch.nn.functional.scaled_dot_product_attention` takes the ``Nkv`` heads
-# directly with ``enable_gqa=True``. The scores are ``q . k / sqrt(Dh)`` with
-# ``Dh = 16`` and unit-variance inputs, so a wrong scale would move them by a factor
-# of 4; ``L = 10`` differs from ``Dh`` so that a transposed shape cannot pass.
+# directly with ``enable_gqa=True``. (``Dh = 16``: a wrong scale moves the scores by a
+# factor of 4; ``L = 10 != Dh``: a transposed shape cannot pass.)
 def causal_mha(q, k, v):
     """Ordinary causal attention, every head its own keys: (B, Nh, L, Dh) each."""
     L, Dh = q.shape[-2], q.shape[-1]
@@ -149,16 +147,12 @@ torch.testing.assert_close(ours, sdpa)
 # The KV cache shrinks by ``Nh / Nkv``
 # ------------------------------------
 # The bytes of actual key and value tensors, projected from ``L = 1024`` tokens by a
-# ``Linear(D, Nkv * Dh)`` each as in Llama (``Nh = 8``, ``Dh = 16``). Hugging Face's
-# eager path expands them back to ``Nh`` heads at every call: for MQA a free view
-# (stride 0), for MHA ``k`` itself, in between a new tensor of MHA's size, so there the
-# saving is in the cache, not in eager attention's working memory. Grouped attention
-# above and SDPA's CPU flash kernel make no copy.
+# ``Linear(D, Nkv * Dh)`` each as in Llama (``Nh = 8``, ``Dh = 16``).
 from torch import nn
 
 Lc, D = 1024, 128
 x = torch.randn(1, Lc, D, device=device)  # (B = 1, L, D)
-kv_bytes, repeated_bytes, copied = {}, {}, {}
+kv_bytes, k_cache = {}, {}
 with torch.no_grad():
     for n_kv in (1, 2, 4, 8):
         k_proj = nn.Linear(D, n_kv * Dh, bias=False, device=device)
@@ -167,21 +161,34 @@ with torch.no_grad():
         v_c = v_proj(x).view(1, Lc, n_kv, Dh).transpose(1, 2)
         assert k_c.shape == v_c.shape == (1, n_kv, Lc, Dh)
         kv_bytes[n_kv] = k_c.untyped_storage().nbytes() + v_c.untyped_storage().nbytes()
-        k_rep = repeat_kv(k_c, Nh // n_kv)  # (1, Nh, L, Dh)
-        storage = k_rep.untyped_storage()
-        copied[n_kv] = storage.data_ptr() != k_c.untyped_storage().data_ptr()
-        repeated_bytes[n_kv] = storage.nbytes()
-        print(f"Nkv = {n_kv}: k and v {kv_bytes[n_kv] / 2**10:4.0f} KiB per layer; "
-              f"repeat_kv(k, {Nh // n_kv}): "
-              + (f"a new {repeated_bytes[n_kv] / 2**10:.0f} KiB tensor" if copied[n_kv]
-                 else "no copy"))
+        k_cache[n_kv] = k_c
+print("k and v per layer, KiB: "
+      + ", ".join(f"Nkv = {n}: {b / 2**10:.0f}" for n, b in kv_bytes.items())
+      + "; MHA's / each: "
+      + " ".join(f"{kv_bytes[Nh] / b:.0f}" for b in kv_bytes.values()))
 for n_kv, nbytes in kv_bytes.items():
-    print(f"MHA cache / cache at Nkv = {n_kv}: {kv_bytes[Nh] / nbytes:.0f} = Nh / Nkv")
     assert kv_bytes[Nh] == (Nh // n_kv) * nbytes  # bytes of the real tensors, exact
+assert kv_bytes[1] == 2 * Lc * Dh * 4  # MQA: one head of k and one of v, 4-byte floats
+
+# %%
+# Proof: the cache per ``Nkv`` drawn, and what ``repeat_kv`` copies
+# -----------------------------------------------------------------
+# Hugging Face's eager path expands the cached ``k`` and ``v`` back to ``Nh`` heads at
+# every call: for MQA a free view (stride 0), for MHA ``k`` itself, in between a new
+# tensor of MHA's size, so there the saving is in the cache, not in eager attention's
+# working memory. Grouped attention above and SDPA's CPU flash kernel make no copy.
+repeated_bytes, copied = {}, {}
+for n_kv, k_c in k_cache.items():
+    k_rep = repeat_kv(k_c, Nh // n_kv)  # (1, Nh, L, Dh)
+    storage = k_rep.untyped_storage()
+    copied[n_kv] = storage.data_ptr() != k_c.untyped_storage().data_ptr()
+    repeated_bytes[n_kv] = storage.nbytes()
+    print(f"Nkv = {n_kv}: repeat_kv(k, {Nh // n_kv}): "
+          + (f"a new {repeated_bytes[n_kv] / 2**10:.0f} KiB tensor" if copied[n_kv]
+             else "no copy"))
     assert copied[n_kv] == (1 < n_kv < Nh)  # MQA: a stride-0 view; MHA: k itself
     if copied[n_kv]:
         assert repeated_bytes[n_kv] == kv_bytes[Nh] // 2  # a new k of MHA's size
-assert kv_bytes[1] == 2 * Lc * Dh * 4  # MQA: one head of k and one of v, 4-byte floats
 
 # %%
 fig, ax = plt.subplots(figsize=(5.6, 3.4), layout="constrained")

@@ -31,12 +31,14 @@ mask), :doc:`/generated/positional/plot_04_rope` (RoPE),
 # Every page picks its device at run time, prints it, and asserts its claims there;
 # where a device behaves differently, the page asserts each side. The
 # :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import math
 import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
 import transformers
 
 torch.manual_seed(0)
@@ -45,12 +47,22 @@ print(f"device: {device}, torch {torch.__version__}, "
       f"transformers {transformers.__version__}")
 
 # %%
+# The causal mask, copied verbatim from
+# :doc:`/generated/transformer/plot_03_causal_attention`.
+
+
+# Copied from transformer/plot_03_causal_attention.py: causal_mask
+def causal_mask(L, device=None):
+    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
+    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
+
+
+# %%
 # The idea
 # --------
-# A boolean ``keep[i, j]`` says whether query ``i`` may look at key ``j``. Causal:
-# ``j <= i``. A sliding window of ``W`` keys, the query's own key included, so each
-# query sees at most ``W`` keys and attention costs ``O(L W)`` instead of ``O(L^2)``;
-# StreamingLLM's sinks add the first ``S`` keys (those that exist yet):
+# ``keep[i, j]``: may query ``i`` look at key ``j`` (causal: ``j <= i``)? A window keeps
+# the last ``W`` keys, its own included (cost ``O(L W)``, not ``O(L^2)``);
+# StreamingLLM's sinks add the first ``S``:
 #
 # .. math::
 #
@@ -89,16 +101,7 @@ plt.show()
 # %%
 # Three masks from scratch
 # ------------------------
-# The causal mask of :doc:`/generated/transformer/plot_03_causal_attention`, the window,
-# and the window plus sinks, each ``True`` where a query keeps a key.
-
-
-# Copied from transformer/plot_03_causal_attention.py: causal_mask
-def causal_mask(L, device=None):
-    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
-    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
-
-
+# Each ``True`` where a query keeps a key (the causal mask is in Setup).
 def window_mask(L, W, device=None):
     """(L, L) bool: query i keeps the W keys i - W < j <= i."""
     i = torch.arange(L, device=device)[:, None]  # (L, 1)
@@ -115,7 +118,7 @@ def sink_window_mask(L, S, W, device=None):
 
 # %%
 # Query ``i`` has ``i + 1`` keys so far; the window keeps ``min(i + 1, W)``, the sinks
-# add up to ``S``. The idea's figure drew the same masks.
+# add up to ``S``.
 for name, keep in (("window", window_mask(L, W, device)),
                    ("sinks+window", sink_window_mask(L, S, W, device))):
     print(f"{name:>12}: keys per query {keep.sum(dim=-1).tolist()}")
@@ -123,20 +126,12 @@ n_keys = torch.arange(1, L + 1, device=device)
 assert torch.equal(window_mask(L, W, device).sum(dim=-1), n_keys.clamp(max=W))
 assert torch.equal(sink_window_mask(L, S, W, device).sum(dim=-1),
                    n_keys.clamp(max=S + W))
-assert torch.equal(causal_mask(L).cpu(), idea_masks["causal"])
-assert torch.equal(window_mask(L, W).cpu(), idea_masks[f"window W = {W}"])
-assert torch.equal(sink_window_mask(L, S, W).cpu(),
-                   idea_masks[f"sinks S = {S} + window"])
 
 # %%
 # Attention with a mask, and with learned sinks
 # ---------------------------------------------
-# One function computes the three variants. Masked logits are ``-inf``, so their weight
-# is exactly zero; ``sinks`` (one logit per head, or ``None``) joins the denominator as
-# in the idea's equation.
-import math
-
-
+# Masked logits are ``-inf``; ``sinks`` (one logit per head, or ``None``) joins the
+# denominator.
 def attend_with_sinks(q, k, v, keep, sinks=None):
     """q, k, v (B, Nh, L, Dh), keep (L, L) bool, sinks (Nh,) or None.
 
@@ -154,21 +149,19 @@ def attend_with_sinks(q, k, v, keep, sinks=None):
 
 
 # %%
-# A window that covers the sequence is causal attention
-# -----------------------------------------------------
-# With ``W >= L`` no key is ever out of reach, and the windowed attention equals
+# A window over the whole sequence is causal
+# ------------------------------------------
+# With ``W >= L`` no key is out of reach: the window equals
 # :func:`~torch.nn.functional.scaled_dot_product_attention` with ``is_causal=True``.
-# With ``W < L`` the first ``W`` queries still see all their keys and agree; every later
-# query has lost keys and differs.
-import torch.nn.functional as F
-
+# With ``W < L`` the first ``W`` queries agree; every later one has lost keys.
 B, Nh, Dh = 2, 4, 16
 q, k, v = torch.randn(3, B, Nh, L, Dh, device=device).unbind(0)  # 3 x (B, Nh, L, Dh)
 causal_ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, Nh, L, Dh)
 for W_try in (L, L + 5):
     out, _ = attend_with_sinks(q, k, v, window_mask(L, W_try, device))
     print(f"W = {W_try:2d} >= L: max|window - causal| = "
-          f"{(out - causal_ref).abs().max().item():.1e}")
+          f"{(out - causal_ref).abs().max().item():.1e}",
+          end="; " if W_try == L else "\n")  # both on one line
     torch.testing.assert_close(out, causal_ref)
 out, _ = attend_with_sinks(q, k, v, window_mask(L, W, device))
 per_query = (out - causal_ref).abs().amax(dim=(0, 1, 3))  # (L,): max over B, Nh, Dh
@@ -176,6 +169,17 @@ print(f"W = {W:2d} <  L: max|window - causal| per query\n    "
       + " ".join(f"{d:.0e}" if d < 1e-3 else f"{d:.2f}" for d in per_query.tolist()))
 torch.testing.assert_close(out[:, :, :W], causal_ref[:, :, :W])
 assert (per_query[W:] > 0.1).all()  # from query W on, every query has lost a key
+
+# %%
+# Proof: the idea's figure drew these masks
+# -----------------------------------------
+# The figure built its masks with ``tril`` and ``triu``; the functions above give the
+# same ones.
+assert torch.equal(causal_mask(L).cpu(), idea_masks["causal"])
+assert torch.equal(window_mask(L, W).cpu(), idea_masks[f"window W = {W}"])
+assert torch.equal(sink_window_mask(L, S, W).cpu(),
+                   idea_masks[f"sinks S = {S} + window"])
+print("causal_mask, window_mask, sink_window_mask: the idea's three masks")
 
 # %%
 # Proof: Hugging Face's Mistral keeps exactly ``W`` keys

@@ -36,6 +36,17 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"device: {device}, torch {torch.__version__}")
 
 # %%
+# The causal mask (``True`` where a query may attend), copied verbatim from
+# :doc:`/generated/transformer/plot_03_causal_attention`.
+
+
+# Copied from transformer/plot_03_causal_attention.py: causal_mask
+def causal_mask(L, device=None):
+    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
+    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
+
+
+# %%
 # The idea
 # --------
 # A mask adds :math:`m_j = 0` to a kept logit and a constant :math:`c` (``-inf``,
@@ -48,10 +59,9 @@ print(f"device: {device}, torch {torch.__version__}")
 #    p_j^{\text{masked}} = 0 \iff
 #    \mathrm{round}\big(e^{\,\mathrm{round}(s) + \mathrm{round}(c) - \max}\big) = 0 .
 #
-# A finite :math:`c` masks exactly only while ``exp`` of the masked logit
-# :math:`s + c` underflows in the dtype. With :math:`c = -10^4`, one kept key at logit 0
-# and three masked keys at logit :math:`s`, the masked keys take weight once
-# :math:`s` nears :math:`10^4`, in every dtype (computed here with ``torch.softmax``):
+# A finite :math:`c` masks exactly only while ``exp(s + c)`` underflows in the dtype.
+# With :math:`c = -10^4` (one key kept at 0, three masked at :math:`s`) the masked keys
+# take weight once :math:`s` nears :math:`10^4`, in every dtype:
 s_scan = torch.arange(9700.0, 10100.0, 1.0, dtype=torch.float64)  # masked logits s
 rows_scan = torch.zeros(len(s_scan), 4, dtype=torch.float64)
 rows_scan[:, 1:] = s_scan[:, None]  # (S, 4): key 0 kept at 0, keys 1..3 masked at s
@@ -75,17 +85,7 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# The causal mask of :doc:`/generated/transformer/plot_03_causal_attention` (``True``
-# where a query may attend), a softmax with a mask value, and two float64 references
-# that use no mask at all: each row over its kept keys only.
-
-
-# Copied from transformer/plot_03_causal_attention.py: causal_mask
-def causal_mask(L, device=None):
-    """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
-    return torch.ones(L, L, dtype=torch.bool, device=device).tril()
-
-
+# A softmax with a mask value, and a float64 reference that uses no mask.
 def kept_softmax64(z):
     """Row i: float64 softmax of z[i, :i+1], zeros after; no mask involved."""
     out = torch.zeros(z.shape, dtype=torch.float64, device=z.device)
@@ -101,7 +101,7 @@ def masked_softmax(z, keep, value):
 
 
 # %%
-# Attention itself, naive (every step in the inputs' dtype), and its float64 reference.
+# Attention itself, naive: every step in the inputs' dtype.
 def naive_attention(q, k, v, keep, value):
     """softmax(q k^T / sqrt(Dh) + mask) v, all in q's dtype; q, k, v (B, Nh, L, Dh)."""
     z = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5  # (B, Nh, L, L)
@@ -110,101 +110,110 @@ def naive_attention(q, k, v, keep, value):
     e = torch.exp(z - m)
     return (e / e.sum(dim=-1, keepdim=True)) @ v  # (B, Nh, L, Dh)
 
-
-def kept_attention64(q, k, v, keep):
-    """float64, row by row over the kept keys only; zeros where a row keeps none."""
-    q, k, v = q.double(), k.double(), v.double()  # each (B, Nh, L, Dh)
-    out = torch.zeros_like(q)
-    for i in range(q.shape[-2]):
-        idx = keep[i].nonzero()[:, 0]  # the keys query i may see
-        if len(idx):
-            z = q[..., i : i + 1, :] @ k[..., idx, :].transpose(-2, -1)
-            z = z / q.shape[-1] ** 0.5  # (B, Nh, 1, len(idx))
-            out[..., i, :] = (torch.softmax(z, dim=-1) @ v[..., idx, :])[..., 0, :]
-    return out
 # %%
-# Partially masked rows: every mask value agrees with ``-inf``
-# ------------------------------------------------------------
-# With at least one key kept, ``exp(masked - max)`` underflows to exactly 0 for
-# ``finfo.min``, ``-1e4`` and ``-1e9`` alike, as long as the logits are moderate (here
-# ``|z| <= 8``). The reference does not mask at all: it takes the softmax of the kept
-# logits (the same 16-bit logits) in float64, puts zeros at the masked keys and rounds
-# once to the dtype. Compared in the dtype, torch.testing's default tolerances for it.
+# Partially masked rows: all masks agree
+# --------------------------------------
+# With a key kept, ``exp(masked - max)`` underflows to exactly 0 for every mask value
+# while the logits are moderate (here ``|z| <= 8``). The reference is ``kept_softmax64``
+# of the same 16-bit logits, rounded once: torch.testing's defaults for the dtype.
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 LOW = (torch.bfloat16, torch.float16)
+FINITE = (-1e4, -1e9)  # the finite masks besides finfo.min, as code writes them
 L = 16  # a power of two: a uniform row's weights 1/L are exact in every dtype
 g = torch.Generator().manual_seed(1)
 z64 = 4 * torch.randn(L, L, generator=g, dtype=torch.float64).clamp(-2, 2)  # (L, L)
-keep = causal_mask(L)  # (L, L), True = attend (causal)
-z64, keep = z64.to(device), keep.to(device)
-
+z64, keep = z64.to(device), causal_mask(L, device)  # keep (L, L): True = attend
 
 for dt in LOW:
     z = z64.to(dt)
     ref64 = kept_softmax64(z)  # (L, L)
     ref = ref64.to(dt)
-    fi = torch.finfo(dt)
-    for name, value in (("-inf", float("-inf")), ("finfo.min", fi.min),
-                        ("-1e4", -1e4), ("-1e9", -1e9)):
+    errs = []  # max|p - float64 reference| per mask value
+    for value in (float("-inf"), torch.finfo(dt).min, *FINITE):
         p = masked_softmax(z, keep, value)  # (L, L)
-        err = (p.double() - ref64).abs().max().item()
-        print(f"{str(dt):15s} mask {name:9s}: max|p - float64 reference| = {err:.1e}, "
-              f"masked weight {p[~keep].abs().max().item()}")
+        errs.append(f"{(p.double() - ref64).abs().max().item():.1e}")
         torch.testing.assert_close(p, ref)  # defaults for dt: one rounding of p
         assert (p[~keep] == 0).all()  # exactly zero, not just small
+    print(f"{str(dt)[6:]:8s} masks -inf, finfo.min, -1e4, -1e9: max|p - reference| "
+          f"{', '.join(errs)}; masked weights 0")
 
 # %%
 # A fully masked row
 # ------------------
-# A query whose every key is masked (a padding query, a window with nothing in it) has
-# no valid softmax. With ``-inf`` the naive softmax computes ``exp(-inf - (-inf))``:
-# NaN, and so does ``torch.softmax``. With ``finfo.min`` every logit rounds to the same
-# number (the logits here are below 16 in size), so the row is uniform: the query
-# returns the mean of ``v``. Row 3 of this batch is fully masked. The reference,
-# ``kept_attention64``, uses no mask: float64, each row over its kept keys only; in
-# float32 the naive code matches it at the default tolerances.
+# A query whose every key is masked (a padding query, an empty window) has no valid
+# softmax. With ``-inf`` the naive softmax computes ``exp(-inf - (-inf))``: NaN, and so
+# does ``torch.softmax``, in that row only (row 3 here). What ``finfo.min`` and SDPA
+# return instead is proved below.
 B, Nh, Dh = 1, 2, 8
 g = torch.Generator().manual_seed(2)
 q64, k64, v64 = (torch.randn(B, Nh, L, Dh, generator=g, dtype=torch.float64)
                  for _ in range(3))  # each (B, Nh, L, Dh)
-q64 = 3 * q64  # sharp rows: the unmasked output is far from the mean of v
-q64, k64, v64 = q64.to(device), k64.to(device), v64.to(device)
+# 3 q: sharp rows, the unmasked output is far from the mean of v
+q64, k64, v64 = 3 * q64.to(device), k64.to(device), v64.to(device)
 dead = 3  # the fully masked query
 keep_full = keep.clone()
 keep_full[dead] = False  # (L, L)
-live = keep_full.any(dim=-1)  # (L,), rows that keep a key
-
-
+nan_rows = []
 for dt in DTYPES:
     q, k, v = q64.to(dt), k64.to(dt), v64.to(dt)
     z = (q @ k.transpose(-2, -1) / Dh ** 0.5).masked_fill(~keep_full, float("-inf"))
     naive = naive_attention(q, k, v, keep_full, float("-inf"))
     soft = torch.softmax(z, dim=-1)
-    print(f"{str(dt):15s} -inf: naive row NaN {naive[..., dead, :].isnan().all()}, "
-          f"torch.softmax row NaN {soft[..., dead, :].isnan().all()}")
+    nan_rows.append(f"{str(dt)[6:]} {naive[..., dead, :].isnan().all().item()} "
+                    f"{soft[..., dead, :].isnan().all().item()}")
     assert naive[..., dead, :].isnan().all() and soft[..., dead, :].isnan().all()
     assert not naive[..., :dead, :].isnan().any()  # only that row
-    if dt == torch.float32:  # the naive code is right: default float32 tolerances
-        ref32 = kept_attention64(q, k, v, keep_full).float()
-        torch.testing.assert_close(naive[..., live, :], ref32[..., live, :])
+print(f"-inf mask, row {dead} all NaN (naive, torch.softmax):", "; ".join(nan_rows))
 
 # %%
-# Proof: how each dtype stores the mask values
-# --------------------------------------------
+# Proof: how each dtype stores, fills and adds the mask values
+# ------------------------------------------------------------
 # float16 keeps 5 exponent bits (largest finite ``65504``), bfloat16 keeps float32's 8
 # with a 7-bit mantissa (so ``-1e4`` is stored as ``-9984``). ``-1e9`` does not fit in
 # float16: it *is* ``-inf`` there.
 for dt in DTYPES:
     fi = torch.finfo(dt)
-    stored = {c: torch.tensor(c, dtype=dt, device=device).item() for c in (-1e4, -1e9)}
+    stored = {c: torch.tensor(c, dtype=dt, device=device).item() for c in FINITE}
     print(f"{str(dt):15s} finfo.min {fi.min:11.4e}  -1e4 -> {stored[-1e4]:8.0f}  "
           f"-1e9 -> {stored[-1e9]:.4e}")
-neg = {dt: {c: torch.tensor(c, dtype=dt, device=device) for c in (-1e4, -1e9)}
+neg = {dt: {c: torch.tensor(c, dtype=dt, device=device) for c in FINITE}
        for dt in DTYPES}
 assert neg[torch.float16][-1e9].isinf()  # float16(-1e9) = -inf
 assert neg[torch.bfloat16][-1e9].item() == -998244352.0  # finite, 8 bits of mantissa
 assert neg[torch.bfloat16][-1e4].item() == -9984.0  # bfloat16's -1e4 is -9984
 assert neg[torch.float16][-1e4].item() == -1e4  # float16 stores -1e4 exactly
+
+# %%
+# ``masked_fill`` refuses the overflow instead of rounding it (so the masks of this page
+# are built in float32 with ``torch.where`` and then rounded with ``.to(dtype)``).
+try:
+    torch.zeros(2, dtype=torch.float16, device=device).masked_fill(
+        torch.tensor([True, False], device=device), -1e9)
+except RuntimeError as err:
+    print(f"float16 masked_fill(-1e9): RuntimeError:\n    {err}")
+else:
+    raise AssertionError("expected masked_fill(-1e9) to refuse float16")
+
+# %%
+# Hugging Face fills masked logits with ``finfo(dtype).min``. Whatever is then *added*
+# to it is rounded at ``finfo.min``'s spacing: ``2**5 = 32`` in float16, so a logit of
+# ``-16`` or less pushes it to ``-inf`` and one of ``+16`` moves it to ``-65472``. In
+# bfloat16 and float32 the spacing there is ``2**120`` and ``2**104``: any real logit
+# vanishes. Two masks added together (causal + padding) overflow in every dtype.
+for dt in DTYPES:
+    fi = torch.finfo(dt)
+    m = torch.tensor(fi.min, dtype=dt, device=device)
+    spacing = fi.eps * 2.0 ** math.floor(math.log2(fi.max))  # one ulp at finfo.min
+    got = {z: (m + z).item() for z in (-16.0, -15.0, 16.0)}
+    named = {z: "min" if x == fi.min else f"{x:g}" for z, x in got.items()}
+    print(f"{str(dt)[6:]:9s} ulp(min) {spacing:.0e}: min-16 -> {named[-16.0]}, "
+          f"min-15 -> {named[-15.0]}, min+16 -> {named[16.0]}, 2 min -> {m + m:g}")
+    assert (m + m).isinf()  # two finfo.min masks added: -inf in every dtype
+    if dt == torch.float16:
+        assert spacing == 32  # the masked logit moves to -inf or by one spacing:
+        assert named == {-16.0: "-inf", -15.0: "min", 16.0: "-65472"}
+    else:
+        assert set(named.values()) == {"min"}  # every logit absorbed
 
 # %%
 # Proof: where ``-1e4`` leaks, predicted point by point
@@ -252,42 +261,6 @@ first_float16 = first[torch.float16]
 leak_margin = 1e4 - min(first.values())  # how close to 1e4 a masked logit may come
 
 # %%
-# Proof: ``masked_fill`` refuses what a dtype cannot store
-# --------------------------------------------------------
-# ``masked_fill`` refuses the overflow instead of rounding it (so the masks of this page
-# are built in float32 with ``torch.where`` and then rounded with ``.to(dtype)``).
-try:
-    torch.zeros(2, dtype=torch.float16, device=device).masked_fill(
-        torch.tensor([True, False], device=device), -1e9)
-except RuntimeError as err:
-    print(f"float16 masked_fill(-1e9): RuntimeError:\n    {err}")
-else:
-    raise AssertionError("expected masked_fill(-1e9) to refuse float16")
-
-# %%
-# Proof: ``finfo.min`` plus a logit overflows in float16
-# ------------------------------------------------------
-# Hugging Face fills masked logits with ``finfo(dtype).min``. Whatever is then *added*
-# to it is rounded at ``finfo.min``'s spacing: ``2**5 = 32`` in float16, so a logit of
-# ``-16`` or less pushes it to ``-inf`` and one of ``+16`` moves it to ``-65472``. In
-# bfloat16 and float32 the spacing there is ``2**120`` and ``2**104``: any real logit
-# vanishes. Two masks added together (causal + padding) overflow in every dtype.
-for dt in DTYPES:
-    fi = torch.finfo(dt)
-    m = torch.tensor(fi.min, dtype=dt, device=device)
-    spacing = fi.eps * 2.0 ** math.floor(math.log2(fi.max))  # one ulp at finfo.min
-    got = {z: (m + z).item() for z in (-16.0, -15.0, 16.0)}
-    named = {z: "min" if x == fi.min else f"{x:g}" for z, x in got.items()}
-    print(f"{str(dt)[6:]:9s} ulp(min) {spacing:.0e}: min-16 -> {named[-16.0]}, "
-          f"min-15 -> {named[-15.0]}, min+16 -> {named[16.0]}, 2 min -> {m + m:g}")
-    assert (m + m).isinf()  # two finfo.min masks added: -inf in every dtype
-    if dt == torch.float16:
-        assert spacing == 32  # the masked logit moves to -inf or by one spacing:
-        assert named == {-16.0: "-inf", -15.0: "min", 16.0: "-65472"}
-    else:
-        assert set(named.values()) == {"min"}  # every logit absorbed
-
-# %%
 # Proof: every finite mask is bit-equal to ``-inf`` in partial rows
 # -----------------------------------------------------------------
 # Each finite mask against the ``-inf`` mask directly, in the dtype: equal bit for bit
@@ -304,8 +277,32 @@ for dt in LOW:
 print("finfo.min, -1e4, -1e9 masks: bit-equal to the -inf mask in bfloat16 and float16")
 
 # %%
-# Proof: with ``finfo.min`` a fully masked row averages ``v``
-# -----------------------------------------------------------
+# Proof: a fully masked row: the mean of ``v``, SDPA's zeros, float16 unmasked
+# ----------------------------------------------------------------------------
+# The reference of this section, ``kept_attention64``, uses no mask: float64, each row
+# over its kept keys only. In float32 the naive code with the ``-inf`` mask matches it
+# on every row that keeps a key, at the default tolerances.
+def kept_attention64(q, k, v, keep):
+    """float64, row by row over the kept keys only; zeros where a row keeps none."""
+    q, k, v = q.double(), k.double(), v.double()  # each (B, Nh, L, Dh)
+    out = torch.zeros_like(q)
+    for i in range(q.shape[-2]):
+        idx = keep[i].nonzero()[:, 0]  # the keys query i may see
+        if len(idx):
+            z = q[..., i : i + 1, :] @ k[..., idx, :].transpose(-2, -1)
+            z = z / q.shape[-1] ** 0.5  # (B, Nh, 1, len(idx))
+            out[..., i, :] = (torch.softmax(z, dim=-1) @ v[..., idx, :])[..., 0, :]
+    return out
+
+
+# %%
+live = keep_full.any(dim=-1)  # (L,), rows that keep a key
+q, k, v = q64.float(), k64.float(), v64.float()
+naive = naive_attention(q, k, v, keep_full, float("-inf"))  # (B, Nh, L, Dh)
+ref32 = kept_attention64(q, k, v, keep_full).float()
+torch.testing.assert_close(naive[..., live, :], ref32[..., live, :])
+
+# %%
 # With ``finfo.min`` the naive row is the mean of ``v``: its weights are exactly ``1/L``
 # and the reference is ``v``'s mean in float64, rounded once (default tolerances for
 # the dtype).
@@ -318,8 +315,6 @@ for dt in LOW:
     torch.testing.assert_close(naive[..., dead, :], mean_v)
 
 # %%
-# Proof: SDPA returns zeros for a fully masked row on CPU
-# -------------------------------------------------------
 # ``scaled_dot_product_attention`` with a boolean mask that masks a whole row returns
 # **zeros** for that row on CPU (torch 2.13, float32, bfloat16 and float16 alike; also
 # with an additive ``-inf`` mask). This was not measured on a GPU: on CUDA the page
@@ -358,8 +353,6 @@ for dt in DTYPES:
         torch.testing.assert_close(sdpa_inf, sdpa, rtol=0, atol=0)  # -inf = boolean
 
 # %%
-# Proof: SDPA with ``finfo.min`` in float16 attends as if unmasked
-# ----------------------------------------------------------------
 # SDPA with an additive ``finfo.min`` mask, on CPU: in bfloat16 the row is uniform (the
 # mean of ``v``, as in the naive code), but in float16 the kernel adds the mask in
 # float32, where ``-65504`` is just a constant shift: the fully masked query attends as
@@ -389,8 +382,8 @@ for dt in LOW:
         assert to_mean > 0.1  # far from the mean of v
 
 # %%
-# Try it: drop the ``1/sqrt(Dh)`` scale. When does ``q @ k.T`` overflow float16?
-# ------------------------------------------------------------------------------
+# Try it: drop ``1/sqrt(Dh)``. When does ``q @ k.T`` overflow float16?
+# --------------------------------------------------------------------
 # Take queries and keys whose every entry is ``a``: every logit is ``Dh * a**2``. From
 # which ``a`` is it ``inf`` at ``Dh = 64``, and at ``Dh = 128``?
 
