@@ -4,8 +4,7 @@ NoPE: a causal mask carries position
 
 A model without positional embedding (NoPE) is not blind to order once its attention is
 causal: query ``t`` sees ``t + 1`` tokens, and how many it averages leaves a trace in
-its output. This page proves both halves on a random multi-head attention layer in
-float64, and reads the position back from the outputs.
+its output. This page proves both halves on a random attention layer in float64.
 
 **You will learn**
 
@@ -46,9 +45,8 @@ def causal_mask(L, device=None):
 # %%
 # The idea
 # --------
-# Without a mask, query ``t`` averages every token, the same set wherever it sits: no
-# output can tell its position. With a causal mask it averages only the ``t + 1`` tokens
-# up to itself. Take the simplest case, uniform attention (every logit 0), over tokens
+# Unmasked, query ``t`` averages every token wherever it sits; causal, only the
+# ``t + 1`` up to itself. Take uniform attention (every logit 0) over tokens
 # :math:`x_s = \epsilon_s u_s` of unit norm and independent random signs: the output is
 # the running mean :math:`\bar x_t`, its cross terms average to zero, and
 #
@@ -57,9 +55,6 @@ def causal_mask(L, device=None):
 #    E\,\lVert \bar x_t \rVert^2
 #    = E\,\Big\lVert \frac{1}{t+1} \sum_{s \le t} \epsilon_s u_s \Big\rVert^2
 #    = \frac{1}{(t+1)^2} \sum_{s \le t} \lVert u_s \rVert^2 = \frac{1}{t+1}.
-#
-# The figure computes it with a cumulative sum over 4096 random sequences: the causal
-# average falls as ``1 / (t + 1)``, the unmasked one is flat.
 gen_demo = torch.Generator().manual_seed(1)  # its own stream: the page's stays as is
 signs_demo = torch.randint(0, 2, (4096, 32, 16), generator=gen_demo).double()
 tokens_demo = (2 * signs_demo - 1) / 16**0.5  # (B, L, D): entries ±1/sqrt(D), norm 1
@@ -84,10 +79,9 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# The causal mask (copied in Setup) is ``True`` where a query may attend;
-# :class:`torch.nn.MultiheadAttention` reads ``True`` as *hidden*: we pass
-# ``~causal_mask(L)``. Uniform attention: zero the query projection (``in_proj_weight``
-# stacks the query, key and value projections, ``D`` rows each), and every logit is 0.
+# :class:`torch.nn.MultiheadAttention` reads a boolean mask the other way round
+# (``True``: hidden), so we pass ``~causal_mask(L)``. A zero query projection makes
+# every logit 0: uniform attention (``in_proj_weight`` stacks ``W_q, W_k, W_v``).
 import copy
 
 
@@ -95,7 +89,6 @@ def mha_attend(module, x, mask=None):
     """Self-attention of `module` over x: (B, L, D) -> (B, L, D)."""
     with torch.no_grad():
         return module(x, x, x, attn_mask=mask, need_weights=False)[0]
-
 
 
 def uniform_copy(module):
@@ -107,13 +100,14 @@ def uniform_copy(module):
     return out
 
 
-
 # %%
-# A random attention layer, no positional embedding
-# -------------------------------------------------
-# One :class:`torch.nn.MultiheadAttention` layer moved off its initialization, in
-# float64 so that a rounding of the summation order cannot pass for an effect of the
-# order of the tokens; inputs drawn on the CPU, so every device sees the same numbers.
+# Without a mask: permutation-equivariant
+# ---------------------------------------
+# Unmasked, query ``l`` averages every value, the same set whatever the order: for every
+# permutation ``P``, ``f(P x) = P f(x)`` (:doc:`page 01
+# </generated/positional/plot_01_formulation>`: one head); masked, token ``l`` sees
+# other predecessors. A random :class:`torch.nn.MultiheadAttention` layer (``Nh = 2``,
+# biases) in float64, inputs drawn on the CPU; the reversal and eight random ``P``.
 B, L, D, Nh = 4, 32, 16, 2
 dtype = torch.float64
 layer = torch.nn.MultiheadAttention(D, Nh, batch_first=True, dtype=dtype).to(device)
@@ -125,14 +119,6 @@ causal = ~causal_mask(L, device)  # (L, L), True: hide (m > l)
 x = torch.randn(B, L, D, dtype=dtype).to(device)  # (B, L, D)
 print(f"layer: D = {D}, Nh = {Nh}, L = {L}, {dtype}; mask {tuple(causal.shape)}, "
       f"{int(causal.sum())} of {L * L} keys hidden")
-
-# %%
-# Without a mask: permutation-equivariant
-# ---------------------------------------
-# Unmasked, query ``l`` averages every value, the same set whatever the order: for every
-# permutation ``P``, ``f(P x) = P f(x)`` (:doc:`Page 01
-# </generated/positional/plot_01_formulation>` for one head). With the causal mask the
-# same permutations change the outputs themselves: token ``l`` sees other predecessors.
 perms = [torch.arange(L - 1, -1, -1)] + [torch.randperm(L) for _ in range(8)]
 gaps = {"no mask": [], "causal": []}
 for i, perm in enumerate(perms):
@@ -146,17 +132,13 @@ for i, perm in enumerate(perms):
 nomask_max, causal_min = max(gaps["no mask"]), min(gaps["causal"])
 print(f"{len(perms)} permutations, max|f(Px) - P f(x)|: no mask at most "
       f"{nomask_max:.1e}; causal at least {causal_min:.2f}")
-assert all(g <= nomask_max for g in gaps["no mask"]), "not the largest?"
-assert all(g >= causal_min for g in gaps["causal"]), "not the smallest?"
 assert causal_min > 0.1, "causal attention permutation-equivariant?"
 
 # %%
 # Uniform causal attention averages what it sees
 # ----------------------------------------------
-# Zero the query projection: the causal softmax gives each of the ``t + 1`` visible keys
-# the weight ``1 / (t + 1)``, and output ``t`` is the value projection of the running
-# mean, :math:`o_t = W_o (W_v \bar x_t + b_v) + b_o`: checked against a reference that
-# never calls the layer, a cumulative sum divided by ``t + 1``.
+# Zero query projection: each visible key weighs ``1 / (t + 1)``, so
+# :math:`o_t = W_o (W_v \bar x_t + b_v) + b_o`, checked against a cumulative sum.
 uniform = uniform_copy(layer)
 W_v, b_v = layer.in_proj_weight[2 * D:], layer.in_proj_bias[2 * D:]  # (D, D), (D,)
 W_o, b_o = layer.out_proj.weight, layer.out_proj.bias  # (D, D), (D,)
@@ -173,6 +155,8 @@ torch.testing.assert_close(ours, reference)
 # -------------------------------------------------------
 # Without a mask ``f(P x)`` and ``P f(x)`` agree to float64 rounding for each
 # permutation; with the causal mask they differ by order one.
+assert all(g <= nomask_max for g in gaps["no mask"]), "not the largest?"
+assert all(g >= causal_min for g in gaps["causal"]), "not the smallest?"
 for i in range(len(perms)):
     print(f"permutation {i} ({'reversed' if i == 0 else 'random'}): "
           f"max|f(Px) - P f(x)| no mask {gaps['no mask'][i]:.1e}, "
@@ -264,6 +248,7 @@ def output_variance(out):
     return out.var(dim=0).sum(-1)
 
 
+# %%
 B_base = 64
 base = torch.randn(B_base, L, D, dtype=dtype)  # (B_base, L, D)
 shifted = torch.cat([base.roll(c, dims=1) for c in range(L)]).to(device)  # (B, L, D)
@@ -282,12 +267,10 @@ print(f"causal, as drawn: V_0 = {drawn[0]:.3f}, V_{L - 1} = {drawn[-1]:.3f}, "
 assert drawn_fall > 5, "V_t no longer falls with t?"
 
 # %%
-# Try it: one sequence, no batch. Can a marker on the first token give position?
-# ------------------------------------------------------------------------------
-# Kazemnejad et al. (2023) prove that a decoder without PE can represent absolute
-# positions. Let only the first token carry a marker, a 1 in channel 0 (a
-# beginning-of-sequence token), and let uniform causal attention's value projection
-# read channel 0 alone. What does output ``t`` hold in channel 0?
+# Try it: can a marker on the first token give position in one sequence?
+# ----------------------------------------------------------------------
+# (Kazemnejad et al., 2023.) Only the first token carries a marker, a 1 in channel 0;
+# uniform causal attention's value reads channel 0 alone. What is output ``t`` there?
 
 # %%
 # Output ``t`` holds ``1 / (t + 1)`` in channel 0, whatever the other channels of the
@@ -331,10 +314,9 @@ torch.testing.assert_close(V["no mask, as drawn"],
                            V["no mask, as drawn"][0].expand(L))  # same at every t
 
 # %%
-# Try it: multiply the queries by 16. Does the position survive a sharp softmax?
-# ------------------------------------------------------------------------------
-# Scaling the query projection by 16 multiplies every logit by 16 (a softmax at
-# temperature 1/16): each query nearly picks one key.
+# Try it: does the position survive queries times 16 (a sharp softmax)?
+# ---------------------------------------------------------------------
+# Every logit times 16 (temperature 1/16): each query nearly picks one key.
 
 # %%
 # It survives, weakly: :math:`V_t` still varies with ``t`` (its largest value
@@ -359,6 +341,7 @@ def head_weights(module, x, mask):
         return module(x, x, x, attn_mask=mask, average_attn_weights=False)[1]
 
 
+# %%
 sharp = sharpened(layer, 16)
 p_drawn = head_weights(layer, x, causal)  # (B, Nh, L, L)
 p_sharp = head_weights(sharp, x, causal)  # (B, Nh, L, L)
