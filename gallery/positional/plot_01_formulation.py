@@ -98,7 +98,8 @@ for name, perm in (("reversed", reverse), ("shuffled", shuffle)):
     full = attention_no_pe(x[:, perm], W_q, W_k, W_v)  # (B, L, D)
     gaps[name] = f"{(full - plain[:, perm]).abs().max():.1e}"
     torch.testing.assert_close(full, plain[:, perm])
-print(f"no mask: max|attn(x[perm]) - attn(x)[perm]| = {gaps}")
+print("no mask: max|attn(x[perm]) - attn(x)[perm]|:",
+      ", ".join(f"{name} {gap}" for name, gap in gaps.items()))
 
 # %%
 # Index builders
@@ -126,7 +127,8 @@ def video_indices(T_frames, H, W, device=None):
 L, H, W, T_frames = 7, 3, 4, 2
 I_seq, I_grid = sequence_indices(L, device), grid_indices(H, W, device)
 I_video = video_indices(T_frames, H, W, device)
-print(f"grid I {tuple(I_grid.shape)}: {I_grid.tolist()}")
+print(f"grid I {tuple(I_grid.shape)}, row by row:",
+      " ".join(f"{i},{j}" for i, j in I_grid.tolist()))
 assert I_grid[1 * W + 2].tolist() == [1, 2]  # token i*W + j is (i, j)
 
 # %%

@@ -137,9 +137,9 @@ with torch.no_grad():  # mha: built in the Proof above, batch_first=True
     _, ref_w_heads = mha(x, x, x, average_attn_weights=False)
 print(f"output {tuple(ref.shape)}: "
       f"max|ours - torch| = {(ours - ref).abs().max().item():.2e}")
-print(f"weights, averaged {tuple(ref_w.shape)} and per head {tuple(ref_w_heads.shape)}"
-      f": max|ours - torch| = {(ours_w.mean(dim=1) - ref_w).abs().max().item():.2e} "
-      f"and {(ours_w - ref_w_heads).abs().max().item():.2e}")
+print(f"weights, averaged {tuple(ref_w.shape)}: max|ours - torch| "
+      f"{(ours_w.mean(dim=1) - ref_w).abs().max().item():.2e}, per head "
+      f"{tuple(ref_w_heads.shape)}: {(ours_w - ref_w_heads).abs().max().item():.2e}")
 torch.testing.assert_close(ours, ref)
 torch.testing.assert_close(ours_w.mean(dim=1), ref_w)  # (B, L, L): mean over the heads
 torch.testing.assert_close(ours_w, ref_w_heads)  # (B, Nh, L, L)

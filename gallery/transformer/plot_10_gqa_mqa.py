@@ -163,9 +163,9 @@ with torch.no_grad():
         kv_bytes[n_kv] = k_c.untyped_storage().nbytes() + v_c.untyped_storage().nbytes()
         k_cache[n_kv] = k_c
 print("k and v per layer, KiB: "
-      + ", ".join(f"Nkv = {n}: {b / 2**10:.0f}" for n, b in kv_bytes.items())
-      + "; MHA's / each: "
-      + " ".join(f"{kv_bytes[Nh] / b:.0f}" for b in kv_bytes.values()))
+      + ", ".join(f"Nkv = {n}: {b / 2**10:.0f}" for n, b in kv_bytes.items()))
+print("MHA's cache over each: " + " ".join(f"{kv_bytes[Nh] / b:.0f}"
+                                           for b in kv_bytes.values()))
 for n_kv, nbytes in kv_bytes.items():
     assert kv_bytes[Nh] == (Nh // n_kv) * nbytes  # bytes of the real tensors, exact
 assert kv_bytes[1] == 2 * Lc * Dh * 4  # MQA: one head of k and one of v, 4-byte floats

@@ -134,8 +134,8 @@ for dt in LOW:
         errs.append(f"{(p.double() - ref64).abs().max().item():.1e}")
         torch.testing.assert_close(p, ref)  # defaults for dt: one rounding of p
         assert (p[~keep] == 0).all()  # exactly zero, not just small
-    print(f"{str(dt)[6:]:8s} masks -inf, finfo.min, -1e4, -1e9: max|p - reference| "
-          f"{', '.join(errs)}; masked weights 0")
+    print(f"{str(dt)[6:]:8s} masks -inf, finfo.min, -1e4, -1e9: max|p - ref| "
+          f"{' '.join(errs)}")
 
 # %%
 # A fully masked row
@@ -163,7 +163,8 @@ for dt in DTYPES:
                     f"{soft[..., dead, :].isnan().all().item()}")
     assert naive[..., dead, :].isnan().all() and soft[..., dead, :].isnan().all()
     assert not naive[..., :dead, :].isnan().any()  # only that row
-print(f"-inf mask, row {dead} all NaN (naive, torch.softmax):", "; ".join(nan_rows))
+print(f"-inf mask, row {dead} all NaN? (naive, torch.softmax):", *nan_rows,
+      sep="\n    ")
 
 # %%
 # Proof: how each dtype stores, fills and adds the mask values

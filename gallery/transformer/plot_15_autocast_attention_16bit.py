@@ -150,8 +150,9 @@ for dt in DTYPES:
             for name, op in OPS.items():
                 out[dt, given, name] = op(t, *PARAMS.get(name, ()))
                 runs.setdefault(short[out[dt, given, name].dtype], []).append(name)
-        print(f"autocast({short[dt]}), {given} input: "
-              + "; ".join(f"{k} <- {', '.join(v)}" for k, v in runs.items()))
+        print(f"autocast({short[dt]}), {given} input:")
+        for k, v in runs.items():
+            print(f"    {k:8s} <- {', '.join(v)}")
 
 # %%
 # And autocast is "cast the inputs, run the op": its ``linear`` equals ``F.linear`` on
