@@ -138,9 +138,9 @@ torch.testing.assert_close(closed, closed.flip(0))  # even in the offset
 # %%
 # Image patches: one half per axis
 # --------------------------------
-# For an ``H x W`` grid of patches with indices ``I: (H*W, 2)`` (page 01), the row
-# ``i`` takes the first ``D / 2`` channels, the column ``j`` the rest; ``C`` axes get
-# ``D / C`` each.
+# For an ``H x W`` grid of patches with indices ``I: (H*W, 2)``
+# (:doc:`plot_01_formulation`), the row ``i`` takes the first ``D / 2`` channels, the
+# column ``j`` the rest; ``C`` axes get ``D / C`` each.
 def sinusoidal_pe_nd(I, D, dtype=torch.float32):
     """I (..., N, C) integers -> (..., N, D): axis c in channels c*D/C .. (c+1)*D/C."""
     C = I.shape[-1]

@@ -3,9 +3,10 @@ Learned absolute embeddings
 ===========================
 
 The simplest positional embedding is a table: ``nn.Embedding(max_len, D)`` holds one
-learned vector per position, added to the token embeddings. It is page 01's interface
-with a table lookup as the PE code; it has a hard limit, ``max_len``, and a freshly
-initialized table, unlike the sinusoidal code, has no relative structure.
+learned vector per position, added to the token embeddings. It is
+:doc:`the formulation <plot_01_formulation>`'s interface with a table lookup as the PE
+code; it has a hard limit, ``max_len``, and a freshly initialized table, unlike the
+sinusoidal code, has no relative structure.
 
 **You will learn**
 
@@ -67,8 +68,9 @@ def sinusoidal_pe(positions, D, base=10000.0, dtype=torch.float32):
 #
 # Each row is a free parameter: nothing ties row ``p`` to row ``p + k``. Below, each dot
 # is one pair of positions ``(p, p + k)`` of a table drawn as ``nn.Embedding`` draws it,
-# ``N(0, 1)``, next to the sinusoidal code (page 02, written out with ``torch``): the
-# sinusoidal pairs collapse to one value per offset, the learned ones do not.
+# ``N(0, 1)``, next to the sinusoidal code (:doc:`plot_02_sinusoidal`, written out with
+# ``torch``): the sinusoidal pairs collapse to one value per offset, the learned ones do
+# not.
 max_len_fig, D_fig = 64, 16
 table_fig = torch.randn(max_len_fig, D_fig, dtype=torch.float64)  # (max_len, D)
 w_fig = 10000 ** (-2 * torch.arange(D_fig // 2, dtype=torch.float64) / D_fig)
@@ -112,9 +114,9 @@ assert x.shape == (B, L, D) and pe.shape == (L, D) and h.shape == (B, L, D)
 # %%
 # An instance of the general formulation
 # --------------------------------------
-# In page 01's terms: the indices are ``I = [[0], [1], ..., [L-1]]`` (``C = 1``), the PE
-# code is the table lookup of ``I[..., 0]`` and ``combine`` is addition (``apply_pe``,
-# copied in Setup).
+# In :doc:`the formulation's <plot_01_formulation>` terms: the indices are
+# ``I = [[0], [1], ..., [L-1]]`` (``C = 1``), the PE code is the table lookup of
+# ``I[..., 0]`` and ``combine`` is addition (``apply_pe``, copied in Setup).
 I = torch.arange(L, device=device).unsqueeze(-1)  # (L, 1), sequence indices
 with torch.no_grad():
     general = apply_pe(x, I, lambda I: pos_emb(I[..., 0]))  # (B, L, D)
@@ -152,12 +154,13 @@ assert outcomes == {max_len: (True, True), max_len + 1: (False, False)}
 # %%
 # No relative structure in a random table
 # ---------------------------------------
-# For the sinusoidal code ``PE(p) . PE(p + k)`` is the same number for every ``p`` (page
-# 02). For a freshly initialized table (entries drawn from ``N(0, 1)``) the rows are
-# independent random vectors: the dot product at a fixed offset scatters with a standard
-# deviation of about ``sqrt(D)``. Training may or may not teach the table a relative
-# structure; nothing builds it in. Float64 for the sinusoidal side, so that "the same
-# number" is tested to 1e-7. The sinusoidal code is page 02's (copied in Setup).
+# For the sinusoidal code ``PE(p) . PE(p + k)`` is the same number for every ``p``
+# (:doc:`plot_02_sinusoidal`). For a freshly initialized table (entries drawn from
+# ``N(0, 1)``) the rows are independent random vectors: the dot product at a fixed
+# offset scatters with a standard deviation of about ``sqrt(D)``. Training may or may
+# not teach the table a relative structure; nothing builds it in. Float64 for the
+# sinusoidal side, so that "the same number" is tested to 1e-7. The sinusoidal code is
+# that of :doc:`plot_02_sinusoidal` (copied in Setup).
 table = pos_emb.weight.detach().double()  # (max_len, D)
 sin_table = sinusoidal_pe(torch.arange(max_len, device=device), D, dtype=torch.float64)
 gram_learned = table @ table.T  # (max_len, max_len)
@@ -196,12 +199,12 @@ with torch.no_grad():
 # %%
 # Proof: our sinusoidal code is the paper's formula and the figure's
 # ------------------------------------------------------------------
-# The sinusoidal code of page 02 is a formula, defined at any position. Here it is
-# checked against the paper's formula written out, ``PE(p, 2i) = sin(p / 10000^(2i/D))``
-# and ``PE(p, 2i+1) = cos(p / 10000^(2i/D))``, at positions where every channel but the
-# first pair depends on the constant 10000 (at ``p = 0`` none does). Float64, because
-# ``p = 640`` is an angle of 640 rad, which float32 rounds by up to 3e-5. Last, the code
-# The idea's figure wrote out with torch is this one.
+# The sinusoidal code of :doc:`plot_02_sinusoidal` is a formula, defined at any
+# position. Here it is checked against the paper's formula written out, ``PE(p, 2i) =
+# sin(p / 10000^(2i/D))`` and ``PE(p, 2i+1) = cos(p / 10000^(2i/D))``, at positions
+# where every channel but the first pair depends on the constant 10000 (at ``p = 0``
+# none does). Float64, because ``p = 640`` is an angle of 640 rad, which float32 rounds
+# by up to 3e-5. Last, the code The idea's figure wrote out with torch is this one.
 probe = [1, 5, 37, 10 * max_len]  # positions
 paper = [[0.0] * D for _ in probe]
 for row, p in enumerate(probe):

@@ -339,8 +339,8 @@ assert gap > 0.05, "rotating v no longer changes the output?"
 # %%
 # Try it: an absolute embedding instead of RoPE. Is the output still shift-invariant?
 # -----------------------------------------------------------------------------------
-# Add page 02's sinusoidal embedding to ``x`` and run the same layer without RoPE, at
-# ``pos`` and at ``pos + s``.
+# Add the sinusoidal embedding (:doc:`plot_02_sinusoidal`) to ``x`` and run the same
+# layer without RoPE, at ``pos`` and at ``pos + s``.
 
 # %%
 # No: an absolute embedding added to the tokens has no such property. Take Vaswani et

@@ -69,7 +69,7 @@ def alibi_slopes(Nh, device=None):
 # .. math::
 #
 #    \underbrace{m_h\, p_m}_{\text{BLOOM}}
-#    = \underbrace{-m_h\,(p_l - p_m)}_{\text{relative (page 07)}} + m_h\, p_l,
+#    = \underbrace{-m_h\,(p_l - p_m)}_{\text{relative (ALiBi)}} + m_h\, p_l,
 #    \qquad \mathrm{softmax}_m(s_m + c) = \mathrm{softmax}_m(s_m).
 #
 # The extra term depends on the query only, so the weights are the same. Below, one

@@ -344,7 +344,7 @@ print(f"max|gelu_tanh - HF gelu_new| = {(gelu_tanh(z) - act_hf(z)).abs().max():.
 print(f"max|our MLP - HF's GPT2MLP| = {(mlp_ours - mlp_hf).abs().max():.1e}")
 torch.testing.assert_close(gelu_tanh(z), act_hf(z))
 torch.testing.assert_close(gelu_tanh(z), F.gelu(z, approximate="tanh"))
-assert (gelu_tanh(z) - F.gelu(z)).abs().max() > 1e-4  # the gap page 04 measures
+assert (gelu_tanh(z) - F.gelu(z)).abs().max() > 1e-4  # the gap plot_04 measures
 torch.testing.assert_close(mlp_ours, mlp_hf)
 
 # %%
