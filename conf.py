@@ -11,6 +11,11 @@ from pathlib import Path
 ROOT = Path(__file__).parent.resolve()
 sys.path.insert(0, str(ROOT / "_ext"))
 
+import repository  # noqa: E402  (_ext/repository.py: the checkout's public remote, if any)
+
+# The landing page's "clone ..." links the repository when the checkout's origin is public.
+rst_epilog = f"\n.. |clone| replace:: {repository.clone_sentence(repository.remote_of(ROOT))}\n"
+
 project = "Transformer Building Blocks, Verified"
 author = "The authors"
 copyright = "2026, the authors"
