@@ -2,7 +2,7 @@
 
 A sentence that quotes what a page measured names the value instead of copying it:
 
-- in a chapter, ``:measured:`plot_14_batchnorm_practice.fold_err_conv:.1e``` writes the
+- in a chapter, ``:measured:`plot_08_batchnorm_practice.fold_err_conv:.1e``` writes the
   value of ``fold_err_conv``, a module-level name of that page, when the page last ran;
 - in a page's own text blocks, ``:measured:`fold_err_conv:.1e``` (the page is implied).
 

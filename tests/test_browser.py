@@ -274,7 +274,7 @@ def test_screenshots(browser, base_url, scheme):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     visit = Visit(browser, base_url, color_scheme=scheme, viewport={"width": 1280, "height": 900})
     try:
-        paths = CHAPTERS + ["generated/normalization/plot_03_running_stats.html"]
+        paths = CHAPTERS + ["generated/normalization/plot_06_running_stats.html"]
         if scheme == "dark":  # dark mode matters most where figures are
             paths = paths[-1:]
         for path in paths:

@@ -58,7 +58,7 @@ def measured(browser, base_url):
         for path in GALLERY_PAGES:
             page = visit.open(f"generated/{page_id(path)}.html", unfold=False)
             out[page_id(path)] = page.evaluate(MEASURE)
-            if page_id(path).endswith(("plot_01_self_attention", "plot_05_layernorm",
+            if page_id(path).endswith(("plot_01_self_attention", "plot_04_layernorm",
                                        "plot_04_rope")):
                 SCREENSHOTS.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(SCREENSHOTS / f"anatomy-{path.stem}.png"))

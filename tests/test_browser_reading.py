@@ -29,8 +29,8 @@ PAGES = ["index.html", *CHAPTERS, "chapters/ledger.html", "chapters/environment.
 WIDE_OK = [
     # The notes' own code, quoted verbatim to show their mistakes; two of its lines are longer
     # than 88 columns, and rewrapping them would no longer quote the notes.
-    ("generated/normalization/plot_04_instancenorm.html", "# actually affine=True is default"),
-    ("generated/normalization/plot_05_layernorm.html", "# layer norm, x is [bz, seq_len, dim]"),
+    ("generated/normalization/plot_03_instancenorm.html", "# actually affine=True is default"),
+    ("generated/normalization/plot_04_layernorm.html", "# layer norm, x is [bz, seq_len, dim]"),
 ]
 
 # Every <pre> in the article: the widest line, its scroll and client widths, code or output.
@@ -242,7 +242,7 @@ def test_reading_screenshots(browser, base_url, scheme):
     for name, viewport in [("1400", DESKTOP), ("390", PHONE)]:
         v = Visit(browser, base_url, color_scheme=scheme, viewport=viewport)
         try:
-            for path, anchor in [("generated/normalization/plot_03_running_stats.html",
+            for path, anchor in [("generated/normalization/plot_06_running_stats.html",
                                   "img.sphx-glr-single-img"),
                                  ("generated/normalization/plot_02_batchnorm.html",
                                   "div.sphx-glr-script-out"),

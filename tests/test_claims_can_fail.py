@@ -23,7 +23,7 @@ MUTATIONS = [
      "attn = logits.softmax(dim=-1)",
      "attn = logits.softmax(dim=-2)",
      "attention softmax over the queries instead of the keys"),
-    ("gallery/transformer/plot_03_causal_attention.py",
+    ("gallery/transformer/plot_04_causal_attention.py",
      "return torch.ones(L, L, dtype=torch.bool, device=device).tril()",
      "return torch.ones(L, L, dtype=torch.bool, device=device).triu()",
      "causal mask that lets tokens see the future instead of the past"),

@@ -56,7 +56,7 @@ def test_each_role_is_written_out_as_the_site_shows_it():
         '"the ledger" (chapters/ledger), ``LayerNorm``, ``torch.polar``, $x^2$, a')
     assert downloads.rewrite(":func:`~torch.polar`", {}, markdown=True) == "`polar`"
     # a relative :doc: starts from the page's own chapter
-    assert downloads.rewrite(":doc:`plot_04_rope`", titles, page="plot_07_alibi") == (
+    assert downloads.rewrite(":doc:`plot_04_rope`", titles, page="plot_06_alibi") == (
         '"RoPE: rotary position embeddings" (positional/plot_04_rope)')
 
 

@@ -1,6 +1,6 @@
-"""No page is named by its number alone: every "page NN" in the chapters and in the pages'
-text is a link (a ``:doc:`` role), so that renumbering the pages cannot leave a wrong number
-behind and a reader can follow it."""
+"""No page is named by its number: every mention of another page is a link (a ``:doc:``
+role) named by its topic, never "page NN", not even as a link's text, so that renumbering
+the pages into reading order cannot leave a wrong number behind and a reader can follow it."""
 
 import re
 from pathlib import Path
@@ -15,14 +15,28 @@ def unlinked(text):
     return NUMBERED.findall(DOC_ROLE.sub("", text))
 
 
+def numbered_links(text):
+    """The ``:doc:`` roles of ``text`` whose text names a page by its number."""
+    return [r for r in DOC_ROLE.findall(text) if NUMBERED.search(r.replace("\n# ", " "))]
+
+
 def test_every_page_number_is_a_link():
     files = [*ROOT.glob("chapters/*.rst"), ROOT / "index.rst", *ROOT.glob("gallery/*/*.py"),
              *ROOT.glob("gallery/*/*.rst")]
     found = {f.relative_to(ROOT).as_posix(): unlinked(f.read_text()) for f in files}
     assert not {f: m for f, m in found.items() if m}
+    named = {f.relative_to(ROOT).as_posix(): numbered_links(f.read_text()) for f in files}
+    assert not {f: m for f, m in named.items() if m}
 
 
 def test_the_check_sees_a_bare_number_and_passes_a_link():
     assert unlinked("as page 03 shows") == ["page 03"]
     assert unlinked("Pages 1 and 2") == ["Pages 1"]
     assert unlinked("see :doc:`page 03 </generated/x/plot_03_y>`") == []
+
+
+def test_a_link_named_by_number_is_seen():
+    assert numbered_links("see :doc:`page 03 </generated/x/plot_03_y>`") == [
+        ":doc:`page 03 </generated/x/plot_03_y>`"]
+    assert numbered_links("(:doc:`page 01\n# </generated/x/plot_01_y>`)") != []
+    assert numbered_links("see :doc:`RoPE </generated/x/plot_03_y>`") == []

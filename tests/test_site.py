@@ -141,18 +141,18 @@ def test_rebuilds_do_only_what_changed(site, tmp_path):
 
     # A page renamed, in its chapter's toctree too: the new name runs, the old output is gone
     # (sphinx-gallery keeps it; a stale page outside every toctree would fail the -W build).
-    old = src / "gallery" / "positional" / "plot_07_alibi.py"
+    old = src / "gallery" / "positional" / "plot_06_alibi.py"
     toc = src / "chapters" / "positional.rst"
     new = old.with_name("plot_07_alibi_renamed.py")
     old.rename(new)
     # Every reference to it too: the toctree entry and any :doc: link in the prose.
-    toc.write_text(re.sub(r"/plot_07_alibi\b", "/plot_07_alibi_renamed", toc.read_text()))
+    toc.write_text(re.sub(r"/plot_06_alibi\b", "/plot_07_alibi_renamed", toc.read_text()))
     log = build("page renamed")
     assert executed(log) == 1
-    assert not list((src / "generated" / "positional").glob("plot_07_alibi.*"))
+    assert not list((src / "generated" / "positional").glob("plot_06_alibi.*"))
     assert (out / "generated" / "positional" / "plot_07_alibi_renamed.html").is_file()
     new.rename(old)  # back, for the tests that read the site afterwards
-    toc.write_text(toc.read_text().replace("/plot_07_alibi_renamed", "/plot_07_alibi"))
+    toc.write_text(toc.read_text().replace("/plot_07_alibi_renamed", "/plot_06_alibi"))
 
     # Another device setting (here: CUDA hidden): every page is verified again.
     log = build("device setting changed", CUDA_VISIBLE_DEVICES="")

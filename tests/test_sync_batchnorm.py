@@ -1,6 +1,6 @@
 """Synchronized BatchNorm across two real processes equals BatchNorm on the whole batch.
 
-The page gallery/normalization/plot_15_sync_batchnorm.py proves the algebra with the
+The page gallery/normalization/plot_09_sync_batchnorm.py proves the algebra with the
 ranks simulated in one process; this test runs it for real: two processes started with
 torch.multiprocessing (start method "spawn"), a torch.distributed process group with the
 gloo backend on 127.0.0.1 (a free port), each process holding half of a batch.

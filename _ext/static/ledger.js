@@ -85,7 +85,7 @@
       body.append(...sorted);
     }
     count.textContent = `${shown} of ${rows.length} claims shown`;
-    // The filters live in the address (?page=normalization/plot_05_layernorm&dtype=...), so
+    // The filters live in the address (?page=normalization/plot_04_layernorm&dtype=...), so
     // a page's "this page in the proof ledger" link and a copied address open them as set.
     const query = new URLSearchParams();
     for (const sel of selects) {

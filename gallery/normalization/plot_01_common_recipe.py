@@ -234,7 +234,7 @@ print("the figure's colours are the sets the dims reduce together")
 # ---------------------------------------------
 # RMSNorm is the odd one out: no mean is subtracted, it divides by the root mean square
 # over LayerNorm's dims. Its default ``eps=None`` is float32's machine epsilon for a
-# float32 input (:doc:`plot_06_groupnorm_rmsnorm` proves which ``eps`` each dtype gets):
+# float32 input (:doc:`plot_05_groupnorm_rmsnorm` proves which ``eps`` each dtype gets):
 # ``1.2e-7``, a 0.1 % term next to a mean square of ``1e-4``, still 60 times the float32
 # tolerance.
 eps32 = torch.finfo(torch.float32).eps

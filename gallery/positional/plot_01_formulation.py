@@ -16,7 +16,7 @@ one choice of that code and of that combination.
 - why a ViT's patch tokens come out in that same row-major order
 
 **Prerequisites:** :doc:`/generated/transformer/plot_01_self_attention`
-(self-attention), :doc:`/generated/transformer/plot_03_causal_attention` (the causal
+(self-attention), :doc:`/generated/transformer/plot_04_causal_attention` (the causal
 mask).
 """
 

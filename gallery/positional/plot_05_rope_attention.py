@@ -193,7 +193,7 @@ def rotation_matrices(pos, Dh, device=None):
     return torch.stack(mats).to(device)  # (L, Dh, Dh)
 
 
-# Copied from normalization/plot_05_layernorm.py: layer_norm
+# Copied from normalization/plot_04_layernorm.py: layer_norm
 def layer_norm(x, weight, bias, eps=1e-5):
     """Normalize over x's last weight.dim() dims; weight, bias: that trailing shape."""
     dims = list(range(-weight.dim(), 0))

@@ -14,8 +14,8 @@ their papers and reference code, and proves each equal to Hugging Face's.
 - why every static rule keeps relative positions, and dynamic NTK with a KV cache not
 
 **Prerequisites:** :doc:`/generated/positional/plot_04_rope` (RoPE and its
-frequencies), :doc:`/generated/positional/plot_08_rope_16bit` (angles in float32),
-:doc:`/generated/transformer/plot_09_kv_cache` (the KV cache).
+frequencies), :doc:`/generated/transformer/plot_09_kv_cache` (the KV cache). Why float32
+angles drift at long positions is :doc:`/generated/positional/plot_13_rope_16bit`'s topic.
 """
 
 # %%
@@ -394,7 +394,7 @@ torch.testing.assert_close(mscale, ref_factor)
 # same 2000 tokens left-padded in a batch beside a sequence of 3000, at ``s(3000)``.
 # (The cos tables are not compared here: a float32 angle ``p * inv_freq`` at
 # ``p = 3000`` is off by about :math:`10^{-4}` rad whatever the frequencies, the
-# subject of :doc:`page 08 <plot_08_rope_16bit>`.)
+# subject of :doc:`RoPE in 16 bits <plot_13_rope_16bit>`.)
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 rotary = LlamaRotaryEmbedding(CASES["dynamic NTK"][0]).to(device)

@@ -287,7 +287,7 @@ assert torch.equal(q_ours[..., R:], q[..., R:])  # bit for bit: copied, not comp
 # mask it is given.
 
 
-# Copied from transformer/plot_03_causal_attention.py: causal_mask
+# Copied from transformer/plot_04_causal_attention.py: causal_mask
 def causal_mask(L, device=None):
     """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
     return torch.ones(L, L, dtype=torch.bool, device=device).tril()

@@ -13,7 +13,7 @@ walks its shapes, and checks it against PyTorch's ``scaled_dot_product_attention
 - how one fused projection splits into ``Nh`` heads of width ``Dh``
 - how to check a layer against ``scaled_dot_product_attention``
 
-**Prerequisites:** :doc:`/generated/normalization/plot_05_layernorm` (QK-norm is a
+**Prerequisites:** :doc:`/generated/normalization/plot_04_layernorm` (QK-norm is a
 LayerNorm over each head's features).
 """
 

@@ -14,9 +14,9 @@ residual sum (post-LN, 2017). This page writes both and checks them against PyTo
 - which GELU PyTorch's fused fast path computes (a caveat for GPT-2)
 
 **Prerequisites:** :doc:`/generated/transformer/plot_02_multihead_attention` (packed
-attention), :doc:`/generated/transformer/plot_03_causal_attention` (the causal mask),
-:doc:`/generated/transformer/plot_04_conv1d_feedforward` (the MLP, GELU),
-:doc:`/generated/normalization/plot_05_layernorm` (LayerNorm).
+attention), :doc:`/generated/transformer/plot_04_causal_attention` (the causal mask),
+:doc:`/generated/transformer/plot_03_conv1d_feedforward` (the MLP, GELU),
+:doc:`/generated/normalization/plot_04_layernorm` (LayerNorm).
 """
 
 # %%
@@ -244,8 +244,8 @@ for norm_first in (True, False):
 # ------------------------------------------------------------------------
 # The string ``"gelu"`` becomes ``F.gelu``, the exact ``x * Phi(x)``. GPT-2 was trained
 # with the tanh approximation, which differs by up to
-# :measured:`plot_04_conv1d_feedforward.max_gap:.1e` per activation
-# (:doc:`/generated/transformer/plot_04_conv1d_feedforward`). The natural way to ask for
+# :measured:`plot_03_conv1d_feedforward.max_gap:.1e` per activation
+# (:doc:`/generated/transformer/plot_03_conv1d_feedforward`). The natural way to ask for
 # it is ``activation=nn.GELU(approximate="tanh")``; the plain path honours it.
 print(f"activation='gelu' stored as F.gelu: {layer.activation is F.gelu}")
 assert layer.activation is F.gelu

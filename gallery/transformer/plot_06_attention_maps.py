@@ -16,7 +16,7 @@ is the next page, :doc:`/generated/transformer/plot_07_attention_cost`.
 - how to check a map through the output it produces
 
 **Prerequisites:** :doc:`/generated/transformer/plot_01_self_attention` (attention,
-QK-norm), :doc:`/generated/transformer/plot_03_causal_attention` (the causal mask).
+QK-norm), :doc:`/generated/transformer/plot_04_causal_attention` (the causal mask).
 """
 
 # %%

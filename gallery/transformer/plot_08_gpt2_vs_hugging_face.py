@@ -13,8 +13,8 @@ and gradients come out equal.
 - why naming modules as Hugging Face does replaces a hand-written name map
 - what weight tying is (one tensor, not two equal ones), and how a gradient shows it
 
-**Prerequisites:** :doc:`/generated/transformer/plot_03_causal_attention`,
-:doc:`/generated/transformer/plot_04_conv1d_feedforward`,
+**Prerequisites:** :doc:`/generated/transformer/plot_04_causal_attention`,
+:doc:`/generated/transformer/plot_03_conv1d_feedforward`,
 :doc:`/generated/transformer/plot_05_transformer_block`.
 """
 
@@ -97,12 +97,12 @@ plt.show()
 # Proof: Conv1D as its page defines it, and a random GPT-2
 # ---------------------------------------------------------
 # ``Conv1D(nf, nx)`` stores its weight ``(nx, nf)``, input width first; it is copied
-# from :doc:`/generated/transformer/plot_04_conv1d_feedforward`. Then a random
+# from :doc:`/generated/transformer/plot_03_conv1d_feedforward`. Then a random
 # two-layer ``GPT2LMHeadModel`` (dropout 0, the eager attention path), every parameter
 # moved off its init so that a misplaced bias shows.
 
 
-# Copied from transformer/plot_04_conv1d_feedforward.py: Conv1D
+# Copied from transformer/plot_03_conv1d_feedforward.py: Conv1D
 class Conv1D(nn.Module):
     """GPT-2's linear layer, y = x @ weight + bias; weight (nx, nf), input first."""
 

@@ -15,7 +15,7 @@ its cost.
 - how the cache grows with the sequence, in bytes, and what it saves in time
 
 **Prerequisites:** :doc:`/generated/transformer/plot_08_gpt2_vs_hugging_face` (the
-book's GPT-2), :doc:`/generated/transformer/plot_03_causal_attention` (the causal mask).
+book's GPT-2), :doc:`/generated/transformer/plot_04_causal_attention` (the causal mask).
 """
 
 # %%
@@ -86,7 +86,7 @@ plt.show()
 # that a misplaced bias shows, whose weights ours loads below.
 
 
-# Copied from transformer/plot_04_conv1d_feedforward.py: Conv1D
+# Copied from transformer/plot_03_conv1d_feedforward.py: Conv1D
 class Conv1D(nn.Module):
     """GPT-2's linear layer, y = x @ weight + bias; weight (nx, nf), input first."""
 

@@ -16,7 +16,7 @@ attention and to PyTorch's ``scaled_dot_product_attention(..., enable_gqa=True)`
 - how much the KV cache shrinks, measured on real key and value tensors
 
 **Prerequisites:** :doc:`/generated/transformer/plot_02_multihead_attention` (heads),
-:doc:`/generated/transformer/plot_03_causal_attention` (the causal mask),
+:doc:`/generated/transformer/plot_04_causal_attention` (the causal mask),
 :doc:`/generated/transformer/plot_09_kv_cache` (the KV cache).
 """
 

@@ -15,7 +15,7 @@ names the model as Hugging Face does, and proves it equal to a random
 - how naming modules as Hugging Face does makes its state dict load strictly
 
 **Prerequisites:** :doc:`/generated/transformer/plot_08_gpt2_vs_hugging_face` (the
-GPT-2 block), :doc:`/generated/normalization/plot_06_groupnorm_rmsnorm` (RMSNorm),
+GPT-2 block), :doc:`/generated/normalization/plot_05_groupnorm_rmsnorm` (RMSNorm),
 :doc:`/generated/positional/plot_04_rope` (rotary embeddings),
 :doc:`/generated/transformer/plot_10_gqa_mqa` (grouped-query attention).
 """
@@ -104,11 +104,11 @@ plt.show()
 # Proof: RMSNorm and RoPE, as their pages define them
 # ----------------------------------------------------
 # Both are taught on their own pages,
-# :doc:`/generated/normalization/plot_06_groupnorm_rmsnorm` and
+# :doc:`/generated/normalization/plot_05_groupnorm_rmsnorm` and
 # :doc:`/generated/positional/plot_04_rope`, and copied here as they stand there.
 
 
-# Copied from normalization/plot_06_groupnorm_rmsnorm.py: RMSNorm
+# Copied from normalization/plot_05_groupnorm_rmsnorm.py: RMSNorm
 class RMSNorm(nn.Module):
     """x / sqrt(mean(x**2) + eps) * weight over the last dim, in float32 (as Llama)."""
 

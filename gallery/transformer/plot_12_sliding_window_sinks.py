@@ -15,7 +15,7 @@ and gpt-oss and against a cache that evicts keys.
 - how a learned sink logit lets a head's weights sum to less than one
 - why two windowed layers reach ``2 (W - 1)`` tokens back
 
-**Prerequisites:** :doc:`/generated/transformer/plot_03_causal_attention` (the causal
+**Prerequisites:** :doc:`/generated/transformer/plot_04_causal_attention` (the causal
 mask), :doc:`/generated/positional/plot_04_rope` (RoPE),
 :doc:`/generated/transformer/plot_10_gqa_mqa` (shared key/value heads).
 """
@@ -48,10 +48,10 @@ print(f"device: {device}, torch {torch.__version__}, "
 
 # %%
 # The causal mask, copied verbatim from
-# :doc:`/generated/transformer/plot_03_causal_attention`.
+# :doc:`/generated/transformer/plot_04_causal_attention`.
 
 
-# Copied from transformer/plot_03_causal_attention.py: causal_mask
+# Copied from transformer/plot_04_causal_attention.py: causal_mask
 def causal_mask(L, device=None):
     """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
     return torch.ones(L, L, dtype=torch.bool, device=device).tril()

@@ -13,9 +13,9 @@ the blocks it hides. Every float32 answer is the formula's.
 - how FlexAttention's ``mask_mod`` and ``score_mod`` write this page's four masks
 - how a ``BlockMask`` sorts blocks into skipped, full and partial
 
-**Prerequisites:** :doc:`/generated/transformer/plot_03_causal_attention` (the causal
+**Prerequisites:** :doc:`/generated/transformer/plot_04_causal_attention` (the causal
 mask), :doc:`/generated/transformer/plot_12_sliding_window_sinks` (the window),
-:doc:`/generated/positional/plot_07_alibi` (ALiBi).
+:doc:`/generated/positional/plot_06_alibi` (ALiBi).
 """
 
 # %%
@@ -97,18 +97,18 @@ plt.show()
 # %%
 # Proof: causal_mask and alibi_slopes, as their pages define them
 # ----------------------------------------------------------------
-# The causal mask of :doc:`/generated/transformer/plot_03_causal_attention` and ALiBi's
-# slopes of :doc:`/generated/positional/plot_07_alibi`, :math:`2^{-8h/N_h}` for
+# The causal mask of :doc:`/generated/transformer/plot_04_causal_attention` and ALiBi's
+# slopes of :doc:`/generated/positional/plot_06_alibi`, :math:`2^{-8h/N_h}` for
 # :math:`h = 1, \dots, N_h` when :math:`N_h` is a power of two, copied as they stand.
 
 
-# Copied from transformer/plot_03_causal_attention.py: causal_mask
+# Copied from transformer/plot_04_causal_attention.py: causal_mask
 def causal_mask(L, device=None):
     """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
     return torch.ones(L, L, dtype=torch.bool, device=device).tril()
 
 
-# Copied from positional/plot_07_alibi.py: alibi_slopes
+# Copied from positional/plot_06_alibi.py: alibi_slopes
 def alibi_slopes(Nh, device=None):
     """ALiBi slope of each head: (Nh,)."""
     P = 2 ** math.floor(math.log2(Nh))  # largest power of two <= Nh

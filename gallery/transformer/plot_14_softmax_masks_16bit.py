@@ -15,8 +15,8 @@ masked row returns (NaN, zeros or a uniform average, depending on who computes i
 - what a fully masked row returns in naive code, ``torch.softmax`` and SDPA
 - why unscaled ``q @ k.T`` overflows float16, and what bfloat16 pays in precision
 
-**Prerequisites:** :doc:`/generated/transformer/plot_03_causal_attention` (the causal
-mask), :doc:`/generated/normalization/plot_09_norms_16bit` (float16 and bfloat16),
+**Prerequisites:** :doc:`/generated/transformer/plot_04_causal_attention` (the causal
+mask), :doc:`/generated/normalization/plot_15_norms_16bit` (float16 and bfloat16),
 :doc:`/generated/transformer/plot_13_sdpa_backends_flex` (SDPA).
 """
 # %%
@@ -37,10 +37,10 @@ print(f"device: {device}, torch {torch.__version__}")
 
 # %%
 # The causal mask (``True`` where a query may attend), copied verbatim from
-# :doc:`/generated/transformer/plot_03_causal_attention`.
+# :doc:`/generated/transformer/plot_04_causal_attention`.
 
 
-# Copied from transformer/plot_03_causal_attention.py: causal_mask
+# Copied from transformer/plot_04_causal_attention.py: causal_mask
 def causal_mask(L, device=None):
     """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
     return torch.ones(L, L, dtype=torch.bool, device=device).tril()

@@ -13,7 +13,7 @@ alone: which ones, on CPU and CUDA, what exactly it does, and what it means for 
 - what autocast buys against converting the whole block to 16 bits
 
 **Prerequisites:** :doc:`/generated/transformer/plot_05_transformer_block` (the pre-LN
-block), :doc:`/generated/normalization/plot_09_norms_16bit` (float16 and bfloat16),
+block), :doc:`/generated/normalization/plot_15_norms_16bit` (float16 and bfloat16),
 :doc:`/generated/transformer/plot_14_softmax_masks_16bit` (softmax in 16 bits).
 """
 # %%
@@ -34,10 +34,10 @@ print(f"device: {device}, torch {torch.__version__}")
 
 # %%
 # The block this page shares with another, copied verbatim: the causal mask (from
-# :doc:`/generated/transformer/plot_03_causal_attention`).
+# :doc:`/generated/transformer/plot_04_causal_attention`).
 
 
-# Copied from transformer/plot_03_causal_attention.py: causal_mask
+# Copied from transformer/plot_04_causal_attention.py: causal_mask
 def causal_mask(L, device=None):
     """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
     return torch.ones(L, L, dtype=torch.bool, device=device).tril()

@@ -58,7 +58,7 @@ short = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
 # The formula, its float64 reference and the inputs, from scratch:
 
 
-# Copied from transformer/plot_03_causal_attention.py: causal_mask
+# Copied from transformer/plot_04_causal_attention.py: causal_mask
 def causal_mask(L, device=None):
     """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
     return torch.ones(L, L, dtype=torch.bool, device=device).tril()

@@ -26,7 +26,7 @@ MEASURES = {"abs", "norm"}  # (a - b).abs(): the discrepancy a check measures
 
 @dataclass
 class Mutant:
-    page: str           # normalization/plot_05_layernorm
+    page: str           # normalization/plot_04_layernorm
     kind: str
     line: int
     start: int
@@ -47,7 +47,7 @@ class Mutant:
 
 
 def page_id(path):
-    """`gallery/normalization/plot_05_layernorm.py` -> `normalization/plot_05_layernorm`."""
+    """`gallery/normalization/plot_04_layernorm.py` -> `normalization/plot_04_layernorm`."""
     return f"{Path(path).parent.name}/{Path(path).stem}"
 
 

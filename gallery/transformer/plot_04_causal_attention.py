@@ -14,7 +14,7 @@ proves it blind to the future; the notes' layer, which never applies its mask, t
 - how padding masks work, and ``nn.MultiheadAttention``'s opposite convention
 
 **Prerequisites:** :doc:`/generated/transformer/plot_01_self_attention` (attention and
-its heads), :doc:`/generated/transformer/plot_04_conv1d_feedforward` (GPT-2's
+its heads), :doc:`/generated/transformer/plot_03_conv1d_feedforward` (GPT-2's
 ``Conv1D``).
 """
 
@@ -80,7 +80,7 @@ def causal_mask(L, device=None):
 # GPT-2's linear layer ``Conv1D(nf, nx)``: ``nn.Linear(nx, nf)``, weight ``(nx, nf)``.
 
 
-# Copied from transformer/plot_04_conv1d_feedforward.py: Conv1D
+# Copied from transformer/plot_03_conv1d_feedforward.py: Conv1D
 class Conv1D(nn.Module):
     """GPT-2's linear layer, y = x @ weight + bias; weight (nx, nf), input first."""
 

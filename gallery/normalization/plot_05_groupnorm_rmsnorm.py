@@ -14,8 +14,8 @@ centred input.
 - what ``nn.RMSNorm``'s default ``eps=None`` is in each dtype (torch 2.13)
 
 **Prerequisites:** :doc:`/generated/normalization/plot_01_common_recipe` (the recipe),
-:doc:`/generated/normalization/plot_04_instancenorm`,
-:doc:`/generated/normalization/plot_05_layernorm`.
+:doc:`/generated/normalization/plot_03_instancenorm`,
+:doc:`/generated/normalization/plot_04_layernorm`.
 """
 
 # %%

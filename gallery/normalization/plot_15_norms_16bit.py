@@ -19,7 +19,7 @@ exception.
   :math:`E[x^2] - E[x]^2`, and where Llama's and Gemma's RMSNorms differ (Proofs)
 
 **Prerequisites:** :doc:`/generated/normalization/plot_01_common_recipe` (the recipe),
-:doc:`/generated/normalization/plot_06_groupnorm_rmsnorm` (RMSNorm and its ``eps=None``
+:doc:`/generated/normalization/plot_05_groupnorm_rmsnorm` (RMSNorm and its ``eps=None``
 per dtype).
 """
 

@@ -6,7 +6,7 @@ Two things happen to BatchNorm once a model leaves the textbook. Fine-tuning *fr
 it, and the three ways to do that freeze different things. Inference *folds* it into
 the convolution or linear layer before it, so it costs nothing. A batch split across
 devices needs a third thing, synchronized statistics: its own page,
-:doc:`/generated/normalization/plot_15_sync_batchnorm`.
+:doc:`/generated/normalization/plot_09_sync_batchnorm`.
 
 **You will learn**
 
@@ -15,7 +15,7 @@ devices needs a third thing, synchronized statistics: its own page,
 - how eval-mode BatchNorm folds into the layer before it, and why only in eval mode
 
 **Prerequisites:** :doc:`/generated/normalization/plot_02_batchnorm` (BatchNorm, train
-and eval), :doc:`/generated/normalization/plot_03_running_stats` (the running
+and eval), :doc:`/generated/normalization/plot_06_running_stats` (the running
 statistics).
 """
 

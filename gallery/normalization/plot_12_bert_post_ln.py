@@ -14,8 +14,8 @@ exact-GELU MLP) and proves it equal to Hugging Face's ``BertLayer``.
 - how to write BERT's layer from scratch, equal to ``BertLayer``
 - what each detail is worth: the mask, the placement, eps, the exact GELU
 
-**Prerequisites:** :doc:`plot_10_norm_placement` (the four placements),
-:doc:`/generated/normalization/plot_05_layernorm` (LayerNorm),
+**Prerequisites:** :doc:`plot_11_norm_placement` (the four placements),
+:doc:`/generated/normalization/plot_04_layernorm` (LayerNorm),
 :doc:`/generated/transformer/plot_02_multihead_attention` (multi-head attention).
 """
 
@@ -269,7 +269,7 @@ assert ((10 * EPS < first_var) & (first_var < 100 * EPS)).all()  # eps a 1 to 10
 import copy
 
 
-# Copied from normalization/plot_10_norm_placement.py: variant
+# Copied from normalization/plot_11_norm_placement.py: variant
 def variant(block, change, ref, *inputs):
     """Max |block - ref| for a copy of `block` changed in place by `change`."""
     block = copy.deepcopy(block)

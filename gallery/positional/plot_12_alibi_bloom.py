@@ -3,8 +3,8 @@ ALiBi as BLOOM builds it
 ========================
 
 Hugging Face's BLOOM (Le Scao et al., 2022), the best-known model trained with ALiBi,
-does not build the relative bias ``-m_h (p_l - p_m)`` of :doc:`page 07
-<plot_07_alibi>`: it adds one row ``m_h * p_m`` per sequence to every query's logits,
+does not build the relative bias ``-m_h (p_l - p_m)`` of :doc:`ALiBi
+<plot_06_alibi>`: it adds one row ``m_h * p_m`` per sequence to every query's logits,
 ``p_m`` the position of key ``m`` among the real tokens. The two differ by a constant
 per query, which softmax ignores: the same attention weights.
 
@@ -15,8 +15,8 @@ per query, which softmax ignores: the same attention weights.
 - why positions must count real tokens, not raw indices, when a batch has holes
 - how to write BLOOM's attention with the book's bias, equal to ``BloomModel``'s
 
-**Prerequisites:** :doc:`plot_07_alibi` (ALiBi and its slopes),
-:doc:`/generated/transformer/plot_03_causal_attention` (causal and padding masks).
+**Prerequisites:** :doc:`plot_06_alibi` (ALiBi and its slopes),
+:doc:`/generated/transformer/plot_04_causal_attention` (causal and padding masks).
 """
 
 # %%
@@ -46,11 +46,11 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
       f"{transformers.__version__}")
 
 # %%
-# The book's ALiBi slopes, copied verbatim from :doc:`page 07 <plot_07_alibi>` (which
+# The book's ALiBi slopes, copied verbatim from :doc:`ALiBi <plot_06_alibi>` (which
 # proves them equal to the ALiBi paper's procedure).
 
 
-# Copied from positional/plot_07_alibi.py: alibi_slopes
+# Copied from positional/plot_06_alibi.py: alibi_slopes
 def alibi_slopes(Nh, device=None):
     """ALiBi slope of each head: (Nh,)."""
     P = 2 ** math.floor(math.log2(Nh))  # largest power of two <= Nh

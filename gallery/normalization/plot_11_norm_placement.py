@@ -14,10 +14,10 @@ peri-LN), the stream stays bounded whatever the weights; pre-LN's grows with the
 - how to write all four as one block, equal to ``LlamaDecoderLayer``,
   ``Olmo2DecoderLayer`` and ``Gemma2DecoderLayer``
 
-**Prerequisites:** :doc:`/generated/normalization/plot_06_groupnorm_rmsnorm`,
+**Prerequisites:** :doc:`/generated/normalization/plot_05_groupnorm_rmsnorm`,
 :doc:`/generated/positional/plot_04_rope`,
-:doc:`/generated/transformer/plot_11_llama_decoder_layer`, :doc:`plot_07_qk_norm`.
-BERT's post-LN layer has its own page: :doc:`plot_11_bert_post_ln`.
+:doc:`/generated/transformer/plot_11_llama_decoder_layer`, :doc:`plot_10_qk_norm`.
+BERT's post-LN layer has its own page: :doc:`plot_12_bert_post_ln`.
 """
 
 # %%
@@ -45,12 +45,12 @@ print(f"device: {device}, torch {torch.__version__}")
 
 # %%
 # The blocks this page shares with others, copied verbatim: RMSNorm (from
-# :doc:`/generated/normalization/plot_06_groupnorm_rmsnorm`), the rope family (from
+# :doc:`/generated/normalization/plot_05_groupnorm_rmsnorm`), the rope family (from
 # :doc:`/generated/positional/plot_04_rope`) and the causal mask (from
-# :doc:`/generated/transformer/plot_03_causal_attention`).
+# :doc:`/generated/transformer/plot_04_causal_attention`).
 
 
-# Copied from normalization/plot_06_groupnorm_rmsnorm.py: RMSNorm
+# Copied from normalization/plot_05_groupnorm_rmsnorm.py: RMSNorm
 class RMSNorm(nn.Module):
     """x / sqrt(mean(x**2) + eps) * weight over the last dim, in float32 (as Llama)."""
 
@@ -96,7 +96,7 @@ def rope(x, cos, sin):
     return x * cos + rotate_half(x) * sin
 
 
-# Copied from transformer/plot_03_causal_attention.py: causal_mask
+# Copied from transformer/plot_04_causal_attention.py: causal_mask
 def causal_mask(L, device=None):
     """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
     return torch.ones(L, L, dtype=torch.bool, device=device).tril()
@@ -185,7 +185,7 @@ assert abs(toy_peri_ratio - 1) < 0.1  # the weights hardly matter (f is homogene
 # Everything but the placement is shared: RMSNorm, RoPE and the causal mask (copied in
 # Setup), grouped-query attention with rotate-half RoPE
 # (:doc:`/generated/transformer/plot_11_llama_decoder_layer`), OLMo 2's optional
-# RMSNorm of ``q`` and ``k`` over the whole width (:doc:`plot_07_qk_norm`), Gemma 2's
+# RMSNorm of ``q`` and ``k`` over the whole width (:doc:`plot_10_qk_norm`), Gemma 2's
 # logit scale and tanh soft-cap, a gated MLP (SiLU, or Gemma 2's tanh GELU). The
 # projections carry Hugging Face's names. ``placement`` is ``"pre"``, ``"post"``,
 # ``"olmo2"`` or ``"peri"``; ``sublayer`` is the one line that differs.

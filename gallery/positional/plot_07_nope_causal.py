@@ -15,7 +15,7 @@ its output. This page proves both halves on a random attention layer in float64.
 - how a single beginning-of-sequence marker gives absolute position in one sequence
 
 **Prerequisites:** :doc:`/generated/positional/plot_01_formulation` (equivariance, one
-head), :doc:`/generated/transformer/plot_03_causal_attention` (the causal mask).
+head), :doc:`/generated/transformer/plot_04_causal_attention` (the causal mask).
 """
 
 # %%
@@ -33,10 +33,10 @@ print(f"device: {device}, torch {torch.__version__}")
 
 # %%
 # The block this page shares with another, copied verbatim: the causal mask (from
-# :doc:`/generated/transformer/plot_03_causal_attention`).
+# :doc:`/generated/transformer/plot_04_causal_attention`).
 
 
-# Copied from transformer/plot_03_causal_attention.py: causal_mask
+# Copied from transformer/plot_04_causal_attention.py: causal_mask
 def causal_mask(L, device=None):
     """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
     return torch.ones(L, L, dtype=torch.bool, device=device).tril()
@@ -104,7 +104,7 @@ def uniform_copy(module):
 # Without a mask: permutation-equivariant
 # ---------------------------------------
 # Unmasked, query ``l`` averages every value, the same set whatever the order: for every
-# permutation ``P``, ``f(P x) = P f(x)`` (:doc:`page 01
+# permutation ``P``, ``f(P x) = P f(x)`` (:doc:`the formulation
 # </generated/positional/plot_01_formulation>`: one head); masked, token ``l`` sees
 # other predecessors. A random :class:`torch.nn.MultiheadAttention` layer (``Nh = 2``,
 # biases) in float64, inputs drawn on the CPU; the reversal and eight random ``P``.

@@ -16,7 +16,7 @@ writes as one tanh.
 - why LayerNorm's input-to-output map looks like a tanh on real activations
 - how to fit ``A tanh(alpha x)`` by least squares, and when the S disappears
 
-**Prerequisites:** :doc:`/generated/normalization/plot_05_layernorm` (LayerNorm),
+**Prerequisites:** :doc:`/generated/normalization/plot_04_layernorm` (LayerNorm),
 :doc:`/generated/transformer/plot_05_transformer_block` (the pre-LN block).
 """
 

@@ -16,7 +16,7 @@ keeps RoPE's relative-position property.
 - how 16-bit angles break the relative position property of the logits
 
 **Prerequisites:** :doc:`/generated/positional/plot_04_rope` (RoPE, both layouts),
-:doc:`/generated/normalization/plot_09_norms_16bit` (floating-point formats, rounding).
+:doc:`/generated/normalization/plot_15_norms_16bit` (floating-point formats, rounding).
 """
 
 # %%
@@ -92,7 +92,7 @@ def significant_bits(dtype):
 # %%
 # The angle in each dtype
 # -----------------------
-# RoPE's angle table (:doc:`page 04 <plot_04_rope>`, ``1 / base ** (2i / Dh)`` as in
+# RoPE's angle table (:doc:`RoPE <plot_04_rope>`, ``1 / base ** (2i / Dh)`` as in
 # Llama's code) with every step in one dtype: float32 is what implementations compute,
 # 16 bits what a model run wholly in 16 bits does.
 def rope_angles(pos, Dh, base, dtype):
@@ -145,7 +145,7 @@ def rope_logits_16bit(q, k, pos, Dh, base, angle_dtype):
 # Proof: the logits' inputs, their budget, and float64's logits
 # --------------------------------------------------------------
 # :math:`\langle R_m q, R_n k\rangle` depends only on :math:`n - m`
-# (:doc:`page 04 <plot_04_rope>`), so shifting every position by ``s`` must leave the
+# (:doc:`RoPE <plot_04_rope>`), so shifting every position by ``s`` must leave the
 # ``(L, L)`` logits unchanged. In 16 bits each logit carries the dtype's rounding,
 # measured without any RoPE code of this page: :math:`E_0` is the error of float64's
 # rotated q and k (positions ``0 .. L-1``), cast to the dtype and multiplied there. The
@@ -486,7 +486,7 @@ for dtype in DTYPES:
 # The rotate-half layout rounds bit for bit alike
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # Llama in Hugging Face pairs channel ``i`` with ``i + Dh/2`` ("rotate half",
-# :doc:`page 04 <plot_04_rope>`). In 16 bits it performs the same two products and one
+# :doc:`RoPE <plot_04_rope>`). In 16 bits it performs the same two products and one
 # sum per entry, so after the channel permutation it is bit for bit the adjacent-pairs
 # result.
 

@@ -2,7 +2,7 @@
 QK-norm in practice: per head or over the width
 ===============================================
 
-Models since 2024 apply QK-norm (:doc:`plot_07_qk_norm`) in two ways, both with
+Models since 2024 apply QK-norm (:doc:`plot_10_qk_norm`) in two ways, both with
 RMSNorm and both before RoPE: Qwen3 and Gemma 3 normalize each head's query and key,
 OLMo 2 the whole projection before it is split into heads. Per head, every head comes
 out at RMS about 1; over the width, the heads keep their relative sizes.
@@ -15,8 +15,8 @@ out at RMS about 1; over the width, the heads keep their relative sizes.
 - how to write both from scratch, equal to ``Qwen3Attention``, ``Olmo2Attention`` and
   ``Gemma3Attention`` (with its ``1 + w`` weight and logit scale)
 
-**Prerequisites:** :doc:`plot_07_qk_norm`,
-:doc:`/generated/normalization/plot_06_groupnorm_rmsnorm`,
+**Prerequisites:** :doc:`plot_10_qk_norm`,
+:doc:`/generated/normalization/plot_05_groupnorm_rmsnorm`,
 :doc:`/generated/positional/plot_04_rope`,
 :doc:`/generated/transformer/plot_10_gqa_mqa`.
 """
@@ -44,12 +44,12 @@ print(f"device: {device}, torch {torch.__version__}")
 
 # %%
 # The blocks this page shares with others, copied verbatim: RMSNorm as a function
-# (from :doc:`/generated/normalization/plot_06_groupnorm_rmsnorm`), the rope family
+# (from :doc:`/generated/normalization/plot_05_groupnorm_rmsnorm`), the rope family
 # (from :doc:`/generated/positional/plot_04_rope`) and the causal mask (from
-# :doc:`/generated/transformer/plot_03_causal_attention`).
+# :doc:`/generated/transformer/plot_04_causal_attention`).
 
 
-# Copied from normalization/plot_06_groupnorm_rmsnorm.py: rms_norm
+# Copied from normalization/plot_05_groupnorm_rmsnorm.py: rms_norm
 def rms_norm(x, weight, eps):
     """x / sqrt(mean(x**2) over the last dim + eps) * weight; x (..., D), weight (D,)"""
     return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight
@@ -86,7 +86,7 @@ def rope(x, cos, sin):
     return x * cos + rotate_half(x) * sin
 
 
-# Copied from transformer/plot_03_causal_attention.py: causal_mask
+# Copied from transformer/plot_04_causal_attention.py: causal_mask
 def causal_mask(L, device=None):
     """(L, L) bool: True where query i may attend to key j, i.e. j <= i."""
     return torch.ones(L, L, dtype=torch.bool, device=device).tril()
@@ -428,7 +428,7 @@ assert smallest_head_rms < 0.9  # eps pulls the head with m below eps down
 # each head of ``q`` and ``k`` like Qwen3, before RoPE, with Gemma's RMSNorm: it stores
 # ``w`` (initialized at 0) and multiplies by ``1 + w`` in float32. That is the page's
 # dtype, so the cast changes nothing here (in 16 bits the order of cast and weight
-# matters: :doc:`/generated/normalization/plot_09_norms_16bit`). Its logits are scaled
+# matters: :doc:`/generated/normalization/plot_15_norms_16bit`). Its logits are scaled
 # by ``query_pre_attn_scalar ** -0.5``, not ``1/sqrt(Dh)``; the scalar is 8 here, not
 # ``Dh = 16``, so that the scale shows. The layer is a ``"full_attention"`` one (Gemma 3
 # interleaves them with sliding-window layers, which get a banded mask; not run here).
@@ -485,7 +485,7 @@ torch.testing.assert_close(out_g, ref_g)
 # module by far more than the tolerance. Storing ``w`` and multiplying by ``1 + w``
 # only reparametrizes the norm: a Gemma weight ``w`` stands for ``1 + w`` in Qwen3's
 # RMSNorm (Llama's), and then the two agree bit for bit in float32
-# (:doc:`/generated/normalization/plot_09_norms_16bit`). What goes wrong is reading one
+# (:doc:`/generated/normalization/plot_15_norms_16bit`). What goes wrong is reading one
 # convention's weights with the other's code.
 qwen_w = Qwen3Attention(qwen_cfg, layer_idx=0).to(device).eval()
 qwen_w.load_state_dict(gemma.state_dict(), strict=True)

@@ -14,7 +14,7 @@ Steep heads look locally, shallow ones almost uniformly; only offsets enter.
 - why each head's weights fall exactly as ``exp(-slope * distance)`` for equal tokens
 
 **Prerequisites:** :doc:`/generated/positional/plot_01_formulation` (what a position
-encoding must do), :doc:`/generated/transformer/plot_03_causal_attention` (the causal
+encoding must do), :doc:`/generated/transformer/plot_04_causal_attention` (the causal
 mask).
 """
 

@@ -15,9 +15,9 @@ form: in train mode it sums to zero over each channel, in eval mode it does not.
 - how ``torch.autograd.gradcheck`` checks a Jacobian by finite differences
 
 **Prerequisites:** :doc:`/generated/normalization/plot_02_batchnorm`,
-:doc:`/generated/normalization/plot_04_instancenorm`,
-:doc:`/generated/normalization/plot_05_layernorm`,
-:doc:`/generated/normalization/plot_06_groupnorm_rmsnorm` (the five layers).
+:doc:`/generated/normalization/plot_03_instancenorm`,
+:doc:`/generated/normalization/plot_04_layernorm`,
+:doc:`/generated/normalization/plot_05_groupnorm_rmsnorm` (the five layers).
 """
 
 # %%
@@ -38,9 +38,9 @@ f64 = torch.float64
 # The blocks this page shares with others, copied verbatim from the pages that teach
 # them: ``normalize`` (:doc:`/generated/normalization/plot_01_common_recipe`),
 # ``batch_norm_train`` (:doc:`/generated/normalization/plot_02_batchnorm`),
-# ``instance_norm`` (:doc:`/generated/normalization/plot_04_instancenorm`),
-# ``layer_norm`` (:doc:`/generated/normalization/plot_05_layernorm`), ``group_norm`` and
-# ``rms_norm`` (:doc:`/generated/normalization/plot_06_groupnorm_rmsnorm`).
+# ``instance_norm`` (:doc:`/generated/normalization/plot_03_instancenorm`),
+# ``layer_norm`` (:doc:`/generated/normalization/plot_04_layernorm`), ``group_norm`` and
+# ``rms_norm`` (:doc:`/generated/normalization/plot_05_groupnorm_rmsnorm`).
 
 
 # Copied from normalization/plot_01_common_recipe.py: normalize
@@ -62,7 +62,7 @@ def batch_norm_train(x, weight, bias, eps=1e-5):
     return y * weight.reshape(shape) + bias.reshape(shape)
 
 
-# Copied from normalization/plot_04_instancenorm.py: instance_norm
+# Copied from normalization/plot_03_instancenorm.py: instance_norm
 def instance_norm(x, weight=None, bias=None, eps=1e-5):
     """x: (B, C, *spatial); weight, bias: (C,) or None. Same shape as x."""
     dims = list(range(2, x.dim()))  # spatial dims only
@@ -75,7 +75,7 @@ def instance_norm(x, weight=None, bias=None, eps=1e-5):
     return y
 
 
-# Copied from normalization/plot_05_layernorm.py: layer_norm
+# Copied from normalization/plot_04_layernorm.py: layer_norm
 def layer_norm(x, weight, bias, eps=1e-5):
     """Normalize over x's last weight.dim() dims; weight, bias: that trailing shape."""
     dims = list(range(-weight.dim(), 0))
@@ -84,7 +84,7 @@ def layer_norm(x, weight, bias, eps=1e-5):
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
 
 
-# Copied from normalization/plot_06_groupnorm_rmsnorm.py: group_norm
+# Copied from normalization/plot_05_groupnorm_rmsnorm.py: group_norm
 def group_norm(x, G, weight, bias, eps=1e-5):
     """GroupNorm of x (B, C, H, W) with G groups and per-channel weight, bias (C,)."""
     B, C, H, W = x.shape
@@ -93,7 +93,7 @@ def group_norm(x, G, weight, bias, eps=1e-5):
     return y * weight[:, None, None] + bias[:, None, None]
 
 
-# Copied from normalization/plot_06_groupnorm_rmsnorm.py: rms_norm
+# Copied from normalization/plot_05_groupnorm_rmsnorm.py: rms_norm
 def rms_norm(x, weight, eps):
     """x / sqrt(mean(x**2) over the last dim + eps) * weight; x (..., D), weight (D,)"""
     return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight

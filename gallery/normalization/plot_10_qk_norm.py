@@ -17,7 +17,7 @@ descriptions of QK Norm" as a to-do: this page fills it in.
 - why attention with QK-norm cannot collapse to one-hot (an entropy floor)
 
 **Prerequisites:** :doc:`/generated/transformer/plot_01_self_attention` (attention and
-its heads), :doc:`/generated/normalization/plot_05_layernorm` (LayerNorm).
+its heads), :doc:`/generated/normalization/plot_04_layernorm` (LayerNorm).
 """
 
 # %%

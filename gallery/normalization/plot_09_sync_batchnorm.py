@@ -15,8 +15,8 @@ ranks are simulated in one process.
 - how each rank then updates its running buffers to the whole batch's
 
 **Prerequisites:** :doc:`/generated/normalization/plot_02_batchnorm` (BatchNorm, train
-and eval), :doc:`/generated/normalization/plot_03_running_stats` (the running
-statistics), :doc:`/generated/normalization/plot_14_batchnorm_practice` (BatchNorm
+and eval), :doc:`/generated/normalization/plot_06_running_stats` (the running
+statistics), :doc:`/generated/normalization/plot_08_batchnorm_practice` (BatchNorm
 frozen and folded).
 """
 
