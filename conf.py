@@ -31,6 +31,7 @@ extensions = [
     "rendering",  # _ext/rendering.py: figure links, thumbnails' alt text, no linter comments shown
     "measured",  # _ext/measured.py: the :measured: role, numbers in prose from a page's run
     "anatomy",  # _ext/anatomy.py: "Proof:" sections and "Try it:" answers folded, one click away
+    "parts",  # _ext/parts.py: the chapters' parts: reading time, cards, toctree in reading order
     "downloads",  # _ext/downloads.py: no Sphinx role left in a page's .py/.ipynb/.zip download
 ]
 

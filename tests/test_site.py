@@ -142,11 +142,12 @@ def test_rebuilds_do_only_what_changed(site, tmp_path):
     # A page renamed, in its chapter's toctree too: the new name runs, the old output is gone
     # (sphinx-gallery keeps it; a stale page outside every toctree would fail the -W build).
     old = src / "gallery" / "positional" / "plot_06_alibi.py"
-    toc = src / "chapters" / "positional.rst"
+    toc = src / "chapters" / "positional" / "foundations.rst"  # the part that lists it
     new = old.with_name("plot_07_alibi_renamed.py")
     old.rename(new)
     # Every reference to it too: the toctree entry and any :doc: link in the prose.
     toc.write_text(re.sub(r"/plot_06_alibi\b", "/plot_07_alibi_renamed", toc.read_text()))
+    assert "/plot_07_alibi_renamed" in toc.read_text()
     log = build("page renamed")
     assert executed(log) == 1
     assert not list((src / "generated" / "positional").glob("plot_06_alibi.*"))

@@ -17,7 +17,8 @@ peri-LN), the stream stays bounded whatever the weights; pre-LN's grows with the
 **Prerequisites:** :doc:`/generated/normalization/plot_05_groupnorm_rmsnorm`,
 :doc:`/generated/positional/plot_04_rope`,
 :doc:`/generated/transformer/plot_11_llama_decoder_layer`, :doc:`plot_10_qk_norm`.
-BERT's post-LN layer has its own page: :doc:`plot_12_bert_post_ln`.
+
+BERT's post-LN layer has its own page, next: :doc:`plot_12_bert_post_ln`.
 """
 
 # %%

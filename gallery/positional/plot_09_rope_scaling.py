@@ -14,8 +14,7 @@ their papers and reference code, and proves each equal to Hugging Face's.
 - why every static rule keeps relative positions, and dynamic NTK with a KV cache not
 
 **Prerequisites:** :doc:`/generated/positional/plot_04_rope` (RoPE and its
-frequencies), :doc:`/generated/transformer/plot_09_kv_cache` (the KV cache). Why float32
-angles drift at long positions is :doc:`/generated/positional/plot_13_rope_16bit`'s topic.
+frequencies), :doc:`/generated/transformer/plot_09_kv_cache` (the KV cache).
 """
 
 # %%
