@@ -324,6 +324,15 @@ def test_selection_is_deterministic_and_grows_as_a_superset(tmp_path):
     assert max(len(group) for group in keys.values()) > 3
 
 
+def test_renumbering_a_page_draws_the_same_mutants(tmp_path):
+    """Pages are renumbered into reading order (issue 25): the number is no part of the key,
+    the chapter and the topic are."""
+    early = chosen_keys(write(tmp_path, MANY, "plot_03_many.py"), 2)
+    late = chosen_keys(write(tmp_path, MANY, "plot_17_many.py"), 2)
+    other = chosen_keys(write(tmp_path, MANY, "plot_17_other.py"), 2)
+    assert early == late and set(early).isdisjoint(other)
+
+
 def test_selection_key_is_the_sha1_of_the_site(tmp_path):
     """The key orders the sites of a (page, kind): SHA-1 of page|kind|before|after|occurrence,
     the same in every process (no Python hash)."""

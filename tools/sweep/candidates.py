@@ -4,11 +4,13 @@ A candidate is a site of a kind of the catalogue in a statement that can reach a
 (liveness), outside the checks themselves, the experiment's inputs and the measurement a check
 makes. Per (page, kind), `choose` keeps the `PER_KIND` sites with the smallest SHA-1 of (page,
 kind, the site's lines before and after, occurrence): a page's selection changes only when that
-kind's sites on that page change, and a larger `per_kind` chooses a superset.
+kind's sites on that page change, and a larger `per_kind` chooses a superset. The page enters
+the hash by chapter and topic, without its number: renumbering does not redraw.
 """
 
 import ast
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -231,8 +233,11 @@ def defined_before(tree):
 
 
 def selection_key(page, kind, before, after, occurrence):
-    """The stable hash that orders a (page, kind)'s sites: the smallest are chosen."""
-    return hashlib.sha1("|".join([page, kind, before, after, str(occurrence)]).encode()).hexdigest()
+    """The stable hash that orders a (page, kind)'s sites: the smallest are chosen. The page
+    is named by its chapter and topic, not its number: renumbering pages into reading order
+    (issue 25) must not change which mutants are drawn."""
+    topic = re.sub(r"/plot_\d+_", "/", page)
+    return hashlib.sha1("|".join([topic, kind, before, after, str(occurrence)]).encode()).hexdigest()
 
 
 def choose(muts, per_kind=PER_KIND):
