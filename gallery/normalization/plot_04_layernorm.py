@@ -129,6 +129,7 @@ ln_text = torch.nn.LayerNorm(D).to(device)
 with torch.no_grad():
     ln_text.weight.copy_(torch.randn(D, device=device))
     ln_text.bias.copy_(torch.randn(D, device=device))
+assert (ln_text.weight != 1).all() and (ln_text.bias != 0).all()  # off their init
 print(f"weight {tuple(ln_text.weight.shape)}, bias {tuple(ln_text.bias.shape)}, "
       f"eps {ln_text.eps}")
 assert ln_text.weight.shape == ln_text.bias.shape == (D,)
@@ -187,6 +188,8 @@ print(f"weight {tuple(layernorm.weight.shape)}; max|ours - torch| = "
       f"{(ours - y1).abs().max().item():.2e}")
 assert layernorm.weight.shape == (C, H, W)
 torch.testing.assert_close(y1, y2)
+torch.testing.assert_close(ours, y1)
+assert layer_norm.__defaults__ == (layernorm.eps,)  # our default eps is torch's
 torch.testing.assert_close(ours, y1)
 
 # %%

@@ -293,6 +293,9 @@ for dt, r, uses in cases:
     x64, w64 = xr.double(), w.to(dt).double()  # the weight as the module stores it
     formula = {name: rms_norm(x64, w64, torch.finfo(e).eps)
                for name, e in [("float32", f32), ("own", dt), ("float64", f64)]}
+    ms = x64.pow(2).mean(dim=-1)  # (B, L), each token's mean square r^2
+    own = (ms / (ms + torch.finfo(dt).eps)).sqrt().mean().item()  # r / sqrt(r^2 + eps)
+    torch.testing.assert_close(out_rms(formula["own"], w64), own)
     print(f"{str(dt):15s}{r:10.0e}{out_rms(y, w64):8.4f} | {'':15s}"
           + "".join(f"{out_rms(f, w64):10.4g}" for f in formula.values()))
     expected = formula["float32" if uses == f32 else "float64"]

@@ -306,6 +306,9 @@ floor_attained = -worst.softmax(dim=-1).max().log().item()
 print(f"log(L) = {math.log(L):.3f}, guaranteed floor = {floor:.4f} nats, "
       f"-log max p of the worst row {floor_attained:.4f}")
 torch.testing.assert_close(floor, floor_attained)  # float64 defaults
+p_worst = worst.softmax(dim=-1)  # (L,)
+H_worst = -(p_worst * p_worst.log()).sum().item()  # its entropy, written out
+torch.testing.assert_close(mean_entropy(worst.expand(1, 1, L, L)), H_worst)  # per row
 H_bound = (bound + 1e-5) * 2 * math.sqrt(Dh)
 print(f"with QK-norm: entropy in [{H_with.min():.4f}, {H_with.max():.4f}], spread "
       f"{H_with.max() - H_with.min():.1e}, bound {H_bound:.1e}")

@@ -133,6 +133,8 @@ m_demo = q_demo.pow(2).mean(-1)  # (tokens, Nh): each head's mean square
 M_demo = m_demo.mean(-1, keepdim=True)  # (tokens, 1)
 torch.testing.assert_close(by_head.pow(2).mean(-1), m_demo / (m_demo + eps_demo))
 torch.testing.assert_close(by_width.pow(2).mean(-1), m_demo / (M_demo + eps_demo))
+head_rms = m_demo.sqrt().mean(0)  # (Nh,): the RMS of each head, as drawn
+assert head_rms[0] < eps_demo**0.5 < head_rms[1]  # only the smallest below sqrt(eps)
 
 # %%
 # From scratch

@@ -472,6 +472,15 @@ if device == "cpu":
 # batch mean times the scale, far above ``atol``. Printed: the largest
 # ``|y - y64| / (atol + rtol |y64|)``, which the tolerances need at most 1.
 DEFAULT_TOL = {bf16: (1.6e-2, 1e-5), f16: (1e-3, 1e-5)}  # assert_close's (rtol, atol)
+for dt, (rtol, _) in DEFAULT_TOL.items():  # they are assert_close's: pinned
+    one = torch.ones(1, dtype=dt)
+    torch.testing.assert_close(one + rtol / 2, one)  # inside rtol: passes
+    outside_passes = True
+    try:
+        torch.testing.assert_close(one + 2 * rtol, one)  # outside: must fail
+    except AssertionError:
+        outside_passes = False
+    assert not outside_passes
 over = {}
 for dt in DTYPES:
     rtol, atol = DEFAULT_TOL[dt]
@@ -549,6 +558,7 @@ v_odd = torch.tensor(2.0**-12 * (1 + 2**-7), dtype=bf16, device=device)
 print(f"tie: even var + eps == var {bool(v_even + 2**-20 == v_even)}; odd var + eps "
       f"== var + ulp {bool(v_odd + 2**-20 == v_odd + 2**-19)}")
 assert v_even + 2**-20 == v_even and v_odd + 2**-20 == v_odd + 2**-19
+assert v_even + 2**-19 != v_even and v_odd + 2**-19 != v_odd  # one ulp is 2**-19 here
 
 # %%
 # Where ``eps`` is visible: rows with a variance near ``eps`` (values ``1e-3 * randn``,
@@ -747,6 +757,9 @@ for dt in DTYPES:
     e_ll = ((ll.double() - ref_dt).abs() / ulp(ge)).max().item()
     e_ge = ((ge.double() - ref_dt).abs() / ulp(ge)).max().item()
     hist[dt] = [(apart == k).double().mean().item() for k in (0, 1, 2)]
+    # 0, 1 or 2 ulps apart: every element but the few beside a power of two, where
+    # ulp(ge) is half or twice the other's
+    assert 0.99 < sum(hist[dt]) <= 1
     apart_max[dt], e_rms[dt] = apart.max().item(), (e_ll, e_ge)
     print(f"{str(dt):15s} Llama vs Gemma: {hist[dt][1]:.1%} 1 ulp apart, "
           f"{hist[dt][2]:.2%} 2 ulps, max {apart_max[dt]:.0f} ulp")

@@ -210,6 +210,7 @@ plt.show()
 L, D = 128, 64
 pe = sinusoidal_pe(torch.arange(L, device=device), D)  # (L, D)
 wavelengths = 2 * math.pi * 10000 ** (2 * torch.arange(D // 2) / D)  # (D/2,) positions
+assert wavelengths[-1] < 2 * math.pi * 10000  # the slowest pair turns within 2 pi base
 others = ~torch.eye(L, dtype=torch.bool, device=device)  # (L, L), no self-pairs
 gaps = torch.cdist(pe, pe)[others]  # (L * (L - 1),) distances between two positions
 print(f"wavelength of pair 0: {wavelengths[0]:.2f} positions, of pair {D // 2 - 1}: "

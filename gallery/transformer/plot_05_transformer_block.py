@@ -325,6 +325,7 @@ print(f"before block 1: max|RMS - norm / sqrt(D)| = "
       f"{rms0.min().item():.2f} to {rms0.max().item():.2f}")
 torch.testing.assert_close(pre[0], rms0)
 pre_mean, post_mean = pre.mean(dim=(1, 2)), post.mean(dim=(1, 2))  # (depth + 1,)
+torch.testing.assert_close(pre_mean[0], rms0.mean())  # a mean RMS, as printed
 print("pre-LN  RMS by block:", " ".join(f"{r:.3f}" for r in pre_mean.tolist()))
 print("post-LN RMS by block:", " ".join(f"{r:.3f}" for r in post_mean.tolist()))
 print(f"post-LN: max|token RMS - 1| after a block = "

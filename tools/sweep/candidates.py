@@ -237,7 +237,8 @@ def selection_key(page, kind, before, after, occurrence):
     is named by its chapter and topic, not its number: renumbering pages into reading order
     (issue 25) must not change which mutants are drawn."""
     topic = re.sub(r"/plot_\d+_", "/", page)
-    return hashlib.sha1("|".join([topic, kind, before, after, str(occurrence)]).encode()).hexdigest()
+    ident = "|".join([topic, kind, before, after, str(occurrence)])
+    return hashlib.sha1(ident.encode()).hexdigest()
 
 
 def choose(muts, per_kind=PER_KIND):
