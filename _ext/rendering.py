@@ -63,7 +63,7 @@ class _MinigalleryGlobs(logging.Filter):
 
 
 def setup(app):
-    # The chapter pages end with a grid of their pages (`.. minigallery:: gallery/<ch>/plot_*.py`).
+    # The parts and the landing page show their pages as cards (`.. minigallery::`, _ext/parts.py).
     # With no backreferences_dir, sphinx-gallery warns on every minigallery that it reads its
     # arguments as file globs, which is what they are: that one message is dropped, and every
     # other sphinx-gallery warning still fails the build.

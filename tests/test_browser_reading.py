@@ -198,31 +198,32 @@ def test_phone_shows_what_scrolls_sideways(phone):
     assert pre_left - left < 4 and pre_width >= width - 4, label  # the block has the full width
 
 
-def test_chapter_pages_end_with_a_grid_of_their_pages(desktop):
+def test_chapter_pages_open_with_a_map_of_their_parts(desktop):
+    """A chapter orients first: right after its introduction, its parts in order, each a
+    grid of its pages' cards (title, thumbnail), every page of the chapter once, in order."""
     for chapter in ["normalization", "transformer", "positional"]:
         page = desktop.open(f"chapters/{chapter}.html")
         grid = page.evaluate("""() => {
             const grids = [...document.querySelectorAll('article .sphx-glr-thumbnails')];
-            const g = grids[grids.length - 1];
-            if (!g) return null;
-            // everything in the article after the grid: only the References section
-            const after = [];
-            for (let el = g; el && el.tagName !== 'ARTICLE'; el = el.parentElement)
-                for (let s = el.nextElementSibling; s; s = s.nextElementSibling)
-                    after.push(s.id || s.className || s.tagName);
-            return {links: [...g.querySelectorAll('.sphx-glr-thumbcontainer a.reference')]
-                        .map(a => new URL(a.href).pathname.split('/').slice(-2).join('/')),
-                    titles: [...g.querySelectorAll('.sphx-glr-thumbnail-title')]
-                        .map(t => t.textContent.trim()),
-                    thumbs: [...g.querySelectorAll('img')].map(i => i.naturalWidth),
-                    after};
+            const sections = [...document.querySelectorAll('article section section')];
+            const first = grids.length && grids[0].closest('section section');
+            return {links: grids.flatMap(g => [...g.querySelectorAll(
+                        '.sphx-glr-thumbcontainer a.reference')]
+                        .map(a => new URL(a.href).pathname.split('/').slice(-2).join('/'))),
+                    titles: grids.flatMap(g => [...g.querySelectorAll(
+                        '.sphx-glr-thumbnail-title')].map(t => t.textContent.trim())),
+                    thumbs: grids.flatMap(g => [...g.querySelectorAll('img')]
+                        .map(i => i.naturalWidth)),
+                    parts: [...document.querySelectorAll('article .book-part > p a')]
+                        .map(a => a.textContent.trim()),
+                    section: sections.indexOf(first)};
         }""")
-        assert grid, f"{chapter}: no grid of pages"
         expected = [f"{chapter}/{p.stem}.html" for p in GALLERY_PAGES if p.parent.name == chapter]
         assert grid["links"] == expected, (chapter, grid["links"])
         assert all(grid["titles"]) and len(grid["titles"]) == len(expected), grid["titles"]
         assert all(w > 0 for w in grid["thumbs"]), grid["thumbs"]
-        assert grid["after"] in ([], ["references"]), (chapter, grid["after"])
+        assert len(grid["parts"]) >= 3 and all(grid["parts"]), grid["parts"]
+        assert grid["section"] == 0, (chapter, "the map is not the chapter's first section")
 
 
 def test_gallery_pages_hide_linter_comments_and_the_download_note(desktop):
