@@ -18,7 +18,7 @@ PAGE       ?=
 # ledger). If none of it is newer than the last successful full build, and Python, torch and
 # the device are the same (_ext/machine.py), `make html` has nothing to do.
 # (verified/. names the folder, not the target `make verified`.)
-SOURCES    := conf.py index.rst verified/. $(shell find chapters gallery _static _ext verified \
+SOURCES    := conf.py index.rst references.bib verified/. $(shell find chapters gallery _static _ext verified \
                 -name __pycache__ -prune -o -name .ruff_cache -prune -o -path verified -o -print)
 STAMP      := $(BUILDDIR)/.html-built
 # The installer of the set-up (pip installs it into the venv first).

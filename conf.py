@@ -31,6 +31,7 @@ extensions = [
     "rendering",  # _ext/rendering.py: figure links, thumbnails' alt text, no linter comments shown
     "measured",  # _ext/measured.py: the :measured: role, numbers in prose from a page's run
     "anatomy",  # _ext/anatomy.py: "Proof:" sections and "Try it:" answers folded, one click away
+    "sphinxcontrib.bibtex",  # references.bib, cited per page (:footcite:, .. footbibliography::)
     "parts",  # _ext/parts.py: the chapters' parts: reading time, cards, toctree in reading order
     "downloads",  # _ext/downloads.py: no Sphinx role left in a page's .py/.ipynb/.zip download
 ]
@@ -147,3 +148,10 @@ TORCH_INV = torch_links.write_inventory(torch_inventory, ROOT / "_build" / "torc
 # (where links point, where the inventory is read from: a local file, never a URL)
 intersphinx_mapping = {"torch": (TORCH_DOCS, str(TORCH_INV))}
 # Links into PyTorch's documentation, offline (end)
+
+# ---------------------------------------------------------------------------------------------
+# References: one references.bib; every chapter, part and page cites with :footcite:p: and ends
+# with its own ``.. footbibliography::`` (per-document lists, no duplicate citations). An arXiv
+# entry's ``eprint`` renders as a link to arxiv.org, its ``url`` or ``doi`` likewise.
+bibtex_bibfiles = ["references.bib"]
+bibtex_default_style = "unsrt"

@@ -11,13 +11,18 @@ downloads (``build-finished``), each role in them is written out as what it show
 - ``:measured:`name:spec``` -> the number this build printed (as on the page);
 - ``:class:`~torch.nn.X```, ``:func:``, ``:meth:``, ``:mod:``, ``:attr:`` -> the name as code
   (the last part after ``~``);
-- ``:math:`x``` (left in scripts) -> ``$x$``; any other role -> its text.
+- ``:math:`x``` (left in scripts) -> ``$x$``;
+- ``:footcite:p:`Key1,Key2``` -> each work named in plain text, from ``references.bib``
+  (``Su et al., 2021, arXiv:2104.09864``), and the ``.. footbibliography::`` directive that
+  lists them on the site is dropped;
+- any other role -> its text.
 
 Only the copies under ``_build/html/_downloads`` change: the sources, and the copies
 sphinx-gallery keeps in ``generated/`` (whose checksums decide whether a page runs again),
 stay as written. ``tests/test_downloads.py`` checks every download of the site.
 """
 
+import functools
 import io
 import json
 import re
@@ -30,6 +35,26 @@ ROLE = re.compile(r":(?P<role>[a-z]+(?::[a-z]+)?):`(?P<text>[^`]*)`")
 TITLED = re.compile(r"(?P<title>.*?)\s*<(?P<target>[^<>]+)>$", re.S)
 CODE_ROLES = {"class", "func", "meth", "mod", "attr", "obj", "data", "exc",
               "py:class", "py:func", "py:meth", "py:mod", "py:attr", "py:obj"}
+
+
+FOOTBIB = re.compile(r"^(#? ?)\.\. footbibliography::[ \t]*\n?", re.M)
+
+
+@functools.cache
+def bibliography():
+    """key -> "Su et al., 2021, arXiv:2104.09864", from the book's references.bib."""
+    from pybtex.database import parse_file
+
+    works = {}
+    for key, entry in parse_file(measured.ROOT / "references.bib").entries.items():
+        people = entry.persons.get("author", [])
+        first = " ".join(people[0].last_names).strip("{}") if people else key
+        others = len(people) > 1
+        where = (f"arXiv:{entry.fields['eprint']}" if "eprint" in entry.fields
+                 else entry.fields.get("url", ""))
+        parts = [first + (" et al." if others else ""), entry.fields["year"], where]
+        works[key] = ", ".join(p for p in parts if p)
+    return works
 
 
 def _doc_target(target, here):
@@ -68,10 +93,12 @@ def rewrite(text, titles, page=None, markdown=False):
             return f"`{name}`" if markdown else f"``{name}``"
         if role == "math":
             return f"${body}$"
+        if role.startswith("footcite"):
+            return "(" + "; ".join(bibliography()[k.strip()] for k in body.split(",")) + ")"
         m = TITLED.match(body)
         return m["title"] if m else body
 
-    return ROLE.sub(one, text)
+    return FOOTBIB.sub("", ROLE.sub(one, text))
 
 
 def rewrite_notebook(raw, titles, page):

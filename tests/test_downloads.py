@@ -41,6 +41,9 @@ def test_no_download_carries_a_sphinx_role(site):
     raw = {name: ROLE.findall(text) for f in files for name, text in texts_of(f).items()}
     left = {name: found for name, found in raw.items() if found}
     assert not left, f"raw roles in downloads: {dict(list(left.items())[:5])}"
+    directives = [name for f in files for name, text in texts_of(f).items()
+                  if ".. footbibliography::" in text]
+    assert not directives, directives[:5]
     # and the zip holds the script and the notebook, each as the separate downloads read
     for z in (f for f in files if f.suffix == ".zip"):
         members = sorted(Path(n).suffix for n in zipfile.ZipFile(z).namelist())
@@ -67,3 +70,10 @@ def test_a_zip_is_rewritten_member_by_member():
     out = downloads.rewrite_file("plot_99_x.zip", buf.getvalue(), {})
     with zipfile.ZipFile(io.BytesIO(out)) as z:
         assert z.read("plot_99_x.py").decode() == '"""See ``torch.nn.Linear``."""\n'
+
+
+def test_a_citation_is_written_out_from_the_bibliography():
+    text = "RoPE :footcite:p:`Su2021,Ba2016`.\n#\n# .. footbibliography::\n"
+    assert downloads.rewrite(text, {}) == (
+        "RoPE (Su et al., 2021, arXiv:2104.09864; Ba et al., 2016, arXiv:1607.06450).\n#\n")
+    assert downloads.rewrite(":footcite:p:`Dao2023`", {}) == "(Dao, 2023, arXiv:2307.08691)"

@@ -386,6 +386,8 @@ assert gap > 0.05, "an absolute PE became shift-invariant?"
 # %%
 # References
 # ----------
-# Su et al., "RoFormer" (2021); Vaswani et al., "Attention Is All You Need" (2017),
+# Su et al. :footcite:p:`Su2021`; Vaswani et al. :footcite:p:`Vaswani2017`,
 # section 3.5. ``torch.nn.functional.scaled_dot_product_attention``,
 # ``torch.nn.LayerNorm``, ``torch.nn.RMSNorm``, ``torch.block_diag``, ``torch.polar``.
+#
+# .. footbibliography::

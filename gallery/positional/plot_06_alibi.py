@@ -274,5 +274,6 @@ torch.testing.assert_close(w_sym[0, :, mid], expected)
 # References
 # ----------
 # ``torch.nn.functional.scaled_dot_product_attention`` (``attn_mask``, ``is_causal``),
-# ``torch.einsum``. Press, Smith and Lewis, *Train Short, Test Long: Attention with
-# Linear Biases Enables Input Length Extrapolation* (ICLR 2022).
+# ``torch.einsum``. Press, Smith and Lewis :footcite:p:`Press2021`.
+#
+# .. footbibliography::

@@ -463,7 +463,9 @@ plt.show()
 # %%
 # References
 # ----------
-# Su et al., *RoFormer* (2021), 1-D RoPE; Heo et al., *Rotary Position Embedding for
-# Vision Transformer* (2024), axial and mixed-frequency 2-D RoPE.
+# Su et al. :footcite:p:`Su2021`, 1-D RoPE; Heo et al. :footcite:p:`Heo2024`, axial and
+# mixed-frequency 2-D RoPE.
 # ``torch.view_as_complex``, ``torch.view_as_real``, ``torch.polar``,
 # ``torch.nn.functional.scaled_dot_product_attention``, ``torch.nn.LayerNorm``.
+#
+# .. footbibliography::

@@ -364,7 +364,8 @@ assert gap_cast <= 2**-5 + 2 * eps32, "the cast angle off by more than its round
 # %%
 # References
 # ----------
-# Su et al., "RoFormer" (2021); Dubey et al., "The Llama 3 Herd of Models" (2024);
-# Xiong et al., "Effective Long-Context Scaling of Foundation Models" (2023); Liu et
-# al., "Scaling Laws of RoPE-based Extrapolation" (2023). ``torch.nextafter``,
+# Su et al. :footcite:p:`Su2021`; Dubey et al. :footcite:p:`Dubey2024`; Xiong et al.
+# :footcite:p:`Xiong2023`; Liu et al. :footcite:p:`Liu2023`. ``torch.nextafter``,
 # ``torch.remainder``, ``torch.polar``, ``torch.Tensor.scatter_reduce``.
+#
+# .. footbibliography::

@@ -401,8 +401,9 @@ assert torch.equal(repeat_kv(k1, 4), k1.repeat_interleave(4, dim=1))  # bit for 
 # %%
 # References
 # ----------
-# Ainslie et al., *GQA: Training Generalized Multi-Query Transformer Models from
-# Multi-Head Checkpoints*, 2023; Shazeer, *Fast Transformer Decoding: One Write-Head
-# is All You Need*, 2019. APIs: ``torch.nn.functional.scaled_dot_product_attention``
-# (``enable_gqa``), ``torch.nn.attention.sdpa_kernel``, and
+# Ainslie et al. :footcite:p:`Ainslie2023`; Shazeer :footcite:p:`Shazeer2019`. APIs:
+# ``torch.nn.functional.scaled_dot_product_attention`` (``enable_gqa``),
+# ``torch.nn.attention.sdpa_kernel``, and
 # ``transformers.models.llama.modeling_llama.repeat_kv``.
+#
+# .. footbibliography::

@@ -532,12 +532,11 @@ plt.show()
 # %%
 # References
 # ----------
-# Touvron et al., *LLaMA: Open and Efficient Foundation Language Models*, 2023;
-# Touvron et al., *Llama 2: Open Foundation and Fine-Tuned Chat Models*, 2023
-# (grouped-query attention in its 34B and 70B models); Dubey et al., *The Llama 3 Herd
-# of Models*, 2024;
-# Zhang and Sennrich, *Root Mean Square Layer Normalization*, 2019; Su et al.,
-# *RoFormer*, 2021; Shazeer, *GLU Variants Improve Transformer*, 2020; Ainslie et
-# al., *GQA*, 2023. APIs: ``transformers.LlamaConfig`` and
+# LLaMA :footcite:p:`Touvron2023`; Llama 2 :footcite:p:`Touvron2023b` (grouped-query
+# attention in its 34B and 70B models); Llama 3 :footcite:p:`Dubey2024`; RMSNorm
+# :footcite:p:`Zhang2019`; RoPE :footcite:p:`Su2021`; SwiGLU :footcite:p:`Shazeer2020`;
+# GQA :footcite:p:`Ainslie2023`. APIs: ``transformers.LlamaConfig`` and
 # ``transformers.LlamaForCausalLM``, with ``LlamaDecoderLayer``, ``LlamaRMSNorm``,
 # ``LlamaRotaryEmbedding``, ``LlamaAttention`` and ``LlamaMLP`` inside it.
+#
+# .. footbibliography::

@@ -543,7 +543,9 @@ assert (causal_ref - streamed).abs().max() > 0.1  # and so does the eviction
 # %%
 # References
 # ----------
-# Jiang et al. (2023), *Mistral 7B*; Xiao et al. (2024), *Efficient Streaming Language
-# Models with Attention Sinks* (StreamingLLM); OpenAI (2025), *gpt-oss model card*.
+# Mistral 7B :footcite:p:`Jiang2023`; StreamingLLM :footcite:p:`Xiao2023`; the gpt-oss
+# model card :footcite:p:`OpenAI2025`.
 # ``torch.nn.functional.scaled_dot_product_attention``,
 # ``torch.nn.Module.register_forward_hook``.
+#
+# .. footbibliography::

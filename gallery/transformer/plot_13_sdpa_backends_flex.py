@@ -502,8 +502,8 @@ else:  # H100, torch 2.11: each refusal says "No available kernel"; no CPU kerne
 # ``torch.nn.attention.sdpa_kernel``, ``torch.nn.attention.SDPBackend``,
 # ``torch.nn.attention.flex_attention.flex_attention``,
 # ``torch.nn.attention.flex_attention.create_block_mask``, ``torch.compile``,
-# ``torch.autograd.profiler.profile``. Dao, Fu, Ermon, Rudra and Ré, *FlashAttention*
-# (2022); Rabe and Staats, *Self-attention Does Not Need O(n²) Memory* (2021); Press,
-# Smith and Lewis, *Train Short, Test Long* (ALiBi, 2022); Dong, Feng, Guessous, Liang
-# and He, *Flex Attention: A Programming Model for Generating Optimized Attention
-# Kernels* (2024), arXiv:2412.05496.
+# ``torch.autograd.profiler.profile``. FlashAttention
+# :footcite:p:`Dao2022`; Rabe and Staats :footcite:p:`Rabe2021`; ALiBi
+# :footcite:p:`Press2021`; FlexAttention :footcite:p:`Dong2024`.
+#
+# .. footbibliography::
