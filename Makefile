@@ -27,7 +27,7 @@ UV_VERSION := 0.13.9
 # (the pages that use transformers set it too, for a reader who runs them as scripts).
 export HF_HUB_OFFLINE := 1
 
-.PHONY: help html verified test bench clean livehtml venv FORCE
+.PHONY: help html verified test bench clean livehtml serve venv FORCE
 
 help:
 	@echo "make html      build the site into $(BUILDDIR)/html (runs every changed page)"
@@ -35,6 +35,7 @@ help:
 	@echo "make test      run the test suite (clean build, standalone scripts, notebooks, failing claims)"
 	@echo "make bench     time a clean build, a no-op rebuild and a one-page rebuild (no asserts)"
 	@echo "make livehtml  live preview on http://127.0.0.1:8000, reloads on save"
+	@echo "make serve     serve the built site on http://127.0.0.1:8000 (search with quotes)"
 	@echo "make clean     remove the build and every generated page"
 
 # The stamp is newer than requirements.txt exactly when the venv matches it.
@@ -95,3 +96,9 @@ livehtml: venv
 
 clean:
 	rm -rf $(BUILDDIR) generated sg_execution_times.rst
+
+# The built site over HTTP on this machine only: the search quotes each result's text, which
+# a page opened from disk (file://) may not fetch.
+serve: html
+	@echo "Serving $(BUILDDIR)/html on http://127.0.0.1:8000 (Ctrl-C stops)"
+	$(PY) -m http.server 8000 --bind 127.0.0.1 --directory $(BUILDDIR)/html

@@ -14,7 +14,7 @@ downloads (``build-finished``), each role in them is written out as what it show
 - ``:math:`x``` (left in scripts) -> ``$x$``;
 - ``:footcite:p:`Key1,Key2``` -> each work named in plain text, from ``references.bib``
   (``Su et al., 2021, arXiv:2104.09864``), and the ``.. footbibliography::`` directive that
-  lists them on the site is dropped;
+  lists them on the site is dropped, as is an ``.. index::`` entry (the site's search);
 - any other role -> its text.
 
 Only the copies under ``_build/html/_downloads`` change: the sources, and the copies
@@ -37,7 +37,8 @@ CODE_ROLES = {"class", "func", "meth", "mod", "attr", "obj", "data", "exc",
               "py:class", "py:func", "py:meth", "py:mod", "py:attr", "py:obj"}
 
 
-FOOTBIB = re.compile(r"^(#? ?)\.\. footbibliography::[ \t]*\n?", re.M)
+# Directives that show nothing a download can: a bibliography's list, an index entry.
+FOOTBIB = re.compile(r"^(#? ?)\.\. (footbibliography|index)::.*\n?", re.M)
 
 
 @functools.cache

@@ -252,6 +252,30 @@ def test_theme_toggle_switches_light_and_dark(visit):
         "the chosen theme is lost on reload"
 
 
+TOPICS = {  # a topic's name -> the page that teaches it (its `.. index:: ! name` entry)
+    "RoPE": "positional/plot_04_rope", "KV cache": "transformer/plot_09_kv_cache",
+    "GQA": "transformer/plot_10_gqa_mqa", "ALiBi": "positional/plot_06_alibi",
+    "RMSNorm": "normalization/plot_05_groupnorm_rmsnorm",
+    "LayerNorm": "normalization/plot_04_layernorm",
+    "BatchNorm": "normalization/plot_02_batchnorm", "YaRN": "positional/plot_09_rope_scaling",
+}
+
+
+@pytest.mark.parametrize("query", TOPICS)
+def test_search_ranks_a_topics_page_first(visit, query):
+    """Each page declares its topics as main index entries, which Sphinx's search scores
+    above any title or text match: searching a topic's name lists its page first."""
+    page = visit.open(f"search.html?q={query}")
+    page.wait_for_function(
+        "document.querySelector('#search-results .search-summary')"
+        "?.textContent.includes('finished')")
+    links = page.eval_on_selector_all("#search-results li a", "as => as.map(a => a.href)")
+    assert len(links) > 1, links  # other pages mention it too: the ranking is the point
+    first = urlsplit(links[0]).path.lstrip("/")
+    assert first == f"generated/{TOPICS[query]}.html", (query, links[:5])
+    assert not visit.problems, visit.problems
+
+
 @pytest.mark.parametrize("query, expected", [
     ("RoPE", "generated/positional/plot_04_rope.html"),
     ("running_var", "generated/normalization/plot_02_batchnorm.html"),

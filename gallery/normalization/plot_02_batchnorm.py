@@ -14,6 +14,8 @@ against ``nn.BatchNorm1d/2d/3d``, and the running-average update exactly.
 - what ``momentum`` means in PyTorch, and why Keras' 0.99 is PyTorch's 0.01
 
 **Prerequisites:** :doc:`/generated/normalization/plot_01_common_recipe`.
+
+.. index:: ! BatchNorm
 """
 
 # %%

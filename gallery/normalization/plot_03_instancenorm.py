@@ -17,6 +17,8 @@ defaults.
 
 **Prerequisites:** :doc:`/generated/normalization/plot_01_common_recipe` (the recipe),
 :doc:`/generated/normalization/plot_02_batchnorm` (running statistics).
+
+.. index:: ! InstanceNorm
 """
 
 # %%

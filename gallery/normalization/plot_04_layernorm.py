@@ -16,6 +16,8 @@ batch, so it keeps no running statistics and train and eval mode agree.
 
 **Prerequisites:** :doc:`/generated/normalization/plot_01_common_recipe` (the recipe),
 :doc:`/generated/normalization/plot_02_batchnorm` (BatchNorm, to compare).
+
+.. index:: ! LayerNorm
 """
 
 # %%

@@ -16,6 +16,9 @@ centred input.
 **Prerequisites:** :doc:`/generated/normalization/plot_01_common_recipe` (the recipe),
 :doc:`/generated/normalization/plot_03_instancenorm`,
 :doc:`/generated/normalization/plot_04_layernorm`.
+
+.. index:: ! RMSNorm
+.. index:: ! GroupNorm
 """
 
 # %%

@@ -18,6 +18,8 @@ descriptions of QK Norm" as a to-do: this page fills it in.
 
 **Prerequisites:** :doc:`/generated/transformer/plot_01_self_attention` (attention and
 its heads), :doc:`/generated/normalization/plot_04_layernorm` (LayerNorm).
+
+.. index:: ! QK-norm
 """
 
 # %%

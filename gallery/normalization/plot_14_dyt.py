@@ -18,6 +18,8 @@ writes as one tanh.
 
 **Prerequisites:** :doc:`/generated/normalization/plot_04_layernorm` (LayerNorm),
 :doc:`/generated/transformer/plot_05_transformer_block` (the pre-LN block).
+
+.. index:: ! DyT
 """
 
 # %%

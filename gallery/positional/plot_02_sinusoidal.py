@@ -16,6 +16,8 @@ two codes depends only on their offset.
 
 **Prerequisites:** :doc:`/generated/positional/plot_01_formulation` (a position
 embedding as a map from indices to codes).
+
+.. index:: ! sinusoidal embeddings
 """
 
 # %%

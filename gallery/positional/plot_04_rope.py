@@ -17,6 +17,9 @@ only the offset between their positions.
 **Prerequisites:** :doc:`/generated/positional/plot_01_formulation` (where a position
 enters attention), :doc:`/generated/positional/plot_02_sinusoidal` (the same
 frequencies, added instead of rotated).
+
+.. index:: ! RoPE
+.. index:: ! rotary position embedding
 """
 
 # %%

@@ -16,6 +16,8 @@ Steep heads look locally, shallow ones almost uniformly; only offsets enter.
 **Prerequisites:** :doc:`/generated/positional/plot_01_formulation` (what a position
 encoding must do), :doc:`/generated/transformer/plot_04_causal_attention` (the causal
 mask).
+
+.. index:: ! ALiBi
 """
 
 # %%

@@ -16,6 +16,8 @@ its output. This page proves both halves on a random attention layer in float64.
 
 **Prerequisites:** :doc:`/generated/positional/plot_01_formulation` (equivariance, one
 head), :doc:`/generated/transformer/plot_04_causal_attention` (the causal mask).
+
+.. index:: ! NoPE
 """
 
 # %%

@@ -15,6 +15,11 @@ their papers and reference code, and proves each equal to Hugging Face's.
 
 **Prerequisites:** :doc:`/generated/positional/plot_04_rope` (RoPE and its
 frequencies), :doc:`/generated/transformer/plot_09_kv_cache` (the KV cache).
+
+.. index:: ! YaRN
+.. index:: ! NTK-aware scaling
+.. index:: ! position interpolation
+.. index:: ! RoPE scaling
 """
 
 # %%

@@ -17,6 +17,8 @@ only on the relative position.
 
 **Prerequisites:** :doc:`/generated/positional/plot_04_rope` (RoPE, the rotate-half
 layout), :doc:`/generated/positional/plot_05_rope_attention` (RoPE inside attention).
+
+.. index:: ! partial RoPE
 """
 
 # %%

@@ -15,6 +15,8 @@ walks its shapes, and checks it against PyTorch's ``scaled_dot_product_attention
 
 **Prerequisites:** :doc:`/generated/normalization/plot_04_layernorm` (QK-norm is a
 LayerNorm over each head's features).
+
+.. index:: ! self-attention
 """
 
 # %%

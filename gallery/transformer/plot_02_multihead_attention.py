@@ -15,6 +15,8 @@ packed differently: ``W_q``, ``W_k``, ``W_v`` stacked into one ``in_proj_weight`
 
 **Prerequisites:** :doc:`/generated/transformer/plot_01_self_attention` (one attention
 layer, its heads and its shapes).
+
+.. index:: ! multi-head attention
 """
 
 # %%

@@ -16,6 +16,9 @@ proves it blind to the future; the notes' layer, which never applies its mask, t
 **Prerequisites:** :doc:`/generated/transformer/plot_01_self_attention` (attention and
 its heads), :doc:`/generated/transformer/plot_03_conv1d_feedforward` (GPT-2's
 ``Conv1D``).
+
+.. index:: ! causal mask
+.. index:: ! padding mask
 """
 
 # %%

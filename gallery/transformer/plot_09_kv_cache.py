@@ -16,6 +16,8 @@ its cost.
 
 **Prerequisites:** :doc:`/generated/transformer/plot_08_gpt2_vs_hugging_face` (the
 book's GPT-2), :doc:`/generated/transformer/plot_04_causal_attention` (the causal mask).
+
+.. index:: ! KV cache
 """
 
 # %%

@@ -18,6 +18,11 @@ attention and to PyTorch's ``scaled_dot_product_attention(..., enable_gqa=True)`
 **Prerequisites:** :doc:`/generated/transformer/plot_02_multihead_attention` (heads),
 :doc:`/generated/transformer/plot_04_causal_attention` (the causal mask),
 :doc:`/generated/transformer/plot_09_kv_cache` (the KV cache).
+
+.. index:: ! GQA
+.. index:: ! MQA
+.. index:: ! grouped-query attention
+.. index:: ! multi-query attention
 """
 
 # %%

@@ -18,6 +18,9 @@ and gpt-oss and against a cache that evicts keys.
 **Prerequisites:** :doc:`/generated/transformer/plot_04_causal_attention` (the causal
 mask), :doc:`/generated/positional/plot_04_rope` (RoPE),
 :doc:`/generated/transformer/plot_10_gqa_mqa` (shared key/value heads).
+
+.. index:: ! sliding window
+.. index:: ! attention sinks
 """
 
 # %%

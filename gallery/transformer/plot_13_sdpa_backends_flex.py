@@ -16,6 +16,9 @@ the blocks it hides. Every float32 answer is the formula's.
 **Prerequisites:** :doc:`/generated/transformer/plot_04_causal_attention` (the causal
 mask), :doc:`/generated/transformer/plot_12_sliding_window_sinks` (the window),
 :doc:`/generated/positional/plot_06_alibi` (ALiBi).
+
+.. index:: ! SDPA
+.. index:: ! FlexAttention
 """
 
 # %%
