@@ -75,8 +75,9 @@ class _Recorder:
         import torch
 
         rec = self.close_calls.setdefault(line, {"checks": 0, "passed": True, "max_abs": 0.0,
-                                                 "norm": 0.0, "dtype": [], "device": [],
-                                                 "shape": [], "rtol": None, "atol": None})
+                                                 "norm": 0.0, "ratio": 0.0, "dtype": [],
+                                                 "device": [], "shape": [], "rtol": None,
+                                                 "atol": None})
         rec["checks"] += 1
         rec["passed"] &= passed
         try:
@@ -94,6 +95,14 @@ class _Recorder:
         if rtol is None or atol is None:
             exact = not (a.is_floating_point() or a.is_complex())
             rtol, atol = (0.0, 0.0) if exact else internals.default_tolerances(a, e)
+        # How close to failing: the largest |a - e| / (atol + rtol |e|), the inequality
+        # assert_close tests per element (passes at <= 1); an exact comparison's tolerance is
+        # 0, and then any difference is infinitely far and none is 0.
+        allowed = atol + rtol * e.to(wide).abs()
+        ratio = torch.where(diff == 0, 0.0, diff / allowed).max().item() if diff.numel() \
+            else 0.0
+        if math.isnan(ratio) or not ratio <= rec["ratio"]:
+            rec["ratio"] = ratio
         if math.isnan(max_abs) or max_abs >= rec["max_abs"]:
             rec.update(max_abs=max_abs, norm=norm, rtol=rtol, atol=atol)
         for key, value in (("dtype", str(a.dtype).removeprefix("torch.")),

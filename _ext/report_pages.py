@@ -8,6 +8,7 @@ and ``chapters/environment.md``). No notebook kernel runs. Each file is rewritte
 its text changes, so Sphinx re-reads a page exactly when what it shows has changed.
 """
 
+import ast
 import html
 import importlib.metadata
 import json
@@ -121,17 +122,81 @@ def _sets_table(sets, n_pages):
             "```", ""]
 
 
+def book_order(current):
+    """The pages of ``current`` in the book's order: chapters as index.rst lists them, then
+    each chapter's pages by number (their reading order)."""
+    chapters = re.findall(r"^\s+chapters/(\w+)\s*$", (ROOT / "index.rst").read_text(), re.M)
+    rank = {c: i for i, c in enumerate(chapters)}
+    return sorted(current, key=lambda p: (rank.get(p.split("/")[0], len(rank)), p))
+
+
+def page_title(page):
+    """A gallery page's title: the first line of its docstring (its name, if it is gone)."""
+    path = ROOT / "gallery" / f"{page}.py"
+    lines = path.read_text().splitlines() if path.is_file() else []
+    return next((line.strip() for line in lines[1:] if line.strip()), page)
+
+
+def _arguments(code):
+    """What a claim compares, in words: ``assert_close(a, b)`` -> ("a", "b"); an ``assert``
+    -> its condition; None where the code does not parse alone."""
+    try:
+        node = ast.parse(code).body[0]
+    except (SyntaxError, IndexError):
+        return None
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
+            and len(node.value.args) >= 2:
+        return tuple(ast.unparse(a) for a in node.value.args[:2])
+    if isinstance(node, ast.Assert):
+        return ast.unparse(node.test)
+    return None
+
+
+def _claim_html(c):
+    """The claim as a reader asks for it: what it checks, in words, and its code one click
+    away (a <details>)."""
+    code = " ".join(c["code"].split())
+    what = _arguments(code)
+    if c["kind"] == "assert_close" and isinstance(what, tuple):
+        said = f"<code>{html.escape(what[0])}</code> equals <code>{html.escape(what[1])}</code>"
+    elif c["kind"] == "raises":
+        said = "the code raises, as the section says"
+    elif isinstance(what, str):
+        said = f"<code>{html.escape(what)}</code> holds"
+    else:
+        said = "the check below holds"
+    return (f"<details><summary>{said}</summary><code>{html.escape(code)}</code></details>")
+
+
+def _role(c):
+    """A claim's role: a check of the lesson, or a negative control (an exercise's answer,
+    ``Try it:``, or the source notes' code shown failing)."""
+    if c["section"].startswith("Try it:") or c["kind"] == "raises":
+        return "control"
+    return "check"
+
+
+ROLES = {"check": "check", "control": "negative control"}
+
+
+def _ratio_text(x):
+    if x is None:
+        return ""
+    if x == float("inf"):
+        return "exact: differs"
+    return "0 (exact)" if x == 0 else f"{x:.2g}"
+
+
 def ledger_markdown(sets, current):
-    """The record sets, then one table per chapter: every claim of every page, one column per
-    record set with the discrepancy it measured (or *held*, *not run*, *failed*, *stale*).
+    """The record sets, the counts, then one table: every claim of every page in the book's
+    order, one column per record set with the discrepancy it measured (or *held*, *not run*,
+    *failed*, *stale*), and how close each comparison came to its tolerance.
 
     Claims are matched between record sets by (page, line), only for current records. The
-    tables are raw HTML: as a MyST list-table, the 300-odd rows cost about 2.5 s to parse,
-    index and write on every change (measured); as HTML they cost nothing.
+    table is raw HTML: as a MyST list-table, the rows cost seconds to parse, index and write
+    on every change (measured); as HTML they cost nothing.
     """
-    out = ["# Record sets", "", *_sets_table(sets, len(current)),
-           # ledger.js puts its filters here; without JavaScript the div stays empty.
-           "```{raw} html", '<div id="ledger-filters" class="ledger-filters"></div>', "```", ""]
+    out = ["# Record sets", "", *_sets_table(sets, len(current))]
     heads = ""
     for s in sets:
         device, name, torch = s["machine"]
@@ -139,59 +204,85 @@ def ledger_markdown(sets, current):
                   f"{_attrs(device=device, device_name=name, torch=torch, origin=s['origin'])}>"
                   f"{html.escape(device)} ({html.escape(name)})<br>torch {html.escape(torch)}"
                   f"<br>{html.escape(s['origin'])}</th>")
-    header = "".join(f"<th>{h}</th>" for h in ("page", "line", "section", "claim", "tolerance",
-                                               "dtype")) + heads
-    for chapter in dict.fromkeys(p.split("/")[0] for p in current):
-        rows = []
-        for page in (p for p in current if p.startswith(chapter + "/")):
-            # The rows: the claims of a current record (the build's first), else of any record.
-            template = next((s["records"][page] for s in sets if page in s["current"]), None) or \
-                next((s["records"][page] for s in sets if page in s["records"]), None)
-            if template is None:
-                continue
-            by_line = [{c["line"]: c for c in s["records"].get(page, {"claims": []})["claims"]}
-                       for s in sets]
-            stem = page.split("/")[1]
-            cells_of_page = code_cells(ROOT / "gallery" / f"{page}.py")
-            for c in template["claims"]:
-                code = " ".join(c["code"].split())
-                tol = "" if c.get("rtol") is None else f"{_sci(c['rtol'])} / {_sci(c['atol'])}"
-                # The link goes to the code cell holding the claim's line (its id: book.py).
-                cell = cell_of(cells_of_page, c["line"])
-                anchor, title = "", f"{stem}.py"
-                if cell is not None:
-                    anchor = f"#cell-{cell[0]}"
-                    title = f"code cell {cell[0]}: lines {cell[1]}-{cell[2]} of {stem}.py"
-                link = (f'<a href="../generated/{page}.html{anchor}" '
-                        f'title="{html.escape(title)}">'
-                        # may break after an underscore: the record-set columns fit at 1280 px
-                        f'{html.escape(stem).replace("_", "_<wbr>")}</a>')
-                dtypes = ", ".join(c.get("dtype", []))
-                cells = [f"<td>{x}</td>" for x in (
-                    link, str(c["line"]), html.escape(c["section"].replace("``", "")),
-                    f"<code>{html.escape(code)}</code>", tol, dtypes)]
-                statuses, numbers = [], []
-                for s, claims in zip(sets, by_line):
-                    status, text, tip = _cell(s, page, c["line"], claims)
-                    measured = claims.get(c["line"], {}).get("max_abs")
-                    ok = status in ("held", "failed") and measured is not None
-                    numbers.append(repr(float(measured)) if ok else "-")
-                    statuses.append(status)
-                    cells.append(f'<td class="set {_column_class(s)} {status}" '
-                                 f'title="{html.escape(tip)}">{text}</td>')
-                # For ledger.js: each record set's max abs ("-": none), in column order, and
-                # the largest of them.
-                attrs = _attrs(page=page, line=c["line"], kind=c["kind"], dtype=dtypes,
-                               status=" ".join(dict.fromkeys(statuses)),
-                               set_max_abs=" ".join(numbers))
-                if any(x != "-" for x in numbers):
-                    attrs += _attrs(max_abs=max((x for x in numbers if x != "-"), key=float))
-                rows.append(f'<tr class="claim"{attrs}>' + "".join(cells) + "</tr>")
-        if rows:
-            out += [f"# {chapter.capitalize()}", "", "```{raw} html", '<div class="ledger-wrap">',
-                    f'<table class="docutils align-default ledger"{_attrs(chapter=chapter)}>'
-                    f"<thead><tr>{header}</tr></thead>", "<tbody>", *rows, "</tbody></table>",
-                    "</div>", "```", ""]
+    header = ("<th>page</th><th class=\"wide\">line</th><th>claim</th>"
+              "<th class=\"wide\">section</th><th class=\"wide\">role</th>"
+              "<th class=\"wide\">tolerance</th><th class=\"wide\">dtype</th>"
+              '<th title="the largest |a - e| / (atol + rtol |e|) over the checked elements: '
+              'a comparison passes at 1 or less">of tolerance</th>') + heads
+    rows, tally = [], Counter()
+    for page in book_order(current):
+        # The rows: the claims of a current record (the build's first), else of any record.
+        template = next((s["records"][page] for s in sets if page in s["current"]), None) or \
+            next((s["records"][page] for s in sets if page in s["records"]), None)
+        if template is None:
+            continue
+        by_line = [{c["line"]: c for c in s["records"].get(page, {"claims": []})["claims"]}
+                   for s in sets]
+        stem = page.split("/")[1]
+        title = page_title(page)
+        cells_of_page = code_cells(ROOT / "gallery" / f"{page}.py")
+        for c in template["claims"]:
+            tol = "" if c.get("rtol") is None else f"{_sci(c['rtol'])} / {_sci(c['atol'])}"
+            # The link goes to the code cell holding the claim's line (its id: book.py).
+            cell = cell_of(cells_of_page, c["line"])
+            anchor, tip = "", f"{stem}.py"
+            if cell is not None:
+                anchor = f"#cell-{cell[0]}"
+                tip = f"code cell {cell[0]}: lines {cell[1]}-{cell[2]} of {stem}.py"
+            link = (f'<a href="../generated/{page}.html{anchor}" title="{html.escape(tip)}">'
+                    f"{html.escape(title)}</a>")
+            dtypes = ", ".join(c.get("dtype", []))
+            role = _role(c)
+            statuses, numbers, ratios = [], [], []
+            set_cells = []
+            for s, claims in zip(sets, by_line):
+                status, text, cell_tip = _cell(s, page, c["line"], claims)
+                mine = claims.get(c["line"], {})
+                ok = status in ("held", "failed")
+                measured, ratio = mine.get("max_abs"), mine.get("ratio")
+                numbers.append(repr(float(measured)) if ok and measured is not None else "-")
+                ratios.append(repr(float(ratio)) if ok and ratio is not None else "-")
+                statuses.append(status)
+                set_cells.append(f'<td class="set {_column_class(s)} {status}" '
+                                 f'title="{html.escape(cell_tip)}">{text}</td>')
+            tally[statuses[0]] += 1
+            known = [float(x) for x in ratios if x != "-"]
+            worst = max(known) if known else None
+            cells = [f"<td>{link}</td>", f'<td class="wide">{c["line"]}</td>',
+                     f"<td>{_claim_html(c)}</td>",
+                     f'<td class="wide">{html.escape(c["section"].replace("``", ""))}</td>',
+                     f'<td class="wide role-{role}">{ROLES[role]}</td>',
+                     f'<td class="wide">{tol}</td>', f'<td class="wide">{dtypes}</td>',
+                     f'<td class="ratio">{_ratio_text(worst)}</td>', *set_cells]
+            # For ledger.js: each record set's max abs and ratio ("-": none), in column
+            # order, and the largest of them.
+            attrs = _attrs(page=page, chapter=page.split("/")[0], title=title, line=c["line"],
+                           kind=c["kind"], role=role, dtype=dtypes,
+                           status=" ".join(dict.fromkeys(statuses)),
+                           set_max_abs=" ".join(numbers), set_ratio=" ".join(ratios))
+            if any(x != "-" for x in numbers):
+                attrs += _attrs(max_abs=max((x for x in numbers if x != "-"), key=float))
+            if worst is not None:
+                attrs += _attrs(ratio=repr(worst))
+            rows.append(f'<tr class="claim"{attrs}>' + "".join(cells) + "</tr>")
+    held, not_run = tally["held"], tally["not-run"]
+    failed, other = tally["failed"], sum(tally.values()) - tally["held"] - tally["not-run"]
+    counts = (f"The table lists **{sum(tally.values())} claims**: **{held}** held in this "
+              f"build (the headline's count), **{not_run}** did not run on this machine "
+              "(each sits in a branch for another device or version, marked *not run*)")
+    if other - failed:
+        counts += f", and **{other - failed}** have no current record here (*stale*, *no record*)"
+    counts += "."
+    verdict = ("**No claim failed in this build.**" if not failed else
+               f"**{failed} claim{'s' * (failed != 1)} failed in this build**: choose the "
+               "status *failed* below to see them.")
+    out += [counts, "", verdict, "",
+            # ledger.js puts its filters here; without JavaScript the div stays empty.
+            "```{raw} html", '<div id="ledger-filters" class="ledger-filters"></div>', "```", "",
+            "# Every claim", "", "```{raw} html", '<div class="ledger-wrap ledger-scroll">',
+            '<table class="docutils align-default ledger">'
+            f"<thead><tr>{header}</tr></thead>", "<tbody>", *rows, "</tbody></table>",
+            "</div>", "```", ""]
     return "\n".join(out)
 
 

@@ -96,15 +96,23 @@ def test_filters_hide_the_rows_that_do_not_match(visit):
     assert total > 100 and page.evaluate(COUNT_JS) == total
     assert f"{total} of {total} claims shown" in page.locator(".ledger-count").inner_text()
 
-    stem = "plot_02_batchnorm"
-    page.select_option("#ledger-filters select[name=page]", label=stem)
-    expected = page.locator(f'table.ledger tbody tr[data-page$="/{stem}"]').count()
+    # The page filter lists titles, grouped by chapter in the book's order.
+    groups = page.eval_on_selector_all("#ledger-filters select[name=page] optgroup",
+                                       "gs => gs.map(g => g.label)")
+    assert groups == ["normalization", "transformer", "positional"], groups
+    stem = "normalization/plot_02_batchnorm"
+    label = page.locator(f'#ledger-filters select[name=page] option[value="{stem}"]')
+    assert label.inner_text().startswith("BatchNorm"), label.inner_text()
+    page.select_option("#ledger-filters select[name=page]", value=stem)
+    expected = page.locator(f'table.ledger tbody tr[data-page="{stem}"]').count()
     assert 0 < expected < total and page.evaluate(COUNT_JS) == expected
     visible_pages = page.evaluate("""() => [...document.querySelectorAll(
         "table.ledger tbody tr")].filter(r => r.offsetParent).map(r => r.dataset.page)""")
-    assert set(visible_pages) == {f"normalization/{stem}"}
-    # the other chapters' tables (with their headings) are hidden too
-    assert page.locator("table.ledger[data-chapter=transformer]").is_hidden()
+    assert set(visible_pages) == {stem}
+    # The filters are kept in the address: a reload opens the same rows.
+    assert f"page={stem.replace('/', '%2F')}" in page.url, page.url
+    page.reload()
+    assert page.evaluate(COUNT_JS) == expected
 
     page.select_option("#ledger-filters select[name=page]", value="")
     page.select_option("#ledger-filters select[name=status]", value="not-run")
@@ -118,48 +126,116 @@ def test_filters_hide_the_rows_that_do_not_match(visit):
     with_dtype = page.evaluate(f"""() => [...document.querySelectorAll("table.ledger tbody tr")]
         .filter(r => (r.dataset.dtype || "").split(", ").includes("{dtype}")).length""")
     assert 0 < with_dtype < total and page.evaluate(COUNT_JS) == with_dtype
+    page.select_option("#ledger-filters select[name=dtype]", value="")
+
+    # Negative controls are told apart from checks.
+    page.select_option("#ledger-filters select[name=role]", value="control")
+    controls = page.locator('table.ledger tbody tr[data-role="control"]').count()
+    assert 0 < controls < total and page.evaluate(COUNT_JS) == controls
+    page.select_option("#ledger-filters select[name=role]", value="")
+
+    # The text search keeps the rows holding every word.
+    page.fill("#ledger-filters input[name=q]", "rotary position")
+    found = page.evaluate("""() => [...document.querySelectorAll("table.ledger tbody tr")]
+        .filter(r => r.offsetParent).map(r => (r.textContent + " " + r.dataset.page)
+                                         .toLowerCase())""")
+    assert found and all("rotary" in t and "position" in t for t in found), len(found)
+    assert len(found) < total
+    page.fill("#ledger-filters input[name=q]", "")
 
     # One record set: only its column is left.
-    page.select_option("#ledger-filters select[name=dtype]", value="")
     sets = page.locator("#ledger-filters select[name=set] option").count() - 1
     assert sets >= 1
     page.select_option("#ledger-filters select[name=set]", index=1)
     visible_heads = page.evaluate("""() => [...document.querySelectorAll(
         "table.ledger thead th.set")].filter(th => th.offsetParent).length""")
-    assert visible_heads == len(page.locator("table.ledger").all())
+    assert visible_heads == 1
     assert not visit.problems, visit.problems
 
 
-def test_sorting_by_discrepancy_orders_rows_by_max_abs(visit):
+def test_a_pages_ledger_link_opens_only_its_claims(visit):
+    """The link under a page's folded proofs opens the ledger filtered to that page."""
+    page = visit.open("generated/positional/plot_04_rope.html")
+    href = page.eval_on_selector("a[href*='ledger.html?page=']", "a => a.href")
+    ledger = visit.open(urlsplit(href).path.lstrip("/") + "?" + urlsplit(href).query)
+    shown = ledger.evaluate("""() => [...document.querySelectorAll("table.ledger tbody tr")]
+        .filter(r => r.offsetParent).map(r => r.dataset.page)""")
+    assert shown and set(shown) == {"positional/plot_04_rope"}, set(shown)
+    assert not visit.problems, visit.problems
+
+
+def test_the_counts_reconcile_and_say_whether_a_claim_failed(visit):
     page = visit.open(LEDGER)
-    page.select_option("#ledger-filters select[name=sort]", value="max-abs-desc")
-    per_table = page.evaluate("""() => [...document.querySelectorAll("table.ledger")].map(
-        t => [...t.tBodies[0].rows].map(r => r.dataset.maxAbs === undefined ? null
-                                                : parseFloat(r.dataset.maxAbs)))""")
-    for values in per_table:
+    text = " ".join(page.locator("article").inner_text().split())
+    m = re.search(r"The table lists (\d+) claims: (\d+) held in this build \(the headline[’']s "
+                  r"count\), (\d+) did not run on this machine", text)
+    assert m, text[:600]
+    listed, held, not_run = map(int, m.groups())
+    assert listed == page.locator("table.ledger tbody tr").count()
+    statuses = page.evaluate("""() => [...document.querySelectorAll("table.ledger tbody tr")]
+        .map(r => r.querySelector("td.set").classList[2])""")  # this build's column
+    assert statuses.count("held") == held and statuses.count("not-run") == not_run
+    index = " ".join(visit.open("index.html").locator("article").inner_text().split())
+    assert int(re.search(r"(\d+) claims \(\d+ checks\)", index).group(1)) == held
+    assert not_run > 0
+    if "failed" not in statuses:
+        assert "No claim failed in this build." in text
+
+
+def test_sorting_by_discrepancy_orders_rows_by_max_abs(visit):
+    """One table, sorted across chapters: by discrepancy over tolerance (closest to failing
+    first), by max abs either way, and back to the book's order."""
+    page = visit.open(LEDGER)
+    for sort, attr, reverse in [("ratio-desc", "ratio", True),
+                                ("max-abs-desc", "maxAbs", True),
+                                ("max-abs-asc", "maxAbs", False)]:
+        page.select_option("#ledger-filters select[name=sort]", value=sort)
+        values = page.evaluate(f"""() => [...document.querySelectorAll(
+            "table.ledger tbody tr")].map(r => r.dataset.{attr} === undefined ? null
+                                              : parseFloat(r.dataset.{attr}))""")
         # NaN (a check of NaN entries, equal_nan=True) sorts with the rows without a number
         values = [None if x is None or x != x else x for x in values]
         numbers = [x for x in values if x is not None]
-        assert numbers, "a chapter without a single assert_close?"
-        assert values[:len(numbers)] == numbers, "rows without a discrepancy come last"
-        assert numbers == sorted(numbers, reverse=True)
+        assert len(numbers) > 100
+        assert values[:len(numbers)] == numbers, "rows without a number come last"
+        assert numbers == sorted(numbers, reverse=reverse), sort
+        if sort == "ratio-desc":  # across chapters, and every comparison within tolerance
+            top = page.evaluate("""() => [...document.querySelectorAll(
+                "table.ledger tbody tr")].slice(0, 200).map(r => r.dataset.chapter)""")
+            assert len(set(top)) >= 2, set(top)
+            finite = [x for x in numbers if x != float("inf")]
+            assert finite and max(finite) <= 1 + 1e-9, max(finite)
     # one record set chosen: by that set's own max abs
     page.select_option("#ledger-filters select[name=set]", index=1)
     page.select_option("#ledger-filters select[name=sort]", value="max-abs-asc")
-    per_table = page.evaluate("""() => [...document.querySelectorAll("table.ledger")].map(
-        t => [...t.tBodies[0].rows].map(r => r.dataset.setMaxAbs.split(" ")[0]))""")
-    for values in per_table:
-        values = ["-" if x == "nan" else x for x in values]  # NaN sorts as no number
-        numbers = [float(x) for x in values if x != "-"]
-        assert values[:len(numbers)] == [x for x in values if x != "-"]
-        assert numbers == sorted(numbers)
+    values = page.evaluate("""() => [...document.querySelectorAll("table.ledger tbody tr")]
+        .map(r => r.dataset.setMaxAbs.split(" ")[0])""")
+    values = ["-" if x == "nan" else x for x in values]  # NaN sorts as no number
+    numbers = [float(x) for x in values if x != "-"]
+    assert values[:len(numbers)] == [x for x in values if x != "-"]
+    assert numbers == sorted(numbers)
     page.select_option("#ledger-filters select[name=set]", value="")
-    # back to page and line order
+    # back to the book's order: chapters as the book reads, pages and lines in order
     page.select_option("#ledger-filters select[name=sort]", value="order")
     order = page.evaluate("""() => [...document.querySelectorAll("table.ledger tbody tr")].map(
-        r => [r.dataset.page, +r.dataset.line])""")
-    for (page_a, line_a), (page_b, line_b) in zip(order, order[1:]):
+        r => [r.dataset.chapter, r.dataset.page, +r.dataset.line])""")
+    chapters = list(dict.fromkeys(c for c, _, _ in order))
+    assert chapters == ["normalization", "transformer", "positional"], chapters
+    for (_, page_a, line_a), (_, page_b, line_b) in zip(order, order[1:]):
         assert page_a != page_b or line_a < line_b, (page_a, line_a, line_b)
+
+
+def test_the_phone_layout_keeps_the_essential_columns(browser, base_url):
+    visit = Visit(browser, base_url, color_scheme="light",
+                  viewport={"width": 390, "height": 844})
+    try:
+        page = visit.open(LEDGER)
+        shown = page.evaluate("""() => [...document.querySelectorAll("table.ledger thead th")]
+            .filter(th => th.offsetParent).map(th => th.innerText.split("\\n")[0])""")
+        assert shown[:3] == ["page", "claim", "of tolerance"], shown
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    finally:
+        visit.close()
 
 
 def test_a_row_links_to_the_code_cell_holding_its_claim(visit):

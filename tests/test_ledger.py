@@ -132,3 +132,26 @@ def test_a_check_the_ledger_cannot_count_is_refused():
                  "ok = [torch.testing.assert_close(a, a) for a in xs]\n"):
         with pytest.raises(claims.NotAClaim):
             claims.claim_sites(ast.parse(text))
+
+
+def test_the_ratio_to_tolerance_is_assert_closes_own_inequality(tmp_path):
+    """A comparison's "of tolerance": max |a - e| / (atol + rtol |e|), its worst over the
+    checks of a line; 0 for an exact match; infinite for an exact comparison that differs."""
+    import recorder
+
+    page = tmp_path / "plot_01_x.py"
+    page.write_text('"""\nX\n=\n"""\n')
+    rec = recorder._Recorder(page)
+    e = torch.tensor([1.0, 100.0, 0.0], dtype=torch.float64)
+    a = e + torch.tensor([1e-7, 1e-5, 1e-8], dtype=torch.float64)
+    rec.record_close(3, a, e, {"rtol": 1e-7, "atol": 1e-7}, True)
+    # per element: 1e-7 / 2e-7, 1e-5 / (1e-7 + 1e-5), 1e-8 / 1e-7
+    expected = max(1e-7 / 2e-7, 1e-5 / (1e-7 + 1e-5), 1e-8 / 1e-7)
+    assert rec.close_calls[3]["ratio"] == pytest.approx(expected, rel=1e-6)  # a + e rounds
+    rec.record_close(3, e, e, {"rtol": 1e-7, "atol": 1e-7}, True)  # the worst check stays
+    assert rec.close_calls[3]["ratio"] == pytest.approx(expected, rel=1e-6)  # a + e rounds
+    ints = torch.tensor([1, 2, 3])
+    rec.record_close(4, ints, ints, {}, True)
+    assert rec.close_calls[4]["ratio"] == 0.0
+    rec.record_close(5, ints + 1, ints, {}, False)
+    assert rec.close_calls[5]["ratio"] == float("inf")

@@ -84,8 +84,8 @@ def claim(record, line):
 def cells(ledger):
     """``{(page, line): [(status, text) per record-set column]}`` from the ledger's tables."""
     out = {}
-    for page, line, tds in re.findall(r'<tr class="claim" data-page="([^"]+)" data-line="(\d+)"'
-                                      r'[^>]*>(.*?)</tr>', ledger):
+    for page, line, tds in re.findall(r'<tr class="claim" data-page="([^"]+)"[^>]*? '
+                                      r'data-line="(\d+)"[^>]*>(.*?)</tr>', ledger):
         out[page, int(line)] = re.findall(r'<td class="set [^ "]+ ([a-z-]+)" title="[^"]*">'
                                           r"([^<]*)</td>", tds)
     return out
@@ -152,8 +152,10 @@ def test_two_other_cpus_a_stale_record_and_a_removed_page(book):
         ("ch/plot_02_b", 2): [("held", "0.0e+00"), ("stale", "stale"), ("held", "1.0e-09")],
     }
     assert "plot_03_gone" not in ledger
-    # One table per chapter, a class and data-* attributes per record-set column.
-    assert ledger.count('<table class="docutils align-default ledger" data-chapter="ch">') == 1
+    # One table for the book, each row naming its chapter; a class and data-* attributes
+    # per record-set column.
+    assert ledger.count('<table class="docutils align-default ledger">') == 1
+    assert 'data-chapter="ch"' in ledger
     assert ('<th class="set set-cpu-other-cpu-torch2-9-0" data-device="cpu" '
             'data-device-name="other-cpu" data-torch="2.9.0" '
             'data-origin="verified/cpu-other-cpu-torch2.9.0.json">') in ledger
