@@ -47,17 +47,17 @@ print(f"device: {device}, torch {torch.__version__}")
 # layers differ only in which. Below, one ``(b, c)`` cell stands for a whole ``H x W``
 # feature map; cells of one colour share one mean and variance.
 B, C, H, W = 4, 6, 5, 5  # a batch of 4 images, 6 channels of 5 x 5
-G = 2  # groups for GroupNorm
+Ng = 2  # groups for GroupNorm
 b = torch.arange(B)[:, None]  # (B, 1)
 c = torch.arange(C)[None, :]  # (1, C)
 labels = {  # (B, C): cells with one label share one mean and variance
     "BatchNorm2d": c.expand(B, C),  # over (B, H, W): one per channel
     "InstanceNorm2d": b * C + c,  # over (H, W): one per image and channel
     "LayerNorm": b.expand(B, C),  # over (C, H, W): one per image
-    "GroupNorm": b * G + c // (C // G),  # over (C/G, H, W): one per image and group
+    "GroupNorm": b * Ng + c // (C // Ng),  # over (C/Ng, H, W): one per image and group
 }
 pooled = {"BatchNorm2d": "(B, H, W)", "InstanceNorm2d": "(H, W)",
-          "LayerNorm": "(C, H, W)", "GroupNorm": "(C/G, H, W)"}
+          "LayerNorm": "(C, H, W)", "GroupNorm": "(C/Ng, H, W)"}
 
 fig, axes = plt.subplots(1, 4, figsize=(10, 3.4))
 for ax, (name, label) in zip(axes, labels.items()):
@@ -86,7 +86,7 @@ plt.show()
 # From scratch
 # ------------
 # One function serves all four layers: the statistics are taken over ``dims``, the only
-# choice. GroupNorm first views the channels as ``G`` groups of ``C // G``.
+# choice. GroupNorm first views the channels as ``Ng`` groups of ``C // Ng``.
 def normalize(x, dims, eps=1e-5):
     """(x - mean) / sqrt(var + eps), statistics over `dims`; same shape as x."""
     mean = x.mean(dim=dims, keepdim=True)
@@ -99,10 +99,10 @@ def same(t):
     return t
 
 
-def grouped(t, G):
-    """(B, C, H, W) -> (B, G, C/G, H, W): GroupNorm's view of the channels."""
+def grouped(t, Ng):
+    """(B, C, H, W) -> (B, Ng, C/Ng, H, W): GroupNorm's view of the channels."""
     B, C, H, W = t.shape
-    return t.reshape(B, G, C // G, H, W)
+    return t.reshape(B, Ng, C // Ng, H, W)
 
 
 # %%
@@ -113,13 +113,13 @@ reductions = {  # layer: (view of x, dims of that view reduced together)
     "BatchNorm2d": (same, [0, 2, 3]),
     "InstanceNorm2d": (same, [2, 3]),
     "LayerNorm": (same, [1, 2, 3]),
-    "GroupNorm": (lambda t: grouped(t, G), [2, 3, 4]),
+    "GroupNorm": (lambda t: grouped(t, Ng), [2, 3, 4]),
 }
 without_affine = {
     "BatchNorm2d": torch.nn.BatchNorm2d(C, affine=False),
     "InstanceNorm2d": torch.nn.InstanceNorm2d(C),
     "LayerNorm": torch.nn.LayerNorm([C, H, W], elementwise_affine=False),
-    "GroupNorm": torch.nn.GroupNorm(G, C, affine=False),
+    "GroupNorm": torch.nn.GroupNorm(Ng, C, affine=False),
 }
 for name, (view, dims) in reductions.items():
     ref = without_affine[name].to(device)(x)
@@ -220,7 +220,7 @@ sets = {name: shared_sets(view, dims, (B, C, H, W))
 counts = {name: int(label.max()) + 1 for name, label in sets.items()}
 print("statistics per layer:", ", ".join(f"{n} {k}" for n, k in counts.items()))
 assert counts == {"BatchNorm2d": C, "InstanceNorm2d": B * C, "LayerNorm": B,
-                  "GroupNorm": B * G}
+                  "GroupNorm": B * Ng}
 # BatchNorm's label depends on the channel only, LayerNorm's on the sample only.
 assert torch.equal(sets["BatchNorm2d"], sets["BatchNorm2d"][:1].expand(B, C))
 assert torch.equal(sets["LayerNorm"], sets["LayerNorm"][:, :1].expand(B, C))
@@ -269,7 +269,7 @@ fresh = {
     "BatchNorm2d": torch.nn.BatchNorm2d(C),
     "InstanceNorm2d": torch.nn.InstanceNorm2d(C),
     "LayerNorm": torch.nn.LayerNorm([C, H, W]),
-    "GroupNorm": torch.nn.GroupNorm(G, C),
+    "GroupNorm": torch.nn.GroupNorm(Ng, C),
     "RMSNorm": torch.nn.RMSNorm([C, H, W]),
 }
 found = {name: anatomy(m) for name, m in fresh.items()}

@@ -126,8 +126,8 @@ for cls, x in inputs.items():
 # %%
 # InstanceNorm is GroupNorm with one channel per group
 # ----------------------------------------------------
-# ``GroupNorm(G, C)`` reduces each group of ``C // G`` channels together with the
-# spatial dims. With ``G = C`` every group is a single channel, which is InstanceNorm's
+# ``GroupNorm(Ng, C)`` reduces each group of ``C // Ng`` channels together with the
+# spatial dims. With ``Ng = C`` every group is a single channel, which is InstanceNorm's
 # reduction; both have a per-channel affine, so with the same weight and bias the
 # outputs agree.
 x = torch.randn(B, C, H, W, device=device)  # (B, C, H, W)

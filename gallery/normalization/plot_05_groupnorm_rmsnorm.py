@@ -8,7 +8,7 @@ centred input.
 
 **You will learn**
 
-- how GroupNorm splits ``C`` channels into ``G`` groups and keeps a per-channel affine
+- how GroupNorm splits ``C`` channels into ``Ng`` groups and keeps a per-channel affine
 - why ``GroupNorm(1, C)`` is LayerNorm up to the shape of the affine
 - how RMSNorm drops the mean and the bias, computed in float32 as Llama does
 - what ``nn.RMSNorm``'s default ``eps=None`` is in each dtype (torch 2.13)
@@ -51,7 +51,7 @@ def normalize(x, dims, eps=1e-5):
 # --------
 # Both layers follow the common recipe and differ in *which* entries share one set of
 # statistics. GroupNorm takes the mean :math:`\mu` and biased variance :math:`\sigma^2`
-# of sample ``b`` over the ``C / G`` channels of group :math:`g(c)` and all positions,
+# of sample ``b`` over the ``C / Ng`` channels of group :math:`g(c)` and all positions,
 # then applies a per-channel affine; RMSNorm takes the mean square of one token's ``D``
 # features, subtracts nothing and adds no bias (figure: one colour, one set of
 # statistics):
@@ -83,15 +83,15 @@ plt.show()
 # %%
 # GroupNorm from scratch
 # ----------------------
-# Mean and biased variance per sample and per group of ``C // G`` channels, over
-# ``(C // G, H, W)``; the affine is *per channel*, shape ``(C,)``, not per group.
+# Mean and biased variance per sample and per group of ``C // Ng`` channels, over
+# ``(C // Ng, H, W)``; the affine is *per channel*, shape ``(C,)``, not per group.
 import torch
 
 
-def group_norm(x, G, weight, bias, eps=1e-5):
-    """GroupNorm of x (B, C, H, W) with G groups and per-channel weight, bias (C,)."""
+def group_norm(x, Ng, weight, bias, eps=1e-5):
+    """GroupNorm of x (B, C, H, W) with Ng groups and per-channel weight, bias (C,)."""
     B, C, H, W = x.shape
-    x_groups = x.reshape(B, G, C // G, H, W)  # (B, G, C/G, H, W)
+    x_groups = x.reshape(B, Ng, C // Ng, H, W)  # (B, Ng, C/Ng, H, W)
     y = normalize(x_groups, [2, 3, 4], eps).reshape(B, C, H, W)  # (B, C, H, W)
     return y * weight[:, None, None] + bias[:, None, None]
 
@@ -99,15 +99,16 @@ def group_norm(x, G, weight, bias, eps=1e-5):
 # %%
 # Against ``torch.nn.GroupNorm``, random affine, input variance ten times ``eps``.
 B, C, H, W = 4, 6, 5, 4  # H != W, so a reshape that swapped them would show
-G = 3
+Ng = 3
 x = 0.01 * torch.randn(B, C, H, W, device=device)  # (B, C, H, W), variance ~1e-4
-gn = torch.nn.GroupNorm(G, C).to(device)
+gn = torch.nn.GroupNorm(Ng, C).to(device)
 with torch.no_grad():
     gn.weight.copy_(torch.randn(C))
     gn.bias.copy_(torch.randn(C))
-ours = group_norm(x, G, gn.weight, gn.bias, gn.eps)
+ours = group_norm(x, Ng, gn.weight, gn.bias, gn.eps)
 ref = gn(x)
-print(f"GroupNorm({G}, {C}): max|ours - torch| = {(ours - ref).abs().max().item():.1e}")
+gn_err = (ours - ref).abs().max().item()
+print(f"GroupNorm({Ng}, {C}): max|ours - torch| = {gn_err:.1e}")
 torch.testing.assert_close(ours, ref)
 
 # %%
@@ -371,8 +372,8 @@ plt.show()
 # -----------------------------------------------------------------------------------
 # Call ``group_norm`` with ``eps=0.0``, and ``rms_norm`` with ``eps = 1e-5`` and
 # ``eps = 0`` on the quiet input; compare each with its module.
-blind = group_norm(x, G, gn.weight, gn.bias, 0.0)
-print(f"GroupNorm({G}, {C}) without eps: max|ours - torch| = "
+blind = group_norm(x, Ng, gn.weight, gn.bias, 0.0)
+print(f"GroupNorm({Ng}, {C}) without eps: max|ours - torch| = "
       f"{(blind - ref).abs().max().item():.1e}")
 assert (blind - ref).abs().max() > 1e-2  # eps is visible here
 

@@ -85,10 +85,10 @@ def layer_norm(x, weight, bias, eps=1e-5):
 
 
 # Copied from normalization/plot_05_groupnorm_rmsnorm.py: group_norm
-def group_norm(x, G, weight, bias, eps=1e-5):
-    """GroupNorm of x (B, C, H, W) with G groups and per-channel weight, bias (C,)."""
+def group_norm(x, Ng, weight, bias, eps=1e-5):
+    """GroupNorm of x (B, C, H, W) with Ng groups and per-channel weight, bias (C,)."""
     B, C, H, W = x.shape
-    x_groups = x.reshape(B, G, C // G, H, W)  # (B, G, C/G, H, W)
+    x_groups = x.reshape(B, Ng, C // Ng, H, W)  # (B, Ng, C/Ng, H, W)
     y = normalize(x_groups, [2, 3, 4], eps).reshape(B, C, H, W)  # (B, C, H, W)
     return y * weight[:, None, None] + bias[:, None, None]
 
@@ -183,13 +183,13 @@ def rms_norm_chw(x, weight, eps=torch.finfo(torch.float64).eps):
 B, C, H, W = 4, 6, 5, 4  # H != W, so a reshape that swapped them would show
 z = torch.randn(B, C, H, W, device=device, dtype=f64)  # (B, C, H, W), unit variance
 g = torch.randn(B, C, H, W, device=device, dtype=f64)  # upstream gradient dL/dy
-G = 3  # groups for GroupNorm (group_norm_3)
+Ng = 3  # groups for GroupNorm (group_norm_3)
 
 layers = {  # name: (module, from-scratch function, input scale)
     "BatchNorm2d": (torch.nn.BatchNorm2d(C), batch_norm_train, 1e-2),
     "InstanceNorm2d": (torch.nn.InstanceNorm2d(C, affine=True), instance_norm, 1e-2),
     "LayerNorm": (torch.nn.LayerNorm([C, H, W]), layer_norm, 1e-2),
-    "GroupNorm": (torch.nn.GroupNorm(G, C), group_norm_3, 1e-2),
+    "GroupNorm": (torch.nn.GroupNorm(Ng, C), group_norm_3, 1e-2),
     "RMSNorm": (torch.nn.RMSNorm([C, H, W]), rms_norm_chw, 1e-8),
 }
 rel_blind = {}  # name: input-gradient gap with eps dropped, relative (Try it)

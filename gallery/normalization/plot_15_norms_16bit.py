@@ -196,8 +196,8 @@ def naive_stats(t):
     return d, sum16(d * d) / n
 
 
-def naive_norm(name, x, w, b, eps, run=None, G=8):
-    """The norm `name` of x (B, C) in x.dtype, G groups; run: BN eval's (mean, var)."""
+def naive_norm(name, x, w, b, eps, run=None, Ng=8):
+    """The norm `name` of x (B, C) in x.dtype, Ng groups; run: BN eval's (mean, var)."""
     B, C = x.shape
     if name == "LayerNorm":
         d, var = naive_stats(x)
@@ -205,7 +205,7 @@ def naive_norm(name, x, w, b, eps, run=None, G=8):
     elif name == "RMSNorm":
         return x / torch.sqrt(sum16(x * x)[:, None] / C + eps) * w
     elif name == "GroupNorm":
-        d, var = naive_stats(x.reshape(B, G, C // G))  # (B, G, C/G)
+        d, var = naive_stats(x.reshape(B, Ng, C // Ng))  # (B, Ng, C/Ng)
         y = (d / torch.sqrt(var[..., None] + eps)).reshape(B, C)
     elif name == "BatchNorm train":
         d, var = naive_stats(x.T)  # (C, B): statistics over the batch
@@ -215,7 +215,7 @@ def naive_norm(name, x, w, b, eps, run=None, G=8):
     return y * w + b
 
 
-def exact_norm(name, x, w, b, eps, run=None, G=8):
+def exact_norm(name, x, w, b, eps, run=None, Ng=8):
     """The same norm in float64 from the rounded inputs; shape of x (B, C)."""
     x, w = x.double(), w.double()
     B, C = x.shape
@@ -224,8 +224,8 @@ def exact_norm(name, x, w, b, eps, run=None, G=8):
     if name == "LayerNorm":
         var, mean = torch.var_mean(x, 1, correction=0, keepdim=True)
     elif name == "GroupNorm":
-        var, mean = torch.var_mean(x.view(B, G, -1), 2, correction=0, keepdim=True)
-        var, mean = (t.repeat_interleave(C // G, 1).view(B, C) for t in (var, mean))
+        var, mean = torch.var_mean(x.view(B, Ng, -1), 2, correction=0, keepdim=True)
+        var, mean = (t.repeat_interleave(C // Ng, 1).view(B, C) for t in (var, mean))
     elif name == "BatchNorm train":
         var, mean = torch.var_mean(x, 0, correction=0, keepdim=True)
     else:
@@ -237,22 +237,22 @@ def exact_norm(name, x, w, b, eps, run=None, G=8):
 # Proof: every module, three seeds, a random affine
 # -------------------------------------------------
 # Rows of ``C = 1024`` values about 5 +- 3, non-trivial affine parameters (weight
-# 1 +- 0.5, bias +- 0.5), GroupNorm with ``G = 8`` groups, BatchNorm over a batch of
+# 1 +- 0.5, bias +- 0.5), GroupNorm with ``Ng = 8`` groups, BatchNorm over a batch of
 # ``B = 32`` rows, and in eval mode with stored statistics near the data's. Each module
 # runs in the 16-bit dtype (its parameters too); the same module in float32 runs on the
 # same input and parameters, upcast, and its output ``r`` is rounded once to the dtype.
 # The table counts the largest ``|y - r|`` in ulps of ``r``, over three seeds.
-B, C, G = 32, 1024, 8
+B, C, Ng = 32, 1024, 8
 NAMES = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm train", "BatchNorm eval"]
 
 
-def make_norm(name, dtype, w, b, run, G=8):
-    """The PyTorch module `name` in `dtype` on w's device, G groups, parameters copied
+def make_norm(name, dtype, w, b, run, Ng=8):
+    """The PyTorch module `name` in `dtype` on w's device, Ng groups, parameters copied
     from w, b (C,) and run (stored mean, var)."""
     C = w.shape[0]
     m = {"LayerNorm": lambda: torch.nn.LayerNorm(C),
          "RMSNorm": lambda: torch.nn.RMSNorm(C, eps=1e-6),
-         "GroupNorm": lambda: torch.nn.GroupNorm(G, C),
+         "GroupNorm": lambda: torch.nn.GroupNorm(Ng, C),
          }.get(name, lambda: torch.nn.BatchNorm1d(C))().to(w.device, dtype)
     with torch.no_grad():
         m.weight.copy_(w)
