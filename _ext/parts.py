@@ -24,16 +24,19 @@ exercises (their prompts count) and the code that draws the figure of "The idea"
 over the pages is rounded up to 5 minutes.
 """
 
+import json
 import math
 import re
 from pathlib import Path
 
 from docutils import nodes
 from docutils.statemachine import StringList
+from sphinx import addnodes
+from sphinx.transforms import SphinxTransform
 from sphinx.util.docutils import SphinxDirective
 
 import internals
-from anatomy import IDEA, PROOF, SETUP, TRY_IT
+from anatomy import IDEA, PROOF, SETUP, TRY_IT, _is_footer
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS_PER_MINUTE = 200  # prose
@@ -78,6 +81,77 @@ def part_pages(docname):
     if not found:
         raise ValueError(f"{docname}: no '.. part::' list of pages")
     return found.group(1).split()
+
+
+PREREQS = re.compile(r"\*\*Prerequisites:\*\*(.*?)(?:\n\n|\Z)", re.S)
+DOC = re.compile(r":doc:`(?:[^`<]*<)?([^`>]+)>?`")
+
+
+def prerequisites(page):
+    """The pages (``chapter/plot_NN_topic``) ``page`` names in its **Prerequisites:**."""
+    text = source(page).read_text()
+    docstring = text.split('"""')[1] if text.count('"""') >= 2 else ""
+    found = PREREQS.search(docstring)
+    chapter = page.split("/")[0]
+    return [] if not found else [
+        t.removeprefix("/generated/") if t.startswith("/generated/") else f"{chapter}/{t}"
+        for t in DOC.findall(found.group(1)) if "plot_" in t]
+
+
+def builders():
+    """``{page: [the pages that name it as a prerequisite, in file order]}``."""
+    out = {}
+    for path in sorted(ROOT.glob("gallery/*/plot_*.py")):
+        page = f"{path.parent.name}/{path.stem}"
+        for needed in prerequisites(page):
+            out.setdefault(needed, []).append(page)
+    return out
+
+
+GRAPH = ROOT / "generated" / "builds_on.json"
+
+
+def write_graph(app):
+    """builder-inited: the pages that build on each page, rewritten only when it changes."""
+    text = json.dumps(builders(), indent=1, sort_keys=True) + "\n"
+    if not GRAPH.is_file() or GRAPH.read_text() != text:
+        GRAPH.parent.mkdir(parents=True, exist_ok=True)
+        GRAPH.write_text(text)
+
+
+class BuildsOnThis(SphinxTransform):
+    """At a gallery page's end, before sphinx-gallery's footer: the pages that build on it
+    (those whose Prerequisites name it), as links titled by the pages' titles."""
+    default_priority = 710  # after anatomy.py's folds (700)
+
+    def apply(self):
+        docname = self.env.docname
+        if not docname.startswith("generated/") or docname.endswith("/index"):
+            return
+        page = docname.removeprefix("generated/")
+        # Re-read when the graph of prerequisites changes (write_graph), not on any edit.
+        self.env.note_dependency(str(GRAPH))
+        later = json.loads(GRAPH.read_text()).get(page, []) if GRAPH.is_file() else []
+        if not later:
+            return
+        para = nodes.paragraph("", "", nodes.strong("", "Pages that build on this one: "),
+                               classes=["builds-on-this"])
+        for i, other in enumerate(later):
+            if i:
+                para += nodes.Text(", ")
+            ref = addnodes.pending_xref("", refdomain="std", reftype="doc",
+                                        reftarget=f"/generated/{other}", refexplicit=False,
+                                        refdoc=docname, refwarn=True)
+            ref += nodes.inline("", other, classes=["xref", "std", "std-doc"])
+            para += ref
+        para += nodes.Text(".")
+        # sphinx-gallery appends its footer (running time, downloads) to the last section
+        holder = next((sec for sec in reversed(list(self.document.findall(nodes.section)))
+                       if any(_is_footer(child) for child in sec.children)), None)
+        if holder is None:
+            return
+        footer = next(i for i, child in enumerate(holder.children) if _is_footer(child))
+        holder.insert(footer, para)
 
 
 def source(page):
@@ -135,4 +209,6 @@ class PartCards(_Cards):
 def setup(app):
     app.add_directive("part", Part)
     app.add_directive("part-cards", PartCards)
+    app.add_transform(BuildsOnThis)
+    app.connect("builder-inited", write_graph)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -13,8 +13,6 @@ sys.path.insert(0, str(ROOT / "_ext"))
 import parts  # noqa: E402
 
 CHAPTERS = ["normalization", "transformer", "positional"]
-PREREQS = re.compile(r"\*\*Prerequisites:\*\*(.*?)(?:\n\n|\Z)", re.S)
-DOC = re.compile(r":doc:`(?:[^`<]*<)?([^`>]+)>?`")
 
 
 def chapter_parts(chapter):
@@ -22,17 +20,6 @@ def chapter_parts(chapter):
     text = (ROOT / "chapters" / f"{chapter}.rst").read_text()
     toc = re.search(r"\.\. toctree::\n   :hidden:\n\n((?:   \S+\n)+)", text)
     return [f"/chapters/{line.strip()}" for line in toc.group(1).splitlines()]
-
-
-def prerequisites(page):
-    """The pages ``chapter/plot_NN_topic`` that ``page`` names as its prerequisites."""
-    docstring = (ROOT / "gallery" / f"{page}.py").read_text().split('"""')[1]
-    found = PREREQS.search(docstring)
-    assert found, f"{page}: no **Prerequisites:**"
-    chapter = page.split("/")[0]
-    return [t.removeprefix("/generated/") if t.startswith("/generated/")
-            else f"{chapter}/{t}" for t in DOC.findall(found.group(1))
-            if "plot_" in t]
 
 
 def core_path():
@@ -55,7 +42,7 @@ def test_the_parts_hold_every_page_once_in_file_order(chapter):
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_a_page_comes_after_the_pages_of_its_chapter_it_builds_on(chapter):
     order = [p for part in chapter_parts(chapter) for p in parts.part_pages(part)]
-    late = {page: [q for q in prerequisites(page) if q in order
+    late = {page: [q for q in parts.prerequisites(page) if q in order
                    and order.index(q) >= order.index(page)] for page in order}
     assert not {page: q for page, q in late.items() if q}
 
@@ -64,7 +51,7 @@ def test_the_core_path_uses_nothing_before_it_is_taught():
     path = core_path()
     assert path == [f"/chapters/{c}/foundations" for c in CHAPTERS]
     pages = [p for part in path for p in parts.part_pages(part)]
-    early = {page: [q for q in prerequisites(page) if q not in pages[:i]]
+    early = {page: [q for q in parts.prerequisites(page) if q not in pages[:i]]
              for i, page in enumerate(pages)}
     assert not {page: q for page, q in early.items() if q}
 
@@ -78,8 +65,9 @@ def test_the_landing_page_shows_every_part():
 
 def test_the_check_sees_a_page_used_before_it_is_taught():
     """The order checks read the prerequisites right: a known edge, and its absence."""
-    assert "normalization/plot_04_layernorm" in prerequisites("transformer/plot_01_self_attention")
-    assert "transformer/plot_01_self_attention" in prerequisites("normalization/plot_10_qk_norm")
+    needs = parts.prerequisites
+    assert "normalization/plot_04_layernorm" in needs("transformer/plot_01_self_attention")
+    assert "transformer/plot_01_self_attention" in needs("normalization/plot_10_qk_norm")
     core = [p for part in core_path() for p in parts.part_pages(part)]
     assert "normalization/plot_10_qk_norm" not in core  # uses attention: not in the core path
 
@@ -138,3 +126,24 @@ def test_every_page_is_one_click_from_the_landing_page(site):
     pages = {f"{p.parent.name}/{p.stem}" for p in (ROOT / "gallery").glob("*/plot_*.py")}
     assert pages <= linked, sorted(pages - linked)
     assert re.search(r"\d+ pages, about \d+ min", html)
+
+
+def test_pages_that_build_on_a_page_are_linked_at_its_end(site):
+    """Every prerequisite edge has its reverse: the page named links back to the page that
+    names it, at its end (_ext/parts.py)."""
+    out = site[1]
+    later = parts.builders()
+    assert sum(map(len, later.values())) > 60
+    for page, others in later.items():
+        html = (out / "generated" / f"{page}.html").read_text()
+        block = re.search(r'<p class="builds-on-this">(.*?)</p>', html, re.S)
+        assert block, page
+        linked = set(re.findall(r'href="(?:\.\./)*(?:generated/)?(\w+/)?(plot_\w+)\.html',
+                                block.group(1)))
+        names = {p.split("/")[1] for p in others}
+        assert {stem for _, stem in linked} == names, (page, linked, names)
+    # the foundation every attention page builds on names them; a page nothing builds on
+    # has no such paragraph
+    assert "transformer/plot_01_self_attention" in later["normalization/plot_04_layernorm"]
+    leaf = (out / "generated" / "transformer" / "plot_16_attention_16bit_ratio_test.html")
+    assert "builds-on-this" not in leaf.read_text()

@@ -17,6 +17,9 @@ sinusoidal code, has no relative structure.
 
 **Prerequisites:** :doc:`/generated/positional/plot_01_formulation` (the interface),
 :doc:`/generated/positional/plot_02_sinusoidal` (the sinusoidal code).
+
+GPT-2's own table, ``wpe``, is loaded on
+:doc:`/generated/transformer/plot_08_gpt2_vs_hugging_face`.
 """
 
 # %%

@@ -16,7 +16,8 @@ only the offset between their positions.
 
 **Prerequisites:** :doc:`/generated/positional/plot_01_formulation` (where a position
 enters attention), :doc:`/generated/positional/plot_02_sinusoidal` (the same
-frequencies, added instead of rotated).
+frequencies, added instead of rotated),
+:doc:`/generated/transformer/plot_01_self_attention` (the logits ``q . k`` it rotates).
 
 .. index:: ! RoPE
 .. index:: ! rotary position embedding

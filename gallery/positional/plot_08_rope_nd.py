@@ -15,7 +15,9 @@ coordinate ``c``, so attention logits depend only on the 2-D offset between two 
 - what flattening the grid to 1-D positions loses (an exercise)
 
 **Prerequisites:** :doc:`/generated/positional/plot_04_rope` (1-D RoPE),
-:doc:`/generated/positional/plot_05_rope_attention` (RoPE inside attention).
+:doc:`/generated/positional/plot_05_rope_attention` (RoPE inside attention),
+:doc:`/generated/transformer/plot_02_multihead_attention` (the heads it rotates),
+:doc:`/generated/normalization/plot_04_layernorm` (the norm of its layer).
 """
 
 # %%

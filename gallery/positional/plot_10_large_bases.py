@@ -14,7 +14,8 @@ angle near a million tokens is off by hundredths of a radian unless reduced modu
 - what a float32 angle loses at positions near a million, and why (an error model)
 - how reducing the angle in float64 before the cast keeps cos and sin exact to float32
 
-**Prerequisites:** :doc:`/generated/positional/plot_04_rope` (RoPE's frequencies).
+**Prerequisites:** :doc:`/generated/positional/plot_04_rope` (RoPE's frequencies),
+:doc:`/generated/transformer/plot_11_llama_decoder_layer` (Llama's rotary embedding).
 """
 
 # %%

@@ -16,7 +16,9 @@ only on the relative position.
 - that it equals Hugging Face's GPT-NeoX and Phi, tables and whole attention layers
 
 **Prerequisites:** :doc:`/generated/positional/plot_04_rope` (RoPE, the rotate-half
-layout), :doc:`/generated/positional/plot_05_rope_attention` (RoPE inside attention).
+layout), :doc:`/generated/positional/plot_05_rope_attention` (RoPE inside attention),
+:doc:`/generated/transformer/plot_04_causal_attention` (the causal attention of its
+GPT-NeoX layer).
 
 .. index:: ! partial RoPE
 """
