@@ -161,13 +161,13 @@ def toy_stream_rms(placement, gain, depth=24, D=64, seed=0):
 
 
 toy = {(p, g): toy_stream_rms(p, g) for p in ("pre", "post", "peri") for g in (1, 3)}
-fig, ax = plt.subplots(figsize=(6, 3), layout="constrained")
+fig, ax = plt.subplots(figsize=(6.4, 3.8), layout="constrained")
 for (p, g), rms in toy.items():
     ax.plot(range(1, 25), rms, color={"pre": "C0", "post": "C1", "peri": "C2"}[p],
             ls="-" if g == 1 else "--", label=f"{p}-LN, gain {g}")
 ax.set(xlabel="step", ylabel="RMS of the stream", yscale="log", ylim=(0.7, 300),
        title="post-LN and peri-LN bound the stream; pre-LN's follows the weights")
-ax.legend(fontsize=7, ncol=3, loc="upper left")
+ax.legend(ncol=2, loc="upper left")  # the house size: readable in the page's column
 plt.show()
 # asserted: post-LN's stream is a norm's output; peri-LN's step adds RMS at most 1
 toy_pre_ratio = toy["pre", 3][-1] / toy["pre", 1][-1]
@@ -394,7 +394,7 @@ ax1.set(xlabel="layer", ylabel="RMS of the residual stream",
         title="output norms bound the stream; pre-LN's\ngrowth follows the weights")
 ax2.set(xlabel="layer", ylabel="gradient norm / last layer's", yscale="log",
         title="gradient at each layer's input, at init\n(solid gain 1, dashed 3)")
-ax1.legend(fontsize=7)
+ax1.legend()
 plt.show()
 
 # %%

@@ -396,14 +396,16 @@ for ax, base in zip(axs, BASES):
         e_bucket = torch.frexp(x_bucket)[1]  # exponent of each bucket's left edge
         half_spacing = torch.ldexp(torch.ones_like(x_bucket),
                                    e_bucket - significant_bits(dtype)) / 2
-        ax.loglog(x_bucket, half_spacing, color=colors[dtype], ls="--", lw=0.8)
+        ax.loglog(x_bucket, half_spacing, color=colors[dtype], ls="--", lw=0.8,
+                  label=f"half the {str(dtype).removeprefix('torch.')} spacing at p")
     ax.axhline(math.pi, color="gray", lw=0.8)
-    ax.axvline(limit, color=colors[torch.float16], lw=0.8, ls=":")
+    ax.axvline(limit, color=colors[torch.float16], lw=0.8, ls=":",
+               label=f"float16 overflows at {limit:,.0f}")
     ax.text(1.5, math.pi * 1.3, "π", color="gray")
     ax.set_xlabel("position p")
     ax.set_title(f"base {base:,.0f}")
 axs[0].set_ylabel("max over pairs |angle - float64| (rad)")
-axs[0].legend(loc="lower right")
+axs[0].legend(loc="upper left", fontsize="small")  # every line and mark, named
 fig.suptitle("RoPE angles in 16 bits: the error grows with p and passes π at 1028\n"
              "(bfloat16) and 8196 (float16); float32's stays below 0.08 rad to 128k")
 plt.show()

@@ -90,12 +90,12 @@ idea_masks = {"causal": ones.tril(),
               f"window W = {W}": ones.tril() & ones.triu(-(W - 1)),
               f"sinks S = {S} + window": ones.tril() & (ones.triu(-(W - 1))
                                                          | (torch.arange(L) < S))}
-fig, axes = plt.subplots(1, 3, figsize=(9, 3.8), sharey=True, layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(9, 4.2), sharey=True, layout="constrained")
 for ax, (name, keep) in zip(axes, idea_masks.items()):
     ax.imshow(keep, cmap="Greys", vmin=0, vmax=1.5)
     ax.grid(False)
     ax.set_title(f"{name}: {keep.sum().item()} keys")
-    ax.set_xlabel("key position j")
+fig.supxlabel("key position j (grey: attended)")  # one label, below all three
 axes[0].set_ylabel("query position i")
 fig.suptitle(f"A window keeps at most W = {W} keys per query, O(L W) in all;\n"
              f"sinks keep the first S = {S} keys as well")

@@ -69,7 +69,7 @@ alibi_flex = (closed_form[:, None, None]
               * (pos_flex[None, :] - pos_flex[:, None])).masked_fill(
     ~dense["causal"], -math.inf)  # (Nh, L, L): -slope * (l - m), future -inf
 nb = L_flex // 128
-fig, axs = plt.subplots(1, 4, figsize=(11, 3.6), sharey=True)
+fig, axs = plt.subplots(1, 4, figsize=(11, 4.4), sharey=True, layout="constrained")
 for ax, (name, keep) in zip(axs, dense.items()):
     blocks = keep.reshape(nb, 128, nb, 128)  # (q block, row, kv block, col)
     visited = blocks.any(dim=3).any(dim=1).cpu()  # (nb, nb)
@@ -93,8 +93,15 @@ for ax, (name, keep) in zip(axs, dense.items()):
                  f"visited, {int(full.sum())} full", fontsize="medium")
     ax.set_xlabel("key m")
 axs[0].set_ylabel("query l")
+marks = [plt.Rectangle((0, 0), 1, 1, color=plt.get_cmap("Blues")(1.0)),
+         plt.Rectangle((0, 0), 1, 1, color=plt.get_cmap("Blues")(0.23)),
+         plt.Rectangle((0, 0), 1, 1, color="0.55", alpha=0.6),
+         plt.Rectangle((0, 0), 1, 1, fill=False, edgecolor="C1", lw=2)]
+fig.legend(marks, ["kept by the mask", "masked out", "empty block: skipped",
+                   "full block: no mask needed"], loc="outside lower center", ncol=4)
 fig.suptitle("A mask decides which 128 x 128 blocks need computing: FlexAttention\n"
-             "skips the empty ones (grey); full ones (outlined) need no mask")
+             "skips the empty ones; full ones need no mask (ALiBi: the bias, "
+             "yellow near 0)")
 plt.show()
 
 # %%
