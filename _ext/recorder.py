@@ -207,7 +207,43 @@ def start_recording(src):
     torch.testing.assert_close = assert_close
     undo_compiler = internals.patch_block_compiler(_CountChecks().visit, rec.filename)
     setattr(builtins, HIT, rec.hit)
-    _state.update(recorder=rec, original=original, undo_compiler=undo_compiler)
+    undo_figures = _record_figures(rec)
+    _state.update(recorder=rec, original=original, undo_compiler=undo_compiler,
+                  undo_figures=undo_figures)
+
+
+def _record_figures(rec):
+    """Record, for each figure the page saves (sphinx-gallery saves each one, in order), its
+    width and its smallest fonts: what a reader can read of it once the page shrinks it to
+    the text column (tests/test_browser_figures.py). Returns the undo."""
+    from matplotlib.figure import Figure
+
+    original = Figure.savefig
+    rec.figures = []
+
+    def savefig(fig, *args, **kwargs):
+        def smallest(texts):
+            sizes = [t.get_fontsize() for t in texts if t.get_visible() and t.get_text()]
+            return min(sizes) if sizes else None
+
+        result = original(fig, *args, **kwargs)  # drawn now: the tick labels hold their text
+        if rec.figures and rec.figures[-1]["id"] == id(fig):
+            return result  # the same figure again (sphinx-gallery's 2x image)
+        ticks, legends = [], []
+        for ax in fig.axes:
+            ticks += ax.get_xticklabels() + ax.get_yticklabels()
+            if ax.get_legend() is not None:
+                legends += ax.get_legend().get_texts()
+        legends += [t for legend in fig.legends for t in legend.get_texts()]
+        rec.figures.append({"id": id(fig), "width_in": fig.get_figwidth(),
+                            "tick_pt": smallest(ticks), "legend_pt": smallest(legends)})
+        return result
+
+    Figure.savefig = savefig
+
+    def undo():
+        Figure.savefig = original
+    return undo
 
 
 def unpatch():
@@ -220,6 +256,7 @@ def unpatch():
     if rec is not None:
         torch.testing.assert_close = _state.pop("original")
         _state.pop("undo_compiler")()
+        _state.pop("undo_figures")()
         delattr(builtins, HIT)
     return rec
 
@@ -251,3 +288,7 @@ def stop_recording():
         "values": _numbers(rec.namespace),
     }
     (out_dir / f"{stem}.claims.json").write_text(json.dumps(record, indent=1) + "\n")
+    # Each figure the page saved, in order: its width and smallest fonts (a file of its own:
+    # the claim records' format stays as claim_files.py reads it).
+    figures = [{k: v for k, v in f.items() if k != "id"} for f in rec.figures]
+    (out_dir / f"{stem}.figures.json").write_text(json.dumps(figures, indent=1) + "\n")
