@@ -32,7 +32,8 @@ def headline(sets, current):
     records = [s["records"][p] for s in built for p in s["current"]]
     if not records:
         return "No page has been verified by this build yet: run ``make html``."
-    claims = [c for r in records for c in r["claims"] if c["checks"] > 0]
+    # verified: ran and held (a claim that failed is the ledger's verdict, not counted here)
+    claims = [c for r in records for c in r["claims"] if c["checks"] > 0 and c["passed"]]
     checks = sum(c["checks"] for c in claims)
     devices = sorted({f"{s['machine'][0]} ({s['machine'][1]})" for s in built})
     versions = sorted({s["machine"][2] for s in built})

@@ -109,7 +109,8 @@
       }
       return a.dataset.order - b.dataset.order;
     });
-    body.append(...sorted);
+    // Rows moved only when the order changes (moving a thousand rows costs a layout).
+    if (sorted.some((row, i) => row !== body.rows[i])) body.append(...sorted);
     count.textContent = `${shown} of ${rows.length} claims shown`;
     // The filters live in the address (?page=normalization/plot_04_layernorm&sort=...), so
     // a page's "this page in the proof ledger" link and a copied address open them as set.
