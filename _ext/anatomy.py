@@ -74,7 +74,7 @@ def _what_proves_this_page(docname):
     return nodes.paragraph("", "", nodes.strong("", "What proves this page: "),
                            nodes.reference("", "its claims in the proof ledger",
                                            refuri=_ledger_uri(docname)),
-                           nodes.Text(", each with its measured discrepancy and tolerance."),
+                           nodes.Text(", as measured."),
                            classes=["anatomy-ledger-link", "anatomy-proved-by"])
 
 
