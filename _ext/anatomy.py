@@ -14,7 +14,10 @@ every build, are recorded in the ledger and stay whole in the downloads; on the 
 - the section "Setup" (imports, seed, device, and blocks copied from other pages, if any)
   folds into one line like a proof;
 - in the section "The idea", the code of a figure folds and the figure stays: the lesson
-  there is the equation and the picture.
+  there is the equation and the picture;
+- the introduction ends on a line linking this page's rows in the proof ledger ("what
+  proves this page"), and every other link of the page to the ledger opens it filtered to
+  this page as well (``?page=chapter/plot_NN_topic``, read by ``ledger.js``).
 
 sphinx-design renders the dropdowns as ``<details>``: no JavaScript, and the browser's
 find-in-page opens them. sphinx-gallery's footer (running time, downloads), which it
@@ -54,13 +57,37 @@ def _is_prompt(node):
 
 def _ledger_link(docname):
     """A paragraph linking the ledger, filtered to this page's rows."""
-    page = docname.removeprefix("generated/")
-    depth = docname.count("/")
-    uri = "../" * depth + f"{LEDGER}.html?page={page}"
     return nodes.paragraph("", "", nodes.Text("Every check below, with its measured "
                                               "discrepancy and tolerance: "),
-                           nodes.reference("", "this page in the proof ledger", refuri=uri),
+                           nodes.reference("", "this page in the proof ledger",
+                                           refuri=_ledger_uri(docname)),
                            nodes.Text("."), classes=["anatomy-ledger-link"])
+
+
+def _ledger_uri(docname):
+    """The ledger's address from a gallery page, filtered to that page's rows."""
+    return "../" * docname.count("/") + f"{LEDGER}.html?page={docname.removeprefix('generated/')}"
+
+
+def _what_proves_this_page(docname):
+    """The introduction's last line: where every claim of this page is, as the build checked it."""
+    return nodes.paragraph("", "", nodes.strong("", "What proves this page: "),
+                           nodes.reference("", "its claims in the proof ledger",
+                                           refuri=_ledger_uri(docname)),
+                           nodes.Text(", as measured."),
+                           classes=["anatomy-ledger-link", "anatomy-proved-by"])
+
+
+def filter_ledger_links(app, doctree, docname):
+    """On a gallery page, every link to the ledger (a ``:doc:`` in its text, say) opens it
+    filtered to the page's own rows (doctree-resolved: the links are resolved by then)."""
+    if not docname.startswith("generated/") or docname.endswith("/index"):
+        return
+    whole = "../" * docname.count("/") + f"{LEDGER}.html"
+    for ref in doctree.findall(nodes.reference):
+        uri = ref.get("refuri", "")
+        if uri == whole or uri.startswith(whole + "#"):
+            ref["refuri"] = _ledger_uri(docname) + uri[len(whole):]
 
 
 def fold(section, start, title, classes, extra=()):
@@ -99,6 +126,11 @@ class FoldProofs(SphinxTransform):
         docname = self.env.docname
         if not docname.startswith("generated/") or docname.endswith("/index"):
             return
+        top = next(iter(self.document.findall(nodes.section)), None)
+        if top is not None:  # after the introduction, before the first section (Setup)
+            first = next((i for i, c in enumerate(top.children)
+                          if isinstance(c, nodes.section)), len(top.children))
+            top.insert(first, _what_proves_this_page(docname))
         for section in list(self.document.findall(nodes.section)):
             if not section.children or not isinstance(section[0], nodes.title):
                 continue
@@ -133,6 +165,7 @@ class FoldProofs(SphinxTransform):
 
 def setup(app):
     app.add_transform(FoldProofs)
+    app.connect("doctree-resolved", filter_ledger_links)
     # A change to this file changes every gallery page's doctree: its digest as the
     # extension's env_version makes Sphinx read every page again (as after a config change).
     digest = int(hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8], 16)

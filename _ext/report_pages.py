@@ -32,7 +32,8 @@ def headline(sets, current):
     records = [s["records"][p] for s in built for p in s["current"]]
     if not records:
         return "No page has been verified by this build yet: run ``make html``."
-    claims = [c for r in records for c in r["claims"] if c["checks"] > 0]
+    # verified: ran and held (a claim that failed is the ledger's verdict, not counted here)
+    claims = [c for r in records for c in r["claims"] if c["checks"] > 0 and c["passed"]]
     checks = sum(c["checks"] for c in claims)
     devices = sorted({f"{s['machine'][0]} ({s['machine'][1]})" for s in built})
     versions = sorted({s["machine"][2] for s in built})
@@ -63,6 +64,12 @@ def _list_table(header, rows, css):
         lines += [f"* - {row[0]}", *(f"  - {cell}" for cell in row[1:])]
     return "\n".join(lines + [":::", ""])
 
+
+
+def _css_string(text):
+    """A CSS string literal (no markup can end the <style> it sits in)."""
+    escaped = re.sub(r'[\\"<>]', lambda m: f"\\{ord(m.group()):x} ", text)
+    return f'"{escaped}"'
 
 
 def _sci(x):
@@ -130,6 +137,13 @@ def book_order(current):
     return sorted(current, key=lambda p: (rank.get(p.split("/")[0], len(rank)), p))
 
 
+def chapter_title(chapter):
+    """A chapter's title: the first line of ``chapters/<chapter>.rst`` (its name, if none)."""
+    path = ROOT / "chapters" / f"{chapter}.rst"
+    lines = path.read_text().splitlines() if path.is_file() else []
+    return next((line.strip() for line in lines if line.strip()), chapter)
+
+
 def page_title(page):
     """A gallery page's title: the first line of its docstring (its name, if it is gone)."""
     path = ROOT / "gallery" / f"{page}.py"
@@ -159,8 +173,9 @@ def _claim_html(c):
     what = _arguments(code)
     if c["kind"] == "assert_close" and isinstance(what, tuple):
         said = f"<code>{html.escape(what[0])}</code> equals <code>{html.escape(what[1])}</code>"
-    elif c["kind"] == "raises":
-        said = "the code raises, as the section says"
+    elif c["kind"] == "raises":  # its code: "<the try's body>  # raises <exceptions>"
+        body, _, names = code.rpartition("  # raises ")
+        said = f"<code>{html.escape(body)}</code> raises {html.escape(names)}"
     elif isinstance(what, str):
         said = f"<code>{html.escape(what)}</code> holds"
     else:
@@ -179,12 +194,24 @@ def _role(c):
 ROLES = {"check": "check", "control": "negative control"}
 
 
-def _ratio_text(x):
+# What the "of tolerance" column says of a claim that is no tolerance comparison: a
+# condition (an assert) has no margin the recorder could measure, nor an expected exception.
+NOT_COMPARED = {"assert": ("condition", "an assert: a condition that held (no tolerance)"),
+                "raises": ("raises", "the code raised the exception it must (no tolerance)")}
+
+
+def _ratio_cell(c, x):
+    """The "of tolerance" cell: max |a - e| / (atol + rtol |e|), or what the claim is."""
+    if c["kind"] in NOT_COMPARED:
+        text, tip = NOT_COMPARED[c["kind"]]
+        return f'<td class="ratio kind-{c["kind"]}" title="{tip}">{text}</td>'
     if x is None:
-        return ""
+        return '<td class="ratio"></td>'
     if x == float("inf"):
-        return "exact: differs"
-    return "0 (exact)" if x == 0 else f"{x:.2g}"
+        text = "exact: differs"
+    else:
+        text = "0 (exact)" if x == 0 else f"{x:.2g}"
+    return f'<td class="ratio">{text}</td>'
 
 
 def ledger_markdown(sets, current):
@@ -205,11 +232,11 @@ def ledger_markdown(sets, current):
                   f"{html.escape(device)} ({html.escape(name)})<br>torch {html.escape(torch)}"
                   f"<br>{html.escape(s['origin'])}</th>")
     header = ("<th>page</th><th class=\"wide\">line</th><th>claim</th>"
-              "<th class=\"wide\">section</th><th class=\"wide\">role</th>"
+              "<th>section</th><th>role</th>"
               "<th class=\"wide\">tolerance</th><th class=\"wide\">dtype</th>"
               '<th title="the largest |a - e| / (atol + rtol |e|) over the checked elements: '
               'a comparison passes at 1 or less">of tolerance</th>') + heads
-    rows, tally = [], Counter()
+    rows, tally, failed_elsewhere = [], Counter(), [0] * len(sets)
     for page in book_order(current):
         # The rows: the claims of a current record (the build's first), else of any record.
         template = next((s["records"][page] for s in sets if page in s["current"]), None) or \
@@ -246,14 +273,16 @@ def ledger_markdown(sets, current):
                 set_cells.append(f'<td class="set {_column_class(s)} {status}" '
                                  f'title="{html.escape(cell_tip)}">{text}</td>')
             tally[statuses[0]] += 1
+            for i, status in enumerate(statuses):
+                failed_elsewhere[i] += status == "failed"
             known = [float(x) for x in ratios if x != "-"]
             worst = max(known) if known else None
-            cells = [f"<td>{link}</td>", f'<td class="wide">{c["line"]}</td>',
-                     f"<td>{_claim_html(c)}</td>",
-                     f'<td class="wide">{html.escape(c["section"].replace("``", ""))}</td>',
-                     f'<td class="wide role-{role}">{ROLES[role]}</td>',
+            cells = [f'<td class="page">{link}</td>', f'<td class="wide">{c["line"]}</td>',
+                     f'<td class="what">{_claim_html(c)}</td>',
+                     f'<td class="section">{html.escape(c["section"].replace("``", ""))}</td>',
+                     f'<td class="role role-{role}">{ROLES[role]}</td>',
                      f'<td class="wide">{tol}</td>', f'<td class="wide">{dtypes}</td>',
-                     f'<td class="ratio">{_ratio_text(worst)}</td>', *set_cells]
+                     _ratio_cell(c, worst), *set_cells]
             # For ledger.js: each record set's max abs and ratio ("-": none), in column
             # order, and the largest of them.
             attrs = _attrs(page=page, chapter=page.split("/")[0], title=title, line=c["line"],
@@ -267,19 +296,40 @@ def ledger_markdown(sets, current):
             rows.append(f'<tr class="claim"{attrs}>' + "".join(cells) + "</tr>")
     held, not_run = tally["held"], tally["not-run"]
     failed, other = tally["failed"], sum(tally.values()) - tally["held"] - tally["not-run"]
-    counts = (f"The table lists **{sum(tally.values())} claims**: **{held}** held in this "
-              f"build (the headline's count), **{not_run}** did not run on this machine "
-              "(each sits in a branch for another device or version, marked *not run*)")
+    # Raw HTML, so that each sentence links the rows it counts (the filters live in the
+    # address: ledger.js); MyST would take "?status=..." for a reference to resolve.
+    counts = (f"The table lists <strong>{sum(tally.values())} claims</strong>: <strong>{held}"
+              "</strong> held in this build (the headline's count), <strong>"
+              f'{not_run}</strong> <a href="?status=not-run">did not run on this machine</a> '
+              "(each sits in a branch for another device or version, marked <em>not run</em>)")
     if other - failed:
-        counts += f", and **{other - failed}** have no current record here (*stale*, *no record*)"
+        counts += (f", and <strong>{other - failed}</strong> have no current record here "
+                   "(<em>stale</em>, <em>no record</em>)")
+    if failed:
+        counts += f', and <strong>{failed}</strong> <a href="?status=failed">failed</a>'
     counts += "."
-    verdict = ("**No claim failed in this build.**" if not failed else
-               f"**{failed} claim{'s' * (failed != 1)} failed in this build**: choose the "
-               "status *failed* below to see them.")
-    out += [counts, "", verdict, "",
+    verdict = ("<strong>No claim failed in this build.</strong>" if not failed else
+               f"<strong>{failed} claim{'s' * (failed != 1)} failed in this build</strong>: "
+               '<a href="?status=failed">show them</a>.')
+    for s, n in zip(sets[1:], failed_elsewhere[1:]):  # the committed record sets
+        if n:
+            verdict += (f" {n} claim{'s' * (n != 1)} failed in the record set "
+                        f"{html.escape(s['origin'])} (<a href=\"?status=failed&amp;set="
+                        f'{_column_class(s)}">show them</a>).')
+    chapter_titles = {c: chapter_title(c) for c in
+                      dict.fromkeys(p.split("/")[0] for p in book_order(current))}
+    # On a phone the rows are cards (ledger.css): each record set's cell says which set it is.
+    labels = "".join(f"table.ledger td.{_column_class(s)}::before {{ content: "
+                     f"{_css_string('{} ({}), torch {}: '.format(*s['machine']))}; }}"
+                     for s in sets)
+    out += ["```{raw} html", f'<p class="ledger-counts">{counts}</p>',
+            f'<p class="ledger-verdict">{verdict}</p>',
             # ledger.js puts its filters here; without JavaScript the div stays empty.
-            "```{raw} html", '<div id="ledger-filters" class="ledger-filters"></div>', "```", "",
-            "# Every claim", "", "```{raw} html", '<div class="ledger-wrap ledger-scroll">',
+            f'<div id="ledger-filters" class="ledger-filters"'
+            f'{_attrs(chapters=json.dumps(chapter_titles))}></div>', "```", "",
+            "# Every claim", "", "```{raw} html",
+            f"<style>@media (max-width: 40em) {{ {labels} }}</style>",
+            '<div class="ledger-wrap ledger-scroll">',
             '<table class="docutils align-default ledger">'
             f"<thead><tr>{header}</tr></thead>", "<tbody>", *rows, "</tbody></table>",
             "</div>", "```", ""]

@@ -12,10 +12,21 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conftest import ROOT
+from conftest import GALLERY_PAGES, ROOT
 from test_browser import SCREENSHOTS, Visit, base_url, browser, visit  # noqa: F401
 
 LEDGER = "chapters/ledger.html"
+BOOK_ORDER = ["normalization", "transformer", "positional"]  # index.rst's order
+
+
+def chapter_title(chapter):
+    return (ROOT / "chapters" / f"{chapter}.rst").read_text().splitlines()[0].strip()
+
+
+def shown_pages(page):
+    """The page of each row the ledger shows."""
+    return page.evaluate("""() => [...document.querySelectorAll("table.ledger tbody tr")]
+        .filter(r => r.offsetParent).map(r => r.dataset.page)""")
 
 # Per table wrapper: can every header cell be reached, and does the page stay put?
 LAYOUT_JS = """() => {
@@ -96,10 +107,11 @@ def test_filters_hide_the_rows_that_do_not_match(visit):
     assert total > 100 and page.evaluate(COUNT_JS) == total
     assert f"{total} of {total} claims shown" in page.locator(".ledger-count").inner_text()
 
-    # The page filter lists titles, grouped by chapter in the book's order.
+    # The page filter lists titles, grouped by chapter (their titles) in the book's order.
     groups = page.eval_on_selector_all("#ledger-filters select[name=page] optgroup",
                                        "gs => gs.map(g => g.label)")
-    assert groups == ["normalization", "transformer", "positional"], groups
+    assert groups == [chapter_title(c) for c in BOOK_ORDER], groups
+    assert groups[0] == "Normalization layers", groups
     stem = "normalization/plot_02_batchnorm"
     label = page.locator(f'#ledger-filters select[name=page] option[value="{stem}"]')
     assert label.inner_text().startswith("BatchNorm"), label.inner_text()
@@ -153,14 +165,28 @@ def test_filters_hide_the_rows_that_do_not_match(visit):
     assert not visit.problems, visit.problems
 
 
-def test_a_pages_ledger_link_opens_only_its_claims(visit):
-    """The link under a page's folded proofs opens the ledger filtered to that page."""
-    page = visit.open("generated/positional/plot_04_rope.html")
-    href = page.eval_on_selector("a[href*='ledger.html?page=']", "a => a.href")
-    ledger = visit.open(urlsplit(href).path.lstrip("/") + "?" + urlsplit(href).query)
-    shown = ledger.evaluate("""() => [...document.querySelectorAll("table.ledger tbody tr")]
-        .filter(r => r.offsetParent).map(r => r.dataset.page)""")
-    assert shown and set(shown) == {"positional/plot_04_rope"}, set(shown)
+def test_a_pages_ledger_links_open_only_its_claims(visit):
+    """A gallery page says what proves it: a visible link under its introduction, and every
+    other link of the page to the ledger (Setup's, each folded proof's) opens the ledger on
+    that page's rows alone, all of them. Three pages here (the first, one without a proof
+    section, the last); test_ledger.py checks every page's links in the HTML."""
+    ledger = visit.open(LEDGER, unfold=False)
+    rows = ledger.evaluate("""() => [...document.querySelectorAll("table.ledger tbody tr")]
+        .map(r => r.dataset.page)""")
+    for stem in ["normalization/plot_01_common_recipe", "transformer/plot_06_attention_maps",
+                 f"{GALLERY_PAGES[-1].parent.name}/{GALLERY_PAGES[-1].stem}"]:
+        page = visit.open(f"generated/{stem}.html", unfold=False)
+        intro = page.locator("article p.anatomy-proved-by a")
+        assert intro.count() == 1 and intro.is_visible(), f"{stem}: no visible ledger link"
+        hrefs = page.eval_on_selector_all(
+            "article a[href*='chapters/ledger.html']", "as => as.map(a => a.href)")
+        assert all(urlsplit(h).query == f"page={stem}" for h in hrefs), (stem, hrefs)
+        intro.click()  # as a reader does
+        page.wait_for_url(f"**/{LEDGER}?page={stem}")
+        shown = shown_pages(page)
+        assert shown and shown == [p for p in rows if p == stem], (stem, len(shown))
+        assert f"{len(shown)} of {len(rows)} claims shown" in \
+            page.locator(".ledger-count").inner_text()
     assert not visit.problems, visit.problems
 
 
@@ -180,6 +206,15 @@ def test_the_counts_reconcile_and_say_whether_a_claim_failed(visit):
     assert not_run > 0
     if "failed" not in statuses:
         assert "No claim failed in this build." in text
+    else:
+        assert re.search(r"\d+ claims? failed in this build", text), text[:600]
+    # The count of what did not run links those rows, each marked "not run".
+    page = visit.open(LEDGER, unfold=False)
+    page.click("p.ledger-counts a[href='?status=not-run']")
+    page.wait_for_url("**/ledger.html?status=not-run")
+    marked = page.evaluate("""() => [...document.querySelectorAll("table.ledger tbody tr")]
+        .filter(r => r.offsetParent).map(r => r.querySelector("td.set").innerText)""")
+    assert marked == ["not run"] * not_run, marked
 
 
 def test_sorting_by_discrepancy_orders_rows_by_max_abs(visit):
@@ -225,17 +260,43 @@ def test_sorting_by_discrepancy_orders_rows_by_max_abs(visit):
         assert page_a != page_b or line_a < line_b, (page_a, line_a, line_b)
 
 
-def test_the_phone_layout_keeps_the_essential_columns(browser, base_url):
+PHONE_JS = """() => {
+    const wrap = document.querySelector(".ledger-scroll");
+    const cards = [...document.querySelectorAll("table.ledger tbody tr")].slice(0, 50);
+    return {
+        window: innerWidth, page: document.documentElement.scrollWidth,
+        wrap: [wrap.scrollWidth, wrap.clientWidth, getComputedStyle(wrap).overflowY],
+        table: document.querySelector("table.ledger").getBoundingClientRect().right,
+        widest: Math.max(...cards.map(r => r.getBoundingClientRect().right)),
+        header: document.querySelector("table.ledger thead").offsetParent !== null,
+        card: [...cards[0].querySelectorAll("td")].filter(td => td.offsetParent).map(
+            td => td.className.split(" ")[0] + ": " + getComputedStyle(td, "::before")
+                .content.replace(/^none$|^"|"$/g, "") + td.innerText.trim()),
+    };
+}"""
+
+
+def test_the_phone_layout_is_cards_without_sideways_scrolling(browser, base_url):
+    """At 390 px a claim is a card: its page, section, what it checks, its role, how close
+    it came to its tolerance and each record set's result, labelled; nothing scrolls
+    sideways, neither the page nor the table."""
     visit = Visit(browser, base_url, color_scheme="light",
                   viewport={"width": 390, "height": 844})
     try:
         page = visit.open(LEDGER)
-        shown = page.evaluate("""() => [...document.querySelectorAll("table.ledger thead th")]
-            .filter(th => th.offsetParent).map(th => th.innerText.split("\\n")[0])""")
-        assert shown[:3] == ["page", "claim", "of tolerance"], shown
-        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        info = page.evaluate(PHONE_JS)
+        assert not visit.problems, visit.problems
     finally:
         visit.close()
+    assert info["page"] <= info["window"], info
+    assert info["wrap"][0] <= info["wrap"][1], f"the table scrolls sideways: {info['wrap']}"
+    assert info["wrap"][2] == "visible", "a box scrolling inside the page"
+    assert info["table"] <= info["window"] and info["widest"] <= info["window"], info
+    assert not info["header"], "cards need no header row"
+    kinds = [c.split(":")[0] for c in info["card"]]
+    assert kinds == ["page", "what", "section", "role", "ratio", "set"], info["card"]
+    assert info["card"][4].startswith("ratio: discrepancy / tolerance: "), info["card"]
+    assert re.match(r"set: cpu \(.*\), torch .*: ", info["card"][5]), info["card"]
 
 
 def test_a_row_links_to_the_code_cell_holding_its_claim(visit):

@@ -73,6 +73,27 @@ def test_ledger_page_lists_every_page_and_matches_the_headline(site):
     assert headline in ledger
 
 
+def test_every_page_links_its_own_rows_in_the_ledger(site):
+    """What proves this page: under each gallery page's introduction, a link to the ledger
+    filtered to its rows (``?page=chapter/plot_NN_topic``, what ledger.js reads), and no link
+    of the page's article to the ledger without that filter (test_browser_ledger.py follows
+    three of them in chromium)."""
+    _, out, _ = site
+    for page in GALLERY_PAGES:
+        stem = page_id(page)
+        text = (out / "generated" / f"{stem}.html").read_text()
+        article = text[text.index("<article"):text.index("</article>")]
+        hrefs = re.findall(r'href="((?:\.\./)+chapters/ledger\.html[^"]*)"', article)
+        assert hrefs and set(hrefs) == {f"../../chapters/ledger.html?page={stem}"}, (stem, hrefs)
+        intro = re.search(r'<p class="anatomy-ledger-link anatomy-proved-by">'
+                          r'<strong>What proves this page: </strong><a [^>]*href="([^"]+)"',
+                          article)
+        assert intro and intro.group(1) == hrefs[0], stem
+        # before the first section: at the end of the introduction
+        sections = [m.start() for m in re.finditer(r"<section ", article)]
+        assert sections[0] < article.index("anatomy-proved-by") < sections[1], stem
+
+
 def run_recorded(page):
     """Run a page as sphinx-gallery does (codeop.Compile), recording; return the recorder.
 

@@ -164,6 +164,45 @@ def test_two_other_cpus_a_stale_record_and_a_removed_page(book):
                      r"<td>1 of 2</td><td>1</td>", ledger)
 
 
+def test_the_ledger_says_whether_a_claim_failed_and_links_what_did(book):
+    """Counts that reconcile with the headline, "No claim failed in this build." when none
+    did, else how many failed and a link to them (the filter in the address), also for a
+    committed record set."""
+    root, made = book
+
+    def counts(ledger):
+        m = re.search(r"The table lists <strong>(\d+) claims</strong>: <strong>(\d+)</strong> "
+                      r"held in this build \(the headline's count\), <strong>(\d+)</strong> "
+                      r'<a href="\?status=not-run">did not run on this machine</a>', ledger)
+        return tuple(map(int, m.groups()))
+
+    _, headline, ledger = render(root)
+    assert headline.startswith("**3 claims**") and counts(ledger) == (4, 3, 1)
+    assert "<strong>No claim failed in this build.</strong>" in ledger
+
+    def fail_line_3(page, r):
+        if page == "ch/plot_01_a":
+            claim(r, 3).update(passed=False, max_abs=0.5)
+
+    commit(root, other_machine(made, "old-cpu", "2.5.1", fail_line_3))
+    _, _, ledger = render(root)
+    assert "<strong>No claim failed in this build.</strong> 1 claim failed in the record set " \
+        "verified/cpu-old-cpu-torch2.5.1.json (<a href=\"?status=failed&amp;" \
+        'set=set-cpu-old-cpu-torch2-5-1">show them</a>).' in ledger
+
+    path = root / "generated" / "ch" / "plot_02_b.claims.json"  # this build's own, failed
+    record = json.loads(path.read_text())
+    claim(record, 2)["passed"] = False
+    path.write_text(json.dumps(record))
+    _, headline, ledger = render(root)
+    assert "No claim failed" not in ledger
+    assert headline.startswith("**2 claims**") and counts(ledger) == (4, 2, 1)
+    assert ', and <strong>1</strong> <a href="?status=failed">failed</a>.' in ledger
+    assert '<strong>1 claim failed in this build</strong>: <a href="?status=failed">show ' \
+        "them</a>." in ledger
+    assert cells(ledger)["ch/plot_02_b", 2][0] == ("failed", "failed")
+
+
 def test_a_wholly_stale_record_set_is_not_named_as_verified(book):
     root, made = book
     commit(root, other_machine(made, "old-cpu", "2.5.1",

@@ -39,12 +39,14 @@
   search.placeholder = "words of a claim, a page, a section";
   control(search, "q", "search");
   const chapters = uniq(rows.map((r) => r.dataset.chapter));
-  const chapter = select("chapter", "chapter", all.concat(chapters.map((c) => [c, c])));
+  const titles = JSON.parse(box.dataset.chapters || "{}");  // chapter -> its title
+  const chapter = select("chapter", "chapter",
+                         all.concat(chapters.map((c) => [c, titles[c] || c])));
   // The pages by title, grouped by chapter, in the book's order.
   const page = select("page", "page", all);
   for (const c of chapters) {
     const group = document.createElement("optgroup");
-    group.label = c;
+    group.label = titles[c] || c;
     const seen = new Set();
     for (const r of rows.filter((r) => r.dataset.chapter === c)) {
       if (seen.has(r.dataset.page)) continue;
@@ -107,7 +109,8 @@
       }
       return a.dataset.order - b.dataset.order;
     });
-    body.append(...sorted);
+    // Rows moved only when the order changes (moving a thousand rows costs a layout).
+    if (sorted.some((row, i) => row !== body.rows[i])) body.append(...sorted);
     count.textContent = `${shown} of ${rows.length} claims shown`;
     // The filters live in the address (?page=normalization/plot_04_layernorm&sort=...), so
     // a page's "this page in the proof ledger" link and a copied address open them as set.
