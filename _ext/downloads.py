@@ -13,7 +13,9 @@ downloads (``build-finished``), each role in them is written out as what it show
   (the last part after ``~``);
 - ``:math:`x``` (left in scripts) -> ``$x$``;
 - ``:footcite:p:`Key1,Key2``` -> each work named in plain text, from ``references.bib``
-  (``Su et al., 2021, arXiv:2104.09864``), and the ``.. footbibliography::`` directive that
+  (``(Su et al., 2021, arXiv:2104.09864)``); ``:footcite:t:`Key``` -> its authors, then the
+  rest (``Su et al. (2021, arXiv:2104.09864)``); a work without an arXiv ID is named by its
+  DOI (``doi:10.1080/...``), else its URL. The ``.. footbibliography::`` directive that
   lists them on the site is dropped, as is an ``.. index::`` entry (the site's search);
 - any other role -> its text.
 
@@ -43,19 +45,31 @@ FOOTBIB = re.compile(r"^(#? ?)\.\. (footbibliography|index)::.*\n?", re.M)
 
 @functools.cache
 def bibliography():
-    """key -> "Su et al., 2021, arXiv:2104.09864", from the book's references.bib."""
+    """key -> ("Su et al.", "2021, arXiv:2104.09864"), from the book's references.bib: who,
+    then when and where (arXiv ID, else DOI, else URL)."""
     from pybtex.database import parse_file
 
     works = {}
     for key, entry in parse_file(measured.ROOT / "references.bib").entries.items():
         people = entry.persons.get("author", [])
-        first = " ".join(people[0].last_names).strip("{}") if people else key
-        others = len(people) > 1
-        where = (f"arXiv:{entry.fields['eprint']}" if "eprint" in entry.fields
-                 else entry.fields.get("url", ""))
-        parts = [first + (" et al." if others else ""), entry.fields["year"], where]
-        works[key] = ", ".join(p for p in parts if p)
+        names = [" ".join(p.last_names).replace("{", "").replace("}", "") for p in people]
+        etal = len(names) > 2 or names[-1:] == ["others"]  # "A and others": more than two
+        who = (key if not names else f"{names[0]} et al." if etal
+               else " and ".join(names))
+        fields = entry.fields
+        where = (f"arXiv:{fields['eprint']}" if "eprint" in fields
+                 else f"doi:{fields['doi']}" if "doi" in fields else fields.get("url", ""))
+        works[key] = (who, ", ".join(p for p in (fields["year"], where) if p))
     return works
+
+
+def cite(role, keys):
+    """A :footcite: role's works in plain text: ``p`` (the default) names each in
+    parentheses, ``t`` puts the authors in the sentence."""
+    works = [bibliography()[k.strip()] for k in keys.split(",")]
+    if role.endswith(":t"):
+        return "; ".join(f"{who} ({rest})" for who, rest in works)
+    return "(" + "; ".join(f"{who}, {rest}" for who, rest in works) + ")"
 
 
 def _doc_target(target, here):
@@ -95,7 +109,7 @@ def rewrite(text, titles, page=None, markdown=False):
         if role == "math":
             return f"${body}$"
         if role.startswith("footcite"):
-            return "(" + "; ".join(bibliography()[k.strip()] for k in body.split(",")) + ")"
+            return cite(role, body)
         m = TITLED.match(body)
         return m["title"] if m else body
 

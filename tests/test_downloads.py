@@ -77,3 +77,13 @@ def test_a_citation_is_written_out_from_the_bibliography():
     assert downloads.rewrite(text, {}) == (
         "RoPE (Su et al., 2021, arXiv:2104.09864; Ba et al., 2016, arXiv:1607.06450).\n#\n")
     assert downloads.rewrite(":footcite:p:`Dao2023`", {}) == "(Dao, 2023, arXiv:2307.08691)"
+    # in the sentence (:t), the authors as the site shows them: one, two, or et al.
+    assert downloads.rewrite(":footcite:t:`Rabe2021`; :footcite:t:`Dubey2024`", {}) == (
+        "Rabe and Staats (2021, arXiv:2112.05682); Dubey et al. (2024, arXiv:2407.21783)")
+    # one author "and others" is more than two
+    assert downloads.rewrite(":footcite:t:`Kim2025`", {}) == "Kim et al. (2025, arXiv:2502.02732)"
+    # no arXiv ID: the DOI, else the URL
+    assert downloads.rewrite(":footcite:t:`Welford1962`", {}) == (
+        "Welford (1962, doi:10.1080/00401706.1962.10490022)")
+    assert downloads.rewrite(":footcite:p:`MetaLlama2024`", {}) == (
+        "(Meta, 2024, https://github.com/meta-llama/llama-models)")

@@ -131,7 +131,8 @@ assert results["both"][3] == 0  # per sample, as eval()
 # Folding BatchNorm into the layer before it
 # ------------------------------------------
 # A convolution or linear layer is affine, and so is BatchNorm in eval mode: the two are
-# one layer, with The idea's :math:`W'_c, b'_c` (Jacob et al. 2018), scaled along dim 0.
+# one layer, with The idea's :math:`W'_c, b'_c` (:footcite:t:`Jacob2018`), scaled along
+# dim 0.
 def fold(weight, bias, bn):
     """Weight and bias of the layer that equals `layer then bn` in eval mode."""
     if bias is None:  # usual before BatchNorm: its beta does a bias's work
@@ -323,3 +324,10 @@ with torch.no_grad():
     train_gap = (out - bn(layer(xin))).abs().max().item()
 print(f"folded conv vs the stack in training mode: max|diff| = {train_gap:.1f}")
 assert train_gap > 1  # the batch's statistics are not the running ones
+
+# %%
+# References
+# ----------
+# Folding BatchNorm: :footcite:t:`Jacob2018`.
+#
+# .. footbibliography::

@@ -69,8 +69,8 @@ plt.show()
 # %%
 # From scratch: the ranks simulated
 # ---------------------------------
-# Each rank normalizes its slice with the slice's own statistics (MegDet, Peng et al.
-# 2018, synchronizes them). Two half-batches (means 0 and 2), float64.
+# Each rank normalizes its slice with the slice's own statistics (MegDet,
+# :footcite:t:`Peng2018`, synchronizes them). Two half-batches (means 0 and 2), float64.
 def fresh_bn(gamma, beta, start_mean, start_var):
     """A BatchNorm2d with weight gamma, bias beta and running buffers, all (C,)."""
     bn = torch.nn.BatchNorm2d(gamma.shape[0], device=gamma.device, dtype=gamma.dtype)
@@ -182,3 +182,10 @@ assert local_gap > 0.5  # per-device statistics are not the batch's
 rank0_gap = (per_device[0].running_mean - whole.running_mean).abs().max().item()
 print(f"rank 0's running_mean vs the whole batch's: max|diff| = {rank0_gap:.2f}")
 assert rank0_gap > 0.05  # rank 0 saw mean 0, the batch has mean 1
+
+# %%
+# References
+# ----------
+# Synchronized BatchNorm: MegDet, :footcite:t:`Peng2018`.
+#
+# .. footbibliography::

@@ -237,7 +237,7 @@ for bias in (False, True):
 # row variances at ``s = 1`` and LayerNorm's default ``eps = 1e-5``, the QK-norm the
 # notes build. The page measures the largest move of any logit against that bound (it is
 # within a factor 2 of it). This is why QK-norm is used to stop attention-logit growth
-# in large models, e.g. ViT-22B (Dehghani et al., 2023).
+# in large models, e.g. ViT-22B (:footcite:t:`Dehghani2023`).
 ratio = without / scales**2
 print(f"without QK-norm, max|logit| / s^2 in [{ratio.min():.5f}, {ratio.max():.5f}]")
 
@@ -376,3 +376,11 @@ assert shrink_1e2 < 0.9  # var ~ eps shrinks the rows
 print(f"without QK-norm at s = {scales[-1]:.1f}: entropy {H_without[-1]:.2e} nats, "
       f"log L = {math.log(L):.2f}")
 assert H_without[-1] < 0.1 * math.log(L)  # one-hot attention without QK-norm
+
+# %%
+# References
+# ----------
+# QK-Norm: :footcite:t:`Henry2020`; with LayerNorm, as here: ViT-22B,
+# :footcite:t:`Dehghani2023`.
+#
+# .. footbibliography::

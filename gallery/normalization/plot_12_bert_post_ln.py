@@ -324,3 +324,10 @@ bert_gaps_lo, bert_gaps_hi = min(ours_gaps), max(ours_gaps)
 assert all(bert_gaps_lo <= g <= bert_gaps_hi for g in ours_gaps)  # the range quoted
 bert_eps_gap = bert_gaps["bert eps 0, not 1e-3"]
 bert_bool_gap = bert_gaps["BertLayer, boolean mask"]
+
+# %%
+# References
+# ----------
+# BERT: :footcite:t:`Devlin2018`. Post-LN: :footcite:t:`Vaswani2017`.
+#
+# .. footbibliography::

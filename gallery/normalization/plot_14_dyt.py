@@ -169,8 +169,8 @@ for s in (0.1, 4.0):
 # against its output (before the affine) and finds tanh-like S-curves. Here the
 # activations come from 8 random pre-LN ``nn.TransformerEncoderLayer`` blocks (D = 64,
 # 4 heads), not a trained model. Trained Transformers carry a few outlier channels of
-# very large size (Sun et al. 2024, "Massive Activations"); a random stack does not
-# grow them, so two are planted in the embedding, with a size that varies from token
+# very large size (:footcite:t:`Sun2024`, "Massive Activations"); a random stack does
+# not grow them, so two are planted in the embedding, with a size that varies from token
 # to token. We record the input of the last block's first LayerNorm with a hook.
 
 
@@ -425,3 +425,10 @@ for seed in (0, 1, 2):
 control_lo, control_hi = min(control.values()), max(control.values())
 assert all(control_lo <= c <= control_hi for c in control.values())  # the range quoted
 
+# %%
+# References
+# ----------
+# DyT: :footcite:t:`Zhu2025`, and its reference code, ``dynamic_tanh.py`` of
+# facebookresearch/DynamicTanh.
+#
+# .. footbibliography::

@@ -387,7 +387,7 @@ assert err32 > 1e-5  # beyond float32's atol: the rounding of the inputs
 # %%
 # References
 # ----------
-# ``torch.block_diag``, ``torch.cdist``, ``torch.cartesian_prod``; Vaswani et al.
-# :footcite:p:`Vaswani2017`, section 3.5.
+# ``torch.block_diag``, ``torch.cdist``, ``torch.cartesian_prod``;
+# :footcite:t:`Vaswani2017`, section 3.5.
 #
 # .. footbibliography::

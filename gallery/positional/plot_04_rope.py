@@ -372,7 +372,7 @@ assert err > 1e-5, "float32 angle rounding no longer grows with the shift?"  # s
 # %%
 # References
 # ----------
-# Su et al. :footcite:p:`Su2021`, sections 3.2 and 3.4. ``torch.polar``,
+# :footcite:t:`Su2021`, sections 3.2 and 3.4. ``torch.polar``,
 # ``torch.view_as_complex``, ``torch.view_as_real``, ``torch.atan2``.
 #
 # .. footbibliography::

@@ -386,7 +386,7 @@ assert gap > 0.05, "an absolute PE became shift-invariant?"
 # %%
 # References
 # ----------
-# Su et al. :footcite:p:`Su2021`; Vaswani et al. :footcite:p:`Vaswani2017`,
+# :footcite:t:`Su2021`; :footcite:t:`Vaswani2017`,
 # section 3.5. ``torch.nn.functional.scaled_dot_product_attention``,
 # ``torch.nn.LayerNorm``, ``torch.nn.RMSNorm``, ``torch.block_diag``, ``torch.polar``.
 #

@@ -276,6 +276,6 @@ torch.testing.assert_close(w_sym[0, :, mid], expected)
 # References
 # ----------
 # ``torch.nn.functional.scaled_dot_product_attention`` (``attn_mask``, ``is_causal``),
-# ``torch.einsum``. Press, Smith and Lewis :footcite:p:`Press2021`.
+# ``torch.einsum``. :footcite:t:`Press2021`.
 #
 # .. footbibliography::

@@ -271,8 +271,9 @@ assert drawn_fall > 5, "V_t no longer falls with t?"
 # %%
 # Try it: can a marker on the first token give position in one sequence?
 # ----------------------------------------------------------------------
-# (Kazemnejad et al., 2023.) Only the first token carries a marker, a 1 in channel 0;
-# uniform causal attention's value reads channel 0 alone. What is output ``t`` there?
+# (:footcite:t:`Kazemnejad2023`.) Only the first token carries a marker, a 1 in
+# channel 0; uniform causal attention's value reads channel 0 alone. What is output
+# ``t`` there?
 
 # %%
 # Output ``t`` holds ``1 / (t + 1)`` in channel 0, whatever the other channels of the
@@ -396,4 +397,7 @@ plt.show()
 # References
 # ----------
 # ``torch.nn.MultiheadAttention``, ``torch.linalg.qr``, ``torch.Tensor.cumsum``,
-# ``torch.Tensor.roll``, ``torch.Generator``.
+# ``torch.Tensor.roll``, ``torch.Generator``. NoPE in a causal decoder:
+# :footcite:t:`Haviv2022`; :footcite:t:`Kazemnejad2023`.
+#
+# .. footbibliography::

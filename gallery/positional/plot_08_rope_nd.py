@@ -465,7 +465,7 @@ plt.show()
 # %%
 # References
 # ----------
-# Su et al. :footcite:p:`Su2021`, 1-D RoPE; Heo et al. :footcite:p:`Heo2024`, axial and
+# :footcite:t:`Su2021`, 1-D RoPE; :footcite:t:`Heo2024`, axial and
 # mixed-frequency 2-D RoPE.
 # ``torch.view_as_complex``, ``torch.view_as_real``, ``torch.polar``,
 # ``torch.nn.functional.scaled_dot_product_attention``, ``torch.nn.LayerNorm``.

@@ -129,10 +129,10 @@ lam_min, lam_max = lam0.min().item(), lam0.max().item()
 # %%
 # Five rules, from the papers
 # ---------------------------
-# **Position Interpolation** (Chen et al., 2023) runs positions :math:`p/s`, the same
-# as :math:`\omega_i/s`: every wavelength :math:`s` times longer.
+# **Position Interpolation** (:footcite:t:`Chen2023`) runs positions :math:`p/s`, the
+# same as :math:`\omega_i/s`: every wavelength :math:`s` times longer.
 #
-# **NTK-aware** (bloc97, 2023, on Reddit) changes the base to
+# **NTK-aware** (:footcite:t:`Bloc972023`, on Reddit) changes the base to
 # :math:`b\,s^{D_h/(D_h-2)}`: the slowest pair is stretched by exactly :math:`s`, the
 # fastest (:math:`\omega_0 = 1`) not at all, the ones between geometrically.
 #
@@ -157,15 +157,16 @@ def dynamic_ntk(Dh, base, s, L, M, device=None):
 
 
 # %%
-# **YaRN** (Peng et al., 2023) keeps a pair that turns :math:`r_i = M/\lambda_i \ge 32`
-# times in ``M`` tokens, interpolates one with :math:`r_i \le 1`, and blends between,
-# :math:`\gamma` linear in the pair index (the reference code's ramp, ends rounded
-# outwards; the paper's is linear in :math:`r`). Its temperature,
-# :math:`\sqrt{1/t} = 0.1 \ln s + 1`, multiplies cos and sin.
+# **YaRN** (:footcite:t:`Peng2023`) keeps a pair that turns
+# :math:`r_i = M/\lambda_i \ge 32` times in ``M`` tokens, interpolates one with
+# :math:`r_i \le 1`, and blends between, :math:`\gamma` linear in the pair index (the
+# reference code's ramp, ends rounded outwards; the paper's is linear in :math:`r`). Its
+# temperature, :math:`\sqrt{1/t} = 0.1 \ln s + 1`, multiplies cos and sin.
 #
-# **Llama 3** (``"llama3"``, from Meta's ``apply_scaling``, not the paper of Dubey et
-# al., 2024) keeps :math:`\lambda_i < M/h`, divides by :math:`s` past :math:`M/l`, and
-# blends between with :math:`\gamma_i = (M/\lambda_i - l)/(h - l)`.
+# **Llama 3** (``"llama3"``, from Meta's ``apply_scaling`` :footcite:p:`MetaLlama2024`,
+# not the paper of :footcite:t:`Dubey2024`) keeps :math:`\lambda_i < M/h`, divides by
+# :math:`s` past :math:`M/l`, and blends between with
+# :math:`\gamma_i = (M/\lambda_i - l)/(h - l)`.
 def yarn(Dh, base, s, M, beta_fast=32.0, beta_slow=1.0, rounded=True, device=None):
     """(inv_freq (Dh/2,), mscale): the ramp from the reference code, in pair indices."""
     def index_of(turns):  # the (fractional) i where M / lambda_i == turns
@@ -599,3 +600,10 @@ assert gap > 0.1, "the two ramps agree?"
 ends = (turns >= BETA_FAST) | (turns <= BETA_SLOW)  # (Dh/2,) kept or interpolated
 torch.testing.assert_close(inv_freq_paper[ends], yarn_inv_freq[ends])
 
+# %%
+# References
+# ----------
+# :footcite:t:`Chen2023`; :footcite:t:`Bloc972023`; :footcite:t:`Peng2023`;
+# Meta's ``apply_scaling`` :footcite:p:`MetaLlama2024`. RoPE: :footcite:t:`Su2021`.
+#
+# .. footbibliography::

@@ -365,8 +365,8 @@ assert gap_cast <= 2**-5 + 2 * eps32, "the cast angle off by more than its round
 # %%
 # References
 # ----------
-# Su et al. :footcite:p:`Su2021`; Dubey et al. :footcite:p:`Dubey2024`; Xiong et al.
-# :footcite:p:`Xiong2023`; Liu et al. :footcite:p:`Liu2023`. ``torch.nextafter``,
+# :footcite:t:`Su2021`; :footcite:t:`Dubey2024`; :footcite:t:`Xiong2023`;
+# :footcite:t:`Liu2023`. ``torch.nextafter``,
 # ``torch.remainder``, ``torch.polar``, ``torch.Tensor.scatter_reduce``.
 #
 # .. footbibliography::

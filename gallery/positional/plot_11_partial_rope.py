@@ -161,10 +161,10 @@ def partial_rope(x, cos, sin):
 # A logit in two parts
 # --------------------
 # ``q_m . k_n = rot(q[:R], m) . rot(k[:R], n) + q[R:] . k[R:]``: the second term never
-# sees a position, the first (RoPE's, Su et al., 2021) depends on ``m - n`` only. Both
-# asserted on our partial RoPE (equal to Hugging Face's, Proofs below) for one head of
-# GPT-NeoX-20B's shape, in float64 so that the angles' rounding at positions near 5000
-# stays below float64's default tolerances.
+# sees a position, the first (RoPE's, :footcite:t:`Su2021`) depends on ``m - n`` only.
+# Both asserted on our partial RoPE (equal to Hugging Face's, Proofs below) for one head
+# of GPT-NeoX-20B's shape, in float64 so that the angles' rounding at positions near
+# 5000 stays below float64's default tolerances.
 BASE_20b = 10000.0  # GPT-NeoX-20B's base
 q1 = torch.randn(Dh_20b, dtype=torch.float64, device=device)  # (Dh,)
 k1 = q1 + 0.5 * torch.randn(Dh_20b, dtype=torch.float64, device=device)  # near q1
@@ -224,7 +224,7 @@ torch.testing.assert_close(unrot_r.cpu(), unrot_fig)
 # %%
 # Proof: GPT-NeoX's tables, queries and keys equal ours
 # -----------------------------------------------------
-# GPT-NeoX-20B (Black et al., 2022) has ``Dh = 96`` and rotates 24 channels. Its
+# GPT-NeoX-20B (:footcite:t:`Black2022`) has ``Dh = 96`` and rotates 24 channels. Its
 # config takes the old names ``rotary_pct`` and ``rotary_emb_base``, which
 # ``transformers`` 5.23 moves into ``rope_parameters`` (printed). Here ``D = 96``,
 # ``Nh = 4``, so ``Dh = 24`` and ``R = 6``; the base is 1000, not the default 10000,
@@ -346,7 +346,7 @@ torch.testing.assert_close(ours, ref)
 # %%
 # Proof: Phi's partial_rotary_factor = 0.5, tables and attention layer
 # --------------------------------------------------------------------
-# Phi-1 (Gunasekar et al., 2023) rotates 32 of the 64 channels of each head.
+# Phi-1 (:footcite:t:`Gunasekar2023`) rotates 32 of the 64 channels of each head.
 # ``PhiAttention`` has separate ``q_proj``, ``k_proj``, ``v_proj`` (with biases) and
 # slices the rotated channels itself before calling rotate-half RoPE. Here ``D = 64``,
 # ``Nh = 4``, ``Dh = 16``, ``R = 8``, base 1000. ``PhiConfig`` takes
@@ -432,3 +432,10 @@ print(f"max |output - HF's|: with full RoPE {gap_full:.2f}, without RoPE "
       f"{gap_none:.2f}")
 assert gap_full > 0.1 and gap_none > 0.1  # printed above
 
+# %%
+# References
+# ----------
+# RoPE: :footcite:t:`Su2021`. Partial RoPE: GPT-NeoX-20B, :footcite:t:`Black2022`;
+# Phi-1, :footcite:t:`Gunasekar2023`.
+#
+# .. footbibliography::

@@ -326,7 +326,7 @@ assert d_hole > 0.1  # printed above
 # ----------
 # ``transformers.models.bloom.modeling_bloom.build_alibi_tensor``, ``BloomModel``,
 # ``BloomConfig`` (transformers 5.23.0); ``torch.Tensor.register_forward_hook``.
-# Press, Smith and Lewis :footcite:p:`Press2021`; BigScience (Le Scao et al.)
+# :footcite:t:`Press2021`; BigScience (Le Scao et al.)
 # :footcite:p:`Scao2022`.
 #
 # .. footbibliography::

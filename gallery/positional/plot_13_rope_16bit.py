@@ -566,7 +566,7 @@ assert not cos_nan[0].isnan().any() and cos_nan[1].isnan().all(), "no NaN at 655
 # %%
 # References
 # ----------
-# Su et al. :footcite:p:`Su2021`; Dubey et al. :footcite:p:`Dubey2024`, for the base
+# :footcite:t:`Su2021`; :footcite:t:`Dubey2024`, for the base
 # 500,000. ``torch.finfo``, ``torch.frexp``, ``torch.ldexp``,
 # ``torch.polar``, ``torch.Tensor.scatter_reduce``.
 #

@@ -40,8 +40,8 @@ print(f"device: {device}, torch {torch.__version__}")
 # The idea
 # --------
 # Each sublayer adds its output to the residual stream ``x``. The two orders differ
-# only in where the LayerNorms sit: pre-LN (GPT-2) normalizes each sublayer's input,
-# post-LN (2017) each residual sum:
+# only in where the LayerNorms sit: pre-LN (GPT-2 :footcite:p:`Radford2019`) normalizes
+# each sublayer's input, post-LN (2017, :footcite:t:`Vaswani2017`) each residual sum:
 #
 # .. math::
 #
@@ -418,3 +418,11 @@ ax.set_title("Going back through 24 blocks, pre-LN's gradient grows at every blo
              "post-LN's, passing 48 LayerNorms, shrinks")
 ax.legend()
 plt.show()
+
+# %%
+# References
+# ----------
+# Post-LN: :footcite:t:`Vaswani2017`, section 3.1. Pre-LN: GPT-2
+# :footcite:p:`Radford2019`, section 2.3.
+#
+# .. footbibliography::

@@ -406,7 +406,7 @@ assert torch.equal(repeat_kv(k1, 4), k1.repeat_interleave(4, dim=1))  # bit for 
 # %%
 # References
 # ----------
-# Ainslie et al. :footcite:p:`Ainslie2023`; Shazeer :footcite:p:`Shazeer2019`. APIs:
+# :footcite:t:`Ainslie2023`; :footcite:t:`Shazeer2019`. APIs:
 # ``torch.nn.functional.scaled_dot_product_attention`` (``enable_gqa``),
 # ``torch.nn.attention.sdpa_kernel``, and
 # ``transformers.models.llama.modeling_llama.repeat_kv``.

@@ -513,7 +513,7 @@ else:  # H100, torch 2.11: each refusal says "No available kernel"; no CPU kerne
 # ``torch.nn.attention.flex_attention.flex_attention``,
 # ``torch.nn.attention.flex_attention.create_block_mask``, ``torch.compile``,
 # ``torch.autograd.profiler.profile``. FlashAttention
-# :footcite:p:`Dao2022`; Rabe and Staats :footcite:p:`Rabe2021`; ALiBi
+# :footcite:p:`Dao2022`; :footcite:t:`Rabe2021`; ALiBi
 # :footcite:p:`Press2021`; FlexAttention :footcite:p:`Dong2024`.
 #
 # .. footbibliography::

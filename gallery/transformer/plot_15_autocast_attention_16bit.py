@@ -389,6 +389,6 @@ worse_bf16, worse_f16 = worse[torch.bfloat16], worse[torch.float16]
 # ----------
 # ``torch.autocast``, ``torch.testing.assert_close``. PyTorch's
 # "Automatic Mixed Precision" notes list the ops of each autocast list per device.
-# Micikevicius et al. :footcite:p:`Micikevicius2018`.
+# :footcite:t:`Micikevicius2018`.
 #
 # .. footbibliography::

@@ -331,8 +331,8 @@ else:
 # References
 # ----------
 # ``torch.nn.functional.scaled_dot_product_attention``,
-# ``torch.nn.attention.sdpa_kernel``, ``torch.testing.assert_close``. Dao
-# :footcite:p:`Dao2023` and its repository's
+# ``torch.nn.attention.sdpa_kernel``, ``torch.testing.assert_close``.
+# :footcite:t:`Dao2023` and its repository's
 # ``tests/test_flash_attn.py`` (Dao-AILab/flash-attention, commit 0251105).
 #
 # .. footbibliography::
