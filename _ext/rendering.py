@@ -58,19 +58,6 @@ def thumbnail_alt(app, doctree, docname):
             img["alt"] = f"Thumbnail of: {title.astext()}" if title else match[2]
 
 
-def search_finds_the_page(app, doctree, docname):
-    """A page declares its topics as main index entries (``.. index:: ! RoPE``), which
-    Sphinx's search ranks above any title. The search would list such a result apart from
-    the page's own (another anchor: ``#index-0``, an empty target it cannot quote), so the
-    page showed twice. Their targets are dropped from what the search indexes (the page is
-    written and indexed after this event); the general index keeps them."""
-    from sphinx import addnodes
-
-    for node in doctree.findall(addnodes.index):
-        node["entries"] = [(kind, value, "", main, key)
-                           for kind, value, _target, main, key in node["entries"]]
-
-
 def search_entries(entries):
     """What Sphinx's search indexes of a page's index entries, as it does (``IndexBuilder.feed``)
     but with no target: a result found by its entry is the page itself, which the search then
@@ -89,8 +76,8 @@ def search_entries(entries):
 
 
 def page_topics_in_search(app, doctree, docname):
-    """A page being written: its index entries, without targets, are what the search
-    indexes (the doctree is indexed after this event)."""
+    """A page being written: its index entries, without their targets, are what the search
+    indexes (the page is indexed after this event); the general index keeps the targets."""
     from sphinx import addnodes
 
     for node in doctree.findall(addnodes.index):
@@ -133,6 +120,5 @@ def setup(app):
     # search ranks above any title: the page that teaches a topic is listed first.
     app.connect("write-started", every_pages_topics_in_search)
     app.connect("doctree-resolved", page_topics_in_search)
-    app.connect("doctree-resolved", search_finds_the_page)
     app.add_node(internals.figure_node(), override=True, html=(visit_figure, depart_figure))
     return {"parallel_read_safe": True, "parallel_write_safe": True}
