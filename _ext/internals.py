@@ -27,6 +27,10 @@ them against the pinned versions and fails naming the reliance when an upgrade c
    turns into ``<details>`` (the collapsed proofs and answers, ``anatomy.py``).
 10. The comment sphinx-gallery writes before each block of a page's reST, "GENERATED FROM
     PYTHON SOURCE LINES a-b" (undocumented): where an exercise's prompt ends.
+11. Where Sphinx's search keeps each page's index entries: the private
+    ``env._search_index_index_entries`` (docname -> ``[(entry, target id, main)]``), which
+    it fills only for the pages it writes, after the environment is saved: a rebuild lists
+    only the rewritten pages' entries (sphinx-doc/sphinx#12599, open in Sphinx 9.0).
 """
 
 import codeop
@@ -176,3 +180,12 @@ def dropdown(title, children, classes=()):
 # 10 --------------------------------------------------------------------------------------
 
 BLOCK_MARKER = "GENERATED FROM PYTHON SOURCE LINES"
+
+
+# 11 --------------------------------------------------------------------------------------
+
+
+def search_index_entries(env):
+    """The index entries Sphinx's search will list: docname -> ``[(entry, target id, main)]``
+    (``main`` is ``"main"`` for ``.. index:: ! name``), read when it writes searchindex.js."""
+    return env._search_index_index_entries

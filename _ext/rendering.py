@@ -3,7 +3,8 @@
 - ``# noqa`` comments are dropped from the code shown (the downloads keep them);
 - every figure links to its 2x file (``image_srcset`` in conf.py), so a click enlarges it;
 - the thumbnails of the chapters' grids (``minigallery``) get an alt text naming their page;
-- the minigallery's "no backreferences_dir" message, and only it, is dropped.
+- the minigallery's "no backreferences_dir" message, and only it, is dropped;
+- a page's topics (``.. index:: ! RoPE`` in its docstring) lead the search to the page itself.
 """
 
 import logging
@@ -57,6 +58,50 @@ def thumbnail_alt(app, doctree, docname):
             img["alt"] = f"Thumbnail of: {title.astext()}" if title else match[2]
 
 
+def search_entries(entries):
+    """What Sphinx's search indexes of a page's index entries, as it does (``IndexBuilder.feed``)
+    but with no target: a result found by its entry is the page itself, which the search then
+    lists once (with the entry's target, ``#index-0``, it listed the page twice, once at an
+    empty anchor it could not quote)."""
+    from sphinx.util.index_entries import split_index_msg
+
+    found = set()
+    for kind, value, _target, main, _key in entries:
+        try:
+            names = split_index_msg(kind, value)
+        except ValueError:
+            continue
+        found |= {(name, "", main) for name in names}
+    return sorted(found)
+
+
+def page_topics_in_search(app, doctree, docname):
+    """A page being written: its index entries, without their targets, are what the search
+    indexes (the page is indexed after this event); the general index keeps the targets."""
+    from sphinx import addnodes
+
+    for node in doctree.findall(addnodes.index):
+        node["entries"] = [(kind, value, "", main, key)
+                           for kind, value, _target, main, key in node["entries"]]
+
+
+def every_pages_topics_in_search(app, builder):
+    """Before the pages are written: the index entries of every page, from the index domain
+    (kept with the environment), for the search. Sphinx itself lists only those of the pages
+    it writes in this build (``internals.search_index_entries``), so after editing one page
+    every other page's topics dropped out of the search."""
+    env = builder.env
+    if not getattr(builder, "search", False):
+        return
+    indexed = internals.search_index_entries(env)
+    for docname, entries in env.domains.index_domain.entries.items():
+        # the pages the search indexes: those with a title, not marked ":nosearch:"
+        meta = env.metadata.get(docname, {})
+        title = env.titles.get(docname)
+        if title and title.astext() and not {"nosearch", "no-search"} & set(meta):
+            indexed[docname] = search_entries(entries)
+
+
 class _MinigalleryGlobs(logging.Filter):
     def filter(self, record):
         return internals.MINIGALLERY_GLOBS not in record.getMessage()
@@ -71,5 +116,9 @@ def setup(app):
 
     app.connect("source-read", strip_noqa)
     app.connect("doctree-resolved", thumbnail_alt)
+    # A page declares its topics as main index entries (`.. index:: ! RoPE`), which Sphinx's
+    # search ranks above any title: the page that teaches a topic is listed first.
+    app.connect("write-started", every_pages_topics_in_search)
+    app.connect("doctree-resolved", page_topics_in_search)
     app.add_node(internals.figure_node(), override=True, html=(visit_figure, depart_figure))
     return {"parallel_read_safe": True, "parallel_write_safe": True}

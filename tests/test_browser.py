@@ -261,19 +261,53 @@ TOPICS = {  # a topic's name -> the page that teaches it (its `.. index:: ! name
 }
 
 
+def search(page, query, quotes=True):
+    """The results of the site's search for ``query``: [(path, quote)], best first, once
+    Sphinx says it has finished (and, with ``quotes``, once the first result is quoted)."""
+    page.wait_for_function(  # Sphinx writes "Search finished, found N pages ..." when done
+        "document.querySelector('#search-results .search-summary')"
+        "?.textContent.includes('finished')")
+    if quotes:  # each quote is fetched after its result is listed
+        page.wait_for_selector("#search-results li:first-child p.context")
+    listed = page.eval_on_selector_all("#search-results li", """ls => ls.map(l => [
+        l.querySelector('a').href, l.querySelector('p.context')?.textContent ?? null])""")
+    return [(urlsplit(href).path.lstrip("/"), quote) for href, quote in listed]
+
+
 @pytest.mark.parametrize("query", TOPICS)
 def test_search_ranks_a_topics_page_first(visit, query):
     """Each page declares its topics as main index entries, which Sphinx's search scores
-    above any title or text match: searching a topic's name lists its page first."""
-    page = visit.open(f"search.html?q={query}")
-    page.wait_for_function(
-        "document.querySelector('#search-results .search-summary')"
-        "?.textContent.includes('finished')")
-    links = page.eval_on_selector_all("#search-results li a", "as => as.map(a => a.href)")
-    assert len(links) > 1, links  # other pages mention it too: the ranking is the point
-    first = urlsplit(links[0]).path.lstrip("/")
-    assert first == f"generated/{TOPICS[query]}.html", (query, links[:5])
+    above any title or text match: searching a topic's name lists its page first, once, and
+    quotes it from its title (not from sphinx-gallery's download note)."""
+    results = search(visit.open(f"search.html?q={query}"), query)
+    paths = [path for path, _ in results]
+    assert len(paths) > 1, paths  # other pages mention it too: the ranking is the point
+    assert paths[0] == f"generated/{TOPICS[query]}.html", (query, paths[:5])
+    assert paths.count(paths[0]) == 1, f"{paths[0]} is listed more than once: {paths}"
+    quote = results[0][1]
+    assert query.lower() in quote.lower() and "download" not in quote.lower(), quote
     assert not visit.problems, visit.problems
+
+
+def test_search_from_disk_ranks_the_same_without_quotes(site, browser):
+    """Opened from disk (file://, as the README says), a page may not fetch another: the
+    search lists the same pages first, quotes none and logs no error (make serve quotes)."""
+    _, out, _ = site
+    page = browser.new_page()
+    errors = []
+    page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    try:
+        for query, expected in TOPICS.items():
+            page.goto((out / "search.html").as_uri() + f"?q={query}")
+            search(page, query, quotes=False)
+            page.wait_for_timeout(200)  # a quote, if one were fetched, would be here by now
+            results = search(page, query, quotes=False)
+            assert results[0][0].endswith(f"/generated/{expected}.html"), (query, results[:3])
+            assert [quote for _, quote in results if quote is not None] == []
+    finally:
+        page.close()
+    assert errors == [], errors[:5]
 
 
 @pytest.mark.parametrize("query, expected", [
@@ -281,12 +315,7 @@ def test_search_ranks_a_topics_page_first(visit, query):
     ("running_var", "generated/normalization/plot_02_batchnorm.html"),
 ])
 def test_search_finds_the_page(visit, query, expected):
-    page = visit.open(f"search.html?q={query}")
-    page.wait_for_function(  # Sphinx writes "Search finished, found N pages ..." when done
-        "document.querySelector('#search-results .search-summary')"
-        "?.textContent.includes('finished')")
-    links = page.eval_on_selector_all("#search-results li a", "as => as.map(a => a.href)")
-    paths = {urlsplit(link).path.lstrip("/") for link in links}
+    paths = {path for path, _ in search(visit.open(f"search.html?q={query}"), query)}
     assert expected in paths, \
         f"search for {query!r} did not list {expected}; it found {sorted(paths)}"
     assert not visit.problems, visit.problems

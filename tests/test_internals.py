@@ -206,3 +206,33 @@ def test_a_script_without_a_docstring_is_no_gallery_page(tmp_path):
         internals.split_page(script)
     assert page_source.code_cells(script) == []
     assert page_source.sections(script) == {1: "", 2: ""}
+
+
+def test_11_search_lists_every_pages_index_entries_after_a_rebuild(tmp_path):
+    """Two pages, each with a main index entry, built, then one edited and built again: the
+    search still lists both entries, each at its page (no target). Sphinx alone lists only
+    the rewritten page's (sphinx-doc/sphinx#12599); ``rendering`` fills the others in from
+    the environment's index domain, through ``internals.search_index_entries``."""
+    import json
+    import subprocess
+
+    src, out = tmp_path / "src", tmp_path / "html"
+    src.mkdir()
+    (src / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / '_ext')!r})\nextensions = ['rendering']\n")
+    (src / "index.rst").write_text("Book\n====\n\n.. toctree::\n\n   alpha\n   beta\n")
+    for name in ("alpha", "beta"):
+        (src / f"{name}.rst").write_text(f"{name}\n=====\n\n.. index:: ! {name}\n\nText.\n")
+
+    def entries():
+        subprocess.run([sys.executable, "-m", "sphinx", "-q", "-b", "html", str(src), str(out)],
+                       check=True)
+        text = (out / "searchindex.js").read_text()
+        index = json.loads(text[text.index("(") + 1:text.rindex(")")])
+        return {entry: [(index["docnames"][doc], target, main) for doc, target, main in where]
+                for entry, where in index["indexentries"].items()}
+
+    expected = {"alpha": [("alpha", "", True)], "beta": [("beta", "", True)]}
+    assert entries() == expected
+    (src / "alpha.rst").write_text((src / "alpha.rst").read_text() + "\nMore text.\n")
+    assert entries() == expected, "after editing one page, the other's entry is gone"
