@@ -54,10 +54,14 @@ print(f"device: {device}, torch {torch.__version__}")
 #    \mathrm{LN}(z) = \frac{z - \mu(z)}{\sqrt{\sigma^2(z) + \epsilon}} \odot \gamma
 #    + \beta .
 #
-# BERT's layer is an encoder's: every token sees every key (no causal mask, no RoPE:
-# BERT adds learned positions before the first layer), except keys that are padding.
-# The attention and the MLP have biases, and the MLP is ``down(GELU(up(x)))`` with the
-# exact GELU, :math:`z\,\Phi(z)` (``Phi`` the standard normal CDF).
+# BERT's layer is an encoder's: every token sees every key (no
+# :doc:`causal mask </generated/transformer/plot_04_causal_attention>`, no
+# :doc:`RoPE </generated/positional/plot_04_rope>`: BERT adds
+# :doc:`learned positions </generated/positional/plot_03_learned_absolute>` before the
+# first layer), except keys that are padding. The attention and the MLP have biases, and
+# the MLP is ``down(GELU(up(x)))`` with the
+# :doc:`exact GELU </generated/transformer/plot_03_conv1d_feedforward>`,
+# :math:`z\,\Phi(z)` (``Phi`` the standard normal CDF).
 fig, ax = plt.subplots(figsize=(8, 2.2), layout="constrained")
 ax.annotate("", (8.6, 0), (-0.4, 0), arrowprops=dict(arrowstyle="->", color="gray"))
 for a, f in ((0, "attention\n(padding keys masked)"), (4, "MLP\n(exact GELU)")):
