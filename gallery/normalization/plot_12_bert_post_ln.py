@@ -2,10 +2,11 @@
 Post-LN: BERT's encoder layer
 =============================
 
-BERT (Devlin et al., 2018) is post-LN: it normalizes the residual stream *after* each
-sum, so the stream every layer hands on is a LayerNorm's output. This page writes
-BERT's layer from scratch (LayerNorm, attention with biases and a padding mask, an
-exact-GELU MLP) and proves it equal to Hugging Face's ``BertLayer``.
+BERT (Devlin et al., 2018) is
+:doc:`post-LN </generated/transformer/plot_05_transformer_block>`: it normalizes the
+residual stream *after* each sum, so the stream every layer hands on is a LayerNorm's
+output. This page writes BERT's layer from scratch (LayerNorm, attention with biases and
+a padding mask, an exact-GELU MLP) and proves it equal to Hugging Face's ``BertLayer``.
 
 **You will learn**
 

@@ -324,14 +324,15 @@ for name, kept, moved in (("YaRN", turns >= BETA_FAST, turns <= BETA_SLOW),
 # so the static rule is checked through ``"dynamic"`` at the length where
 # :math:`s(L) = s`: :math:`L = L_0(2s-1)/s = 1792`. The comparison is relative, at
 # float32's default ``rtol`` (1.3e-6, about 11 eps) with ``atol=0``: the library
-# computes in float32 (a ``pow`` of a few ulps, a reciprocal, for YaRN and Llama 3 a
-# blend of two such values), ours in float64 rounded once. An absolute tolerance
-# would not do: the pairs each rule changes are the slow ones, whose inverse
+# computes in float32 (a ``pow`` of a few
+# :doc:`ulps </generated/normalization/plot_15_norms_16bit>`, a reciprocal, for YaRN and
+# Llama 3 a blend of two such values), ours in float64 rounded once. An absolute
+# tolerance would not do: the pairs each rule changes are the slow ones, whose inverse
 # frequencies lie below 1e-3, and float32's default ``atol`` of 1e-5 would accept an
 # error of :measured:`atol_accepts_min:.0%` to :measured:`atol_accepts_max:.0%` on the
 # slowest three of Llama 3's (a check at the end of this section shows it). The
-# attention factor is checked at float64's default tolerances: the library computes
-# it with Python floats, as we do.
+# attention factor is checked at float64's default tolerances: the library computes it
+# with Python floats, as we do.
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 F32_RTOL = 1.3e-6  # float32's default rtol: a few roundings of float32 values

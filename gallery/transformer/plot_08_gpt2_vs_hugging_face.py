@@ -48,8 +48,10 @@ print(f"device: {device}, torch {torch.__version__}, "
 # %%
 # The idea
 # --------
-# GPT-2 adds a learned position vector to each token's embedding, runs ``n_layer``
-# pre-LN blocks, normalizes, and reads the logits off the matrix that embedded them:
+# GPT-2 adds a
+# :doc:`learned position vector </generated/positional/plot_03_learned_absolute>` to
+# each token's embedding, runs ``n_layer`` pre-LN blocks, normalizes, and reads the
+# logits off the matrix that embedded them:
 #
 # .. math::
 #
