@@ -171,7 +171,6 @@ assert block768.c_fc.weight.shape == (D_MODEL, 4 * D_MODEL)
 # (a Proof section below measures by how much).
 
 
-# Copied from transformer/plot_08_gpt2_vs_hugging_face.py: gelu_tanh
 def gelu_tanh(x):
     """GPT-2's GELU: the tanh approximation, as its code writes it."""
     return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))

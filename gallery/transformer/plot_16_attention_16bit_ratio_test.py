@@ -326,7 +326,7 @@ if device == "cuda":
             False, True, False]
 else:
     print("on cpu: the forced-backend section did not run (flash and math only here; "
-          "see plot_13)")
+          "see the page on SDPA's backends)")
 
 # %%
 # References
