@@ -233,7 +233,7 @@ else:
 
 with torch.no_grad():
     ours, ref = conv(x_lbd), linear(x_lbd)  # (L, B, 4D)
-print(f"the book's Conv1D (reshape), input {tuple(x_lbd.shape)} transposed: "
+print(f"the book's Conv1D (reshape), input {tuple(x_lbd.shape)} transposed:\n"
       f"max|Conv1D - Linear| = "
       f"{(ours - ref).abs().max().item():.2e}")
 torch.testing.assert_close(ours, ref)

@@ -325,7 +325,7 @@ if device == "cuda":
         assert [accepted[be, dt, 64, "float bias"] for be in BACKENDS[:3]] == [
             False, True, False]
 else:
-    print("on cpu: the forced-backend section did not run (flash and math only here; "
+    print("on cpu: the forced-backend section did not run (flash and math only here;\n"
           "see the page on SDPA's backends)")
 
 # %%
