@@ -340,7 +340,7 @@ measured = {dt: rms_knee(torch.nn.RMSNorm(256, elementwise_affine=False), dt, r,
 uses = {f32: f32, f64: f64, bf16: f32}  # whose eps each dtype gets, as proven above
 knee_f32, knee_f64 = torch.finfo(f32).eps ** 0.5, torch.finfo(f64).eps ** 0.5
 knee_eps5, knee_bf16_own = 1e-5**0.5, torch.finfo(bf16).eps ** 0.5
-print(f"knees sqrt(eps): float32 {knee_f32:.1e}, float64 {knee_f64:.1e}, "
+print(f"knees sqrt(eps): float32 {knee_f32:.1e}, float64 {knee_f64:.1e},\n"
       f"eps=1e-5 {knee_eps5:.1e}, bfloat16's own {knee_bf16_own:.1e}")
 theory = {dt: r / torch.sqrt(r**2 + torch.finfo(uses[dt]).eps) for dt in measured}
 for dt in measured:

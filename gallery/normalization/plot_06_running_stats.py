@@ -51,11 +51,11 @@ print(f"device: {device}, torch {torch.__version__}")
 # average shows the expectation. Every batch ``(B, C)`` is drawn from
 # :math:`\mathcal{N}(\mu, \sigma^2)`; the buffers start at mean 0 and variance 1.
 mu, sigma = 2.0, 3.0
-B, C, T = 32, 1024, 300  # batch size, channels (replicates), training steps
+B, C, Nt = 32, 1024, 300  # batch size, channels (replicates), training steps
 momenta = [0.01, 0.03, 0.1, 0.3]
-xs = mu + sigma * torch.randn(T, B, C, device=device)  # (T, B, C): T batches of (B, C)
+xs = mu + sigma * torch.randn(Nt, B, C, device=device)  # (Nt, B, C): Nt batches
 
-# momentum -> (running_mean, running_var), each (T, C): the buffers after each step
+# momentum -> (running_mean, running_var), each (Nt, C): the buffers after each step
 history = {}
 for m in momenta:
     bn = torch.nn.BatchNorm1d(C, momentum=m, affine=False).to(device)
@@ -71,10 +71,10 @@ for m in momenta:
 # Dashed: the closed form, with a dot at step :math:`1 / m`, where 63 % of the way is
 # covered. A small momentum converges slowly but smoothly; a large one converges fast
 # and stays noisy.
-steps = torch.arange(1, T + 1)  # (T,)
+steps = torch.arange(1, Nt + 1)  # (Nt,)
 fig, ax = plt.subplots()
 for m in momenta:
-    runs = history[m][0].cpu()  # (T, C): running_mean after each step
+    runs = history[m][0].cpu()  # (Nt, C): running_mean after each step
     (line,) = ax.plot(steps, runs.mean(dim=1), label=f"momentum {m}")
     ax.plot(steps, runs[:, 0], color=line.get_color(), alpha=0.3, lw=0.8)
     ax.plot(steps, mu - mu * (1 - m) ** steps, "k--", lw=1)  # the closed form
@@ -96,7 +96,7 @@ plt.show()
 # ------------
 # The recursion, as a function.
 def ema(stats, m, start):
-    """Moving averages of stats (T, C), weight m on the new value; (T, C)."""
+    """Moving averages of stats (Nt, C), weight m on the new value; (Nt, C)."""
     running = torch.full_like(stats[0], start)
     out = []
     for s in stats:
@@ -110,8 +110,8 @@ def ema(stats, m, start):
 # The buffers are exactly the moving average of the batch statistics: replaying the
 # recursion on the batch means and on the *unbiased* batch variances reproduces every
 # recorded value of every channel.
-batch_mean = xs.mean(dim=1)  # (T, C)
-batch_var = xs.var(dim=1, unbiased=True)  # (T, C)
+batch_mean = xs.mean(dim=1)  # (Nt, C)
+batch_var = xs.var(dim=1, unbiased=True)  # (Nt, C)
 for m, (running_mean, running_var) in history.items():
     mean_replay, var_replay = ema(batch_mean, m, 0.0), ema(batch_var, m, 1.0)
     print(f"momentum {m:4}: max|replay - buffer| = "
@@ -195,7 +195,7 @@ for t, xb in enumerate(xs, start=1):
     y_expected = (x_test - mean_t) / (var_t + bn.eps) ** 0.5  # (512, C)
     gaps_expected.append(rel_gap(y_expected, y_train))
 
-print(f"relative train/eval gap: step 1 {gaps[0]:.3f}, step {T} {gaps[-1]:.4f} "
+print(f"relative train/eval gap: step 1 {gaps[0]:.3f}, step {Nt} {gaps[-1]:.4f} "
       f"({gaps[0] / gaps[-1]:.0f}x smaller)")
 assert gaps[-1] < gaps[0] / 10, "the eval output should approach the training output"
 
@@ -222,18 +222,18 @@ plt.show()
 # variance), divided by ``C`` replicates. Before convergence fewer batches have entered
 # the average, and its variance is lower, so this bound is conservative.
 def expected(start, target, m, steps):
-    """E[running statistic] after each of `steps` (T,); (T,)."""
+    """E[running statistic] after each of `steps` (Nt,); (Nt,)."""
     return target + (start - target) * (1 - m) ** steps
 
 
 # %%
-s_d = steps.to(device)  # (T,)
+s_d = steps.to(device)  # (Nt,)
 for m, (running_mean, running_var) in history.items():
     se_mean = (m / (2 - m) * sigma**2 / B / C) ** 0.5
     se_var = (m / (2 - m) * 2 * sigma**4 / (B - 1) / C) ** 0.5
     z_mean = (running_mean.mean(dim=1) - expected(0.0, mu, m, s_d)).abs() / se_mean
     z_var = (running_var.mean(dim=1) - expected(1.0, sigma**2, m, s_d)).abs() / se_var
-    print(f"momentum {m:4}: farthest from the closed form in {T} steps: "
+    print(f"momentum {m:4}: farthest from the closed form in {Nt} steps: "
           f"{z_mean.max():.2f} SE (mean), {z_var.max():.2f} SE (var)")
     assert z_mean.max() < 5 and z_var.max() < 5, f"momentum {m}: off the closed form"
 
@@ -247,11 +247,11 @@ for m, (running_mean, running_var) in history.items():
 def plot_convergence(ax, runs_by_m, start, target):
     """One channel, the channel average and the closed form, per momentum m.
 
-    runs_by_m: {m: (T, C) tensor}, the buffer after each of T steps.
+    runs_by_m: {m: (Nt, C) tensor}, the buffer after each of Nt steps.
     """
     for m, runs in runs_by_m.items():
-        runs = runs.cpu()  # (T, C)
-        steps = torch.arange(1, runs.shape[0] + 1)  # (T,)
+        runs = runs.cpu()  # (Nt, C)
+        steps = torch.arange(1, runs.shape[0] + 1)  # (Nt,)
         (line,) = ax.plot(steps, runs.mean(dim=1), label=f"momentum {m}")
         ax.plot(steps, runs[:, 0], color=line.get_color(), alpha=0.3, lw=0.8)
         ax.plot(steps, target + (start - target) * (1 - m) ** steps, "k--", lw=1)

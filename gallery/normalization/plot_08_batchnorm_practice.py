@@ -231,17 +231,18 @@ if device == "cuda":
     torch.backends.cudnn.allow_tf32 = tf32
 
 # %%
-# In float32 the folded layer is not bit-equal to the stack: it rounds
-# :math:`W_c s_c` once per weight and then sums :math:`K` products (:math:`K = C \cdot
-# 3 \cdot 3 = 27` for the convolution, :math:`D = 16` for the linear layer), where the
-# stack sums first and scales after. Each rounding is at most half an ulp of its
-# result, and the errors of a sum of :math:`K` random-sign terms grow like
-# :math:`\sqrt{K}`, so the difference should be a few :math:`\sqrt{K}` ulps of the
-# output scale: the estimate asserted is :math:`4 \sqrt{K}\, \varepsilon_{32}` relative
-# to :math:`\max |y|` (:math:`\varepsilon_{32} = 2^{-23}`), i.e. 2.5e-6 and 1.9e-6. It
-# is not a worst-case bound: that grows like :math:`K \varepsilon_{32}`.
-# Measured on CPU (torch 2.13); on CUDA cuDNN picks the convolution algorithm, and
-# whether its float32 result stays within this bound is not yet verified by a GPU build.
+# In float32 the folded layer is not bit-equal to the stack: it rounds :math:`W_c s_c`
+# once per weight and then sums :math:`K` products (:math:`K = C \cdot 3 \cdot 3 = 27`
+# for the convolution, :math:`D = 16` for the linear layer), where the stack sums first
+# and scales after. Each rounding is at most half an
+# :doc:`ulp </generated/normalization/plot_15_norms_16bit>` of its result, and the
+# errors of a sum of :math:`K` random-sign terms grow like :math:`\sqrt{K}`, so the
+# difference should be a few :math:`\sqrt{K}` ulps of the output scale: the estimate
+# asserted is :math:`4 \sqrt{K}\, \varepsilon_{32}` relative to :math:`\max |y|`
+# (:math:`\varepsilon_{32} = 2^{-23}`), i.e. 2.5e-6 and 1.9e-6. It is not a worst-case
+# bound: that grows like :math:`K \varepsilon_{32}`. Measured on CPU (torch 2.13); on
+# CUDA cuDNN picks the convolution algorithm, and whether its float32 result stays
+# within this bound is not yet verified by a GPU build.
 eps32 = torch.finfo(torch.float32).eps
 for kind, K in (("conv", C * 9), ("linear", D)):
     bound = 4 * K**0.5 * eps32

@@ -2,9 +2,10 @@
 Where the norm sits
 ===================
 
-A transformer block adds two sublayers (attention, MLP) to a residual stream; models
-differ in where they normalize. Where the norm follows the sublayer (post-LN, OLMo 2,
-peri-LN), the stream stays bounded whatever the weights; pre-LN's grows with them.
+:doc:`A transformer block </generated/transformer/plot_05_transformer_block>` adds two
+sublayers (attention, MLP) to a residual stream; models differ in where they normalize.
+Where the norm follows the sublayer (post-LN, OLMo 2, peri-LN), the stream stays bounded
+whatever the weights; pre-LN's grows with them.
 
 **You will learn**
 
@@ -184,12 +185,13 @@ assert abs(toy_peri_ratio - 1) < 0.1  # the weights hardly matter (f is homogene
 # From scratch: one block, four placements
 # ----------------------------------------
 # Everything but the placement is shared: RMSNorm, RoPE and the causal mask (copied in
-# Setup), grouped-query attention with rotate-half RoPE
-# (:doc:`/generated/transformer/plot_11_llama_decoder_layer`), OLMo 2's optional
-# RMSNorm of ``q`` and ``k`` over the whole width (:doc:`plot_10_qk_norm`), Gemma 2's
-# logit scale and tanh soft-cap, a gated MLP (SiLU, or Gemma 2's tanh GELU). The
-# projections carry Hugging Face's names. ``placement`` is ``"pre"``, ``"post"``,
-# ``"olmo2"`` or ``"peri"``; ``sublayer`` is the one line that differs.
+# Setup), :doc:`grouped-query attention </generated/transformer/plot_10_gqa_mqa>` with
+# rotate-half RoPE (:doc:`/generated/transformer/plot_11_llama_decoder_layer`), OLMo 2's
+# optional RMSNorm of ``q`` and ``k`` over the whole width (:doc:`plot_10_qk_norm`),
+# Gemma 2's logit scale and tanh soft-cap, a gated MLP (SiLU, or Gemma 2's
+# :doc:`tanh GELU </generated/transformer/plot_03_conv1d_feedforward>`). The projections
+# carry Hugging Face's names. ``placement`` is ``"pre"``, ``"post"``, ``"olmo2"`` or
+# ``"peri"``; ``sublayer`` is the one line that differs.
 
 
 class DecoderAttention(nn.Module):
@@ -211,7 +213,8 @@ class DecoderAttention(nn.Module):
     def forward(self, x, cos, sin):  # x (B, L, D), cos, sin (B, L, Dh) -> (B, L, D)
         B, L, _ = x.shape
         Nh, Nkv, Dh, G = self.Nh, self.Nkv, self.Dh, self.Nh // self.Nkv
-        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # (B, L, N*Dh)
+        # q (B, L, Nh*Dh); k, v (B, L, Nkv*Dh)
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
         if hasattr(self, "q_norm"):
             q, k = self.q_norm(q), self.k_norm(k)
         cos, sin = cos[:, None], sin[:, None]  # (B, 1, L, Dh)
@@ -289,7 +292,7 @@ class PlacementBlock(nn.Module):
 # peri-LN), after ``l`` layers (``2 l`` steps) a token's RMS is at most
 # ``RMS(x_0) + 2 l``, whatever the weights of ``f``; post-LN's stream is the output of
 # a norm, RMS at most 1. Pre-LN has no such bound.
-D, Nh, Nkv, Dh, Dff, EPS, THETA = 64, 4, 2, 24, 128, 1e-3, 1000.0
+D, Nh, Nkv, Dh, Dff, EPS, BASE = 64, 4, 2, 24, 128, 1e-3, 1000.0
 shape = dict(D=D, Nh=Nh, Nkv=Nkv, Dh=Dh, Dff=Dff, eps=EPS)
 
 
@@ -323,14 +326,14 @@ def run_stack(stack, x0, cos, sin, readout):
 
 # %%
 # The run: every placement at gain 1 and 3, then the bound asserted on every token.
-Ldepth, Bd, Ld = 24, 1, 8
+Ldepth, B, L = 24, 1, 8
 torch.manual_seed(1)
-x0 = torch.randn(Bd, Ld, D, dtype=torch.float64).to(device)  # CPU stream, any device
+x0 = torch.randn(B, L, D, dtype=torch.float64).to(device)  # CPU stream, any device
 x0 = x0 / x0.pow(2).mean(-1, keepdim=True).sqrt()  # every token RMS 1
-torch.testing.assert_close(x0.pow(2).mean(-1), torch.ones(Bd, Ld, dtype=torch.float64,
+torch.testing.assert_close(x0.pow(2).mean(-1), torch.ones(B, L, dtype=torch.float64,
                                                          device=device))
-pos_d = torch.arange(Ld, device=device).expand(Bd, Ld)
-cos_d, sin_d = rope_cos_sin(pos_d, Dh, THETA, torch.float64)  # (Bd, Ld, Dh) each
+pos_d = torch.arange(L, device=device).expand(B, L)
+cos_d, sin_d = rope_cos_sin(pos_d, Dh, BASE, torch.float64)  # (B, L, Dh) each
 readout = torch.randn(D, dtype=torch.float64).to(device)
 PLACEMENTS = {"pre": "pre-LN (Llama)", "post": "post-LN (BERT)",
               "olmo2": "norm after sublayer (OLMo 2)", "peri": "peri-LN (Gemma 2)"}
@@ -424,13 +427,14 @@ assert abs(fd - ad) < 1e-6 * abs(ad)  # far above the truncation error
 # ``D``, nor is it in Gemma, so the projections' shapes matter; ``rms_norm_eps = 1e-3``
 # is visible at this input's mean square of 2.5e-3; eager attention. Gemma 2's own
 # settings are chosen so that each shows: ``query_pre_attn_scalar = 36``, so the logits
-# are scaled by ``1/6`` and not by ``1/sqrt(Dh) = 0.204``; ``attn_logit_softcapping =
-# 0.5``, small enough to bend these logits; the layer's type is ``"full_attention"``,
-# which switches its sliding window off (at ``L = 12`` a window of 4096 would change
-# nothing anyway). Each layer is built alone in float32 (its RMSNorms compute in
-# float32 whatever the input's dtype), with every parameter moved off its
-# initialization, and gets the additive causal mask and the ``(cos, sin)`` of its
-# model's rotary embedding, which ours must match.
+# are scaled by ``1/6`` and not by ``1/sqrt(Dh) = 0.204``;
+# ``attn_logit_softcapping = 0.5``, small enough to bend these logits; the layer's type
+# is ``"full_attention"``, which switches its
+# :doc:`sliding window </generated/transformer/plot_12_sliding_window_sinks>` off (at
+# ``L = 12`` a window of 4096 would change nothing anyway). Each layer is built alone in
+# float32 (its RMSNorms compute in float32 whatever the input's dtype), with every
+# parameter moved off its initialization, and gets the additive causal mask and the
+# ``(cos, sin)`` of its model's rotary embedding, which ours must match.
 import transformers
 from transformers import Gemma2Config, LlamaConfig, Olmo2Config
 from transformers.models.gemma2.modeling_gemma2 import (
@@ -468,7 +472,7 @@ class GemmaRMSNorm(nn.Module):
         return ((1 + self.weight) * x32).to(x.dtype)
 
 
-# Copied from transformer/plot_08_gpt2_vs_hugging_face.py: gelu_tanh
+# Copied from transformer/plot_03_conv1d_feedforward.py: gelu_tanh
 def gelu_tanh(x):
     """GPT-2's GELU: the tanh approximation, as its code writes it."""
     return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
@@ -480,7 +484,7 @@ SCALAR, SOFTCAP = 36, 0.5
 common = dict(vocab_size=100, hidden_size=D, num_attention_heads=Nh,
               num_key_value_heads=Nkv, head_dim=Dh, intermediate_size=Dff,
               num_hidden_layers=1, rms_norm_eps=EPS, attn_implementation="eager",
-              rope_parameters={"rope_type": "default", "rope_theta": THETA},
+              rope_parameters={"rope_type": "default", "rope_theta": BASE},
               pad_token_id=0, bos_token_id=1, eos_token_id=2)
 configs = {
     "llama": LlamaConfig(**common),
@@ -507,7 +511,7 @@ print("Gemma 2 attention: scaling", hf["gemma2"].self_attn.scaling, "softcap",
 
 B, L = 2, 12
 pos = torch.stack([torch.arange(L), 3 * torch.arange(L) + 2]).to(device)  # (B, L)
-cos, sin = rope_cos_sin(pos, Dh, THETA)  # (B, L, Dh) each
+cos, sin = rope_cos_sin(pos, Dh, BASE)  # (B, L, Dh) each
 x = 0.05 * torch.randn(B, L, D, device=device)  # (B, L, D)
 future = torch.ones(L, L, dtype=torch.bool, device=device).triu(1)  # (L, L)
 causal = torch.zeros(L, L, device=device)

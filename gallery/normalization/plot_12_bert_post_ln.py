@@ -2,10 +2,11 @@
 Post-LN: BERT's encoder layer
 =============================
 
-BERT (Devlin et al., 2018) is post-LN: it normalizes the residual stream *after* each
-sum, so the stream every layer hands on is a LayerNorm's output. This page writes
-BERT's layer from scratch (LayerNorm, attention with biases and a padding mask, an
-exact-GELU MLP) and proves it equal to Hugging Face's ``BertLayer``.
+BERT (Devlin et al., 2018) is
+:doc:`post-LN </generated/transformer/plot_05_transformer_block>`: it normalizes the
+residual stream *after* each sum, so the stream every layer hands on is a LayerNorm's
+output. This page writes BERT's layer from scratch (LayerNorm, attention with biases and
+a padding mask, an exact-GELU MLP) and proves it equal to Hugging Face's ``BertLayer``.
 
 **You will learn**
 
@@ -54,10 +55,14 @@ print(f"device: {device}, torch {torch.__version__}")
 #    \mathrm{LN}(z) = \frac{z - \mu(z)}{\sqrt{\sigma^2(z) + \epsilon}} \odot \gamma
 #    + \beta .
 #
-# BERT's layer is an encoder's: every token sees every key (no causal mask, no RoPE:
-# BERT adds learned positions before the first layer), except keys that are padding.
-# The attention and the MLP have biases, and the MLP is ``down(GELU(up(x)))`` with the
-# exact GELU, :math:`z\,\Phi(z)` (``Phi`` the standard normal CDF).
+# BERT's layer is an encoder's: every token sees every key (no
+# :doc:`causal mask </generated/transformer/plot_04_causal_attention>`, no
+# :doc:`RoPE </generated/positional/plot_04_rope>`: BERT adds
+# :doc:`learned positions </generated/positional/plot_03_learned_absolute>` before the
+# first layer), except keys that are padding. The attention and the MLP have biases, and
+# the MLP is ``down(GELU(up(x)))`` with the
+# :doc:`exact GELU </generated/transformer/plot_03_conv1d_feedforward>`,
+# :math:`z\,\Phi(z)` (``Phi`` the standard normal CDF).
 fig, ax = plt.subplots(figsize=(8, 2.2), layout="constrained")
 ax.annotate("", (8.6, 0), (-0.4, 0), arrowprops=dict(arrowstyle="->", color="gray"))
 for a, f in ((0, "attention\n(padding keys masked)"), (4, "MLP\n(exact GELU)")):
@@ -289,7 +294,7 @@ def bert_eps_0(b):
         n.eps = 0.0
 
 
-# Copied from transformer/plot_08_gpt2_vs_hugging_face.py: gelu_tanh
+# Copied from transformer/plot_03_conv1d_feedforward.py: gelu_tanh
 def gelu_tanh(x):
     """GPT-2's GELU: the tanh approximation, as its code writes it."""
     return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))

@@ -128,11 +128,12 @@ plt.show()
 
 # %%
 # Asserted, token by token: per head, :math:`m_h / (m_h + \epsilon)`; over the width,
-# :math:`m_h / (M + \epsilon)` with :math:`M` the mean of the token's :math:`m_h`.
+# :math:`m_h / (\bar m + \epsilon)` with :math:`\bar m` the mean of the token's
+# :math:`m_h`.
 m_demo = q_demo.pow(2).mean(-1)  # (tokens, Nh): each head's mean square
-M_demo = m_demo.mean(-1, keepdim=True)  # (tokens, 1)
+mbar_demo = m_demo.mean(-1, keepdim=True)  # (tokens, 1)
 torch.testing.assert_close(by_head.pow(2).mean(-1), m_demo / (m_demo + eps_demo))
-torch.testing.assert_close(by_width.pow(2).mean(-1), m_demo / (M_demo + eps_demo))
+torch.testing.assert_close(by_width.pow(2).mean(-1), m_demo / (mbar_demo + eps_demo))
 head_rms = m_demo.sqrt().mean(0)  # (Nh,): the RMS of each head, as drawn
 assert head_rms[0] < eps_demo**0.5 < head_rms[1]  # only the smallest below sqrt(eps)
 
@@ -199,7 +200,7 @@ def random_params(D, Nh, Nkv, Dh, per_head, head_scale):
 # width-``Nh * Dh`` weight is Qwen3's ``Dh`` weight repeated per head): only the row
 # the RMS is taken over differs.
 D, Nh, Nkv, Dh = 64, 4, 2, 16
-THETA, EPS = 1000.0, 1e-3
+BASE, EPS = 1000.0, 1e-3
 head_scale = 2.0 ** (torch.arange(Nh) - 1)  # (Nh,): 0.5, 1, 2, 4
 P_qwen = random_params(D, Nh, Nkv, Dh, True, head_scale)  # drawn on CPU
 P_olmo = random_params(D, Nh, Nkv, Dh, False, head_scale)
@@ -207,7 +208,7 @@ P_qwen, P_olmo = ({k: v.to(device) for k, v in P.items()} for P in (P_qwen, P_ol
 B, L = 2, 10
 x = (0.05 * torch.randn(B, L, D)).to(device)  # (B, L, D), drawn on CPU
 pos = torch.stack([torch.arange(L), 3 * torch.arange(L) + 2]).to(device)  # (B, L)
-cos, sin = rope_cos_sin(pos, Dh, THETA)  # (B, L, Dh) each
+cos, sin = rope_cos_sin(pos, Dh, BASE)  # (B, L, Dh) each
 gqa = dict(Nh=Nh, Nkv=Nkv, eps=EPS)
 
 P_head = dict(P_qwen)
@@ -282,8 +283,8 @@ with torch.no_grad():
         .unflatten(-1, (Nh, Dh)).transpose(1, 2)}
     m = q_heads.pow(2).mean(dim=-1)  # (B, Nh, L): each head's mean square
     # With weight 1, a head leaves the norm with mean square m / (m + eps) per head,
-    # m / (M + eps) over the width, M the token's mean over its heads: whatever the
-    # rotation, since it changes neither m nor M.
+    # m / (mbar + eps) over the width, mbar the token's mean over its heads: whatever
+    # the rotation, since it changes neither m nor mbar.
     expected = {"per head": m / (m + EPS),
                 "over width": m / (m.mean(dim=1, keepdim=True) + EPS)}
     rope_gaps = []  # relative gap of the two orders, per variant
@@ -332,7 +333,7 @@ print(f"transformers {transformers.__version__}")
 common = dict(
     hidden_size=D, num_attention_heads=Nh, num_key_value_heads=Nkv, head_dim=Dh,
     intermediate_size=128, num_hidden_layers=1, vocab_size=100, rms_norm_eps=1e-3,
-    rope_parameters={"rope_type": "default", "rope_theta": 1000.0},  # THETA, EPS
+    rope_parameters={"rope_type": "default", "rope_theta": 1000.0},  # BASE, EPS
     attn_implementation="eager", pad_token_id=0, bos_token_id=1, eos_token_id=2,
 )
 qwen_cfg = Qwen3Config(**common)
@@ -433,10 +434,12 @@ assert smallest_head_rms < 0.9  # eps pulls the head with m below eps down
 # matters: :doc:`/generated/normalization/plot_15_norms_16bit`). Its logits are scaled
 # by ``query_pre_attn_scalar ** -0.5``, not ``1/sqrt(Dh)``; the scalar is 8 here, not
 # ``Dh = 16``, so that the scale shows. The layer is a ``"full_attention"`` one (Gemma 3
-# interleaves them with sliding-window layers, which get a banded mask; not run here).
-# Shapes, ``rope_theta`` and ``eps`` as above (no head scales): every parameter,
-# ``q_norm`` and ``k_norm`` included, is moved off its init, so ``1 + w`` is near 1
-# and ``w`` near 0. Its parameters have the names of ours.
+# interleaves them with
+# :doc:`sliding-window </generated/transformer/plot_12_sliding_window_sinks>` layers,
+# which get a banded mask; not run here). Shapes, ``rope_theta`` and ``eps`` as above
+# (no head scales): every parameter, ``q_norm`` and ``k_norm`` included, is moved off
+# its init, so ``1 + w`` is near 1 and ``w`` near 0. Its parameters have the names of
+# ours.
 from transformers import Gemma3TextConfig
 from transformers.models.gemma3.modeling_gemma3 import (
     Gemma3Attention,
@@ -444,7 +447,7 @@ from transformers.models.gemma3.modeling_gemma3 import (
 )
 
 SCALAR = 8  # query_pre_attn_scalar
-rope_1000 = {"rope_type": "default", "rope_theta": 1000.0}  # THETA
+rope_1000 = {"rope_type": "default", "rope_theta": 1000.0}  # BASE
 gemma_common = dict(common, layer_types=["full_attention"],
                     rope_parameters={"full_attention": rope_1000,
                                      "sliding_attention": rope_1000})
@@ -483,10 +486,11 @@ torch.testing.assert_close(out_g, ref_g)
 # %%
 # Given Gemma's logit scale, ``Qwen3Attention`` is our code with ``w`` for ``1 + w``;
 # ``Gemma3Attention`` built with ``query_pre_attn_scalar = Dh`` is our code with the
-# ``1/sqrt(Dh)`` scale. Each equals its from-scratch variant and misses the real
-# module by far more than the tolerance. Storing ``w`` and multiplying by ``1 + w``
-# only reparametrizes the norm: a Gemma weight ``w`` stands for ``1 + w`` in Qwen3's
-# RMSNorm (Llama's), and then the two agree bit for bit in float32
+# ``1/sqrt(Dh)`` scale. Each equals its from-scratch variant and misses the real module
+# by far more than the tolerance. Storing ``w`` and multiplying by ``1 + w`` only
+# reparametrizes the norm: a Gemma weight ``w`` stands for ``1 + w`` in Qwen3's RMSNorm
+# (:doc:`Llama's </generated/transformer/plot_11_llama_decoder_layer>`), and then the
+# two agree bit for bit in float32
 # (:doc:`/generated/normalization/plot_15_norms_16bit`). What goes wrong is reading one
 # convention's weights with the other's code.
 qwen_w = Qwen3Attention(qwen_cfg, layer_idx=0).to(device).eval()

@@ -55,9 +55,9 @@ tokens[:, [3, 17]] = torch.tensor([1.0, -1.0]) * 30 * torch.rand(64, 2) ** 2
 out = nn.functional.layer_norm(tokens, (64,))  # (tokens, D)
 xf, yf = tokens.flatten().double(), out.flatten().double()
 grid_a = torch.logspace(-3, 1, 201, dtype=torch.float64)  # alpha's grid
-T = torch.tanh(grid_a[:, None] * xf)  # (201, N)
-A = (T @ yf) / (T * T).sum(1)  # the best A for each alpha, closed form
-k = ((A[:, None] * T - yf) ** 2).sum(1).argmin()
+tanhs = torch.tanh(grid_a[:, None] * xf)  # (201, N)
+A = (tanhs @ yf) / (tanhs * tanhs).sum(1)  # the best A for each alpha, closed form
+k = ((A[:, None] * tanhs - yf) ** 2).sum(1).argmin()
 fig, ax = plt.subplots(figsize=(6, 3.4), layout="constrained")
 ax.scatter(xf, yf, s=2, alpha=0.3, label="LayerNorm, every (input, output)")
 xs = torch.linspace(xf.min().item(), xf.max().item(), 200, dtype=torch.float64)
@@ -220,9 +220,9 @@ def fit_tanh(xa, ya):
     """Least-squares alpha, A of A tanh(alpha x); slope a of the best line; RMS."""
     xf, yf = xa.flatten().double(), ya.flatten().double()
     alphas = torch.logspace(-3, 1, 401, dtype=torch.float64, device=xf.device)
-    T = torch.tanh(alphas[:, None] * xf)  # (401, N)
-    A = (T @ yf) / (T * T).sum(1)
-    best = ((A[:, None] * T - yf) ** 2).sum(1).argmin()
+    tanhs = torch.tanh(alphas[:, None] * xf)  # (401, N)
+    A = (tanhs @ yf) / (tanhs * tanhs).sum(1)
+    best = ((A[:, None] * tanhs - yf) ** 2).sum(1).argmin()
     alpha, A = alphas[best].item(), A[best].item()
     a = (xf @ yf / (xf @ xf)).item()
     tail = xf.abs() > 10

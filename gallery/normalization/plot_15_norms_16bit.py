@@ -19,8 +19,10 @@ exception.
   :math:`E[x^2] - E[x]^2`, and where Llama's and Gemma's RMSNorms differ (Proofs)
 
 **Prerequisites:** :doc:`/generated/normalization/plot_01_common_recipe` (the recipe),
-:doc:`/generated/normalization/plot_05_groupnorm_rmsnorm` (RMSNorm and its ``eps=None``
-per dtype).
+:doc:`/generated/normalization/plot_02_batchnorm` (BatchNorm),
+:doc:`/generated/normalization/plot_04_layernorm` (LayerNorm),
+:doc:`/generated/normalization/plot_05_groupnorm_rmsnorm` (GroupNorm, RMSNorm and its
+``eps=None`` per dtype).
 """
 
 # %%
@@ -606,21 +608,21 @@ assert all(g <= eps_gap_max for g in eps_gap.values())  # "up to"
 # would be off by :measured:`one_pass_pct_1e3:.0f` % at ``mean 1e3``, and is negative
 # in :measured:`negative_1e4` of the 64 rows at ``mean 1e4`` and exactly 0 in
 # :measured:`zero_1e4`).
-R, N = 64, 1024
+B, D = 64, 1024
 e32 = torch.finfo(f32).eps
 means = [1.0, 10.0, 100.0, 1e3, 1e4, 1e5]
 curves = {k: [] for k in ("one-pass", "two-pass", "torch.var")}
 negative, zeros = {}, {}  # mean -> rows where the one-pass variance is < 0, == 0
 for mu in means:
-    x = (mu + torch.randn(R, N, device=device, dtype=f64)).float()  # (R, N)
-    ref = ((x.double() - x.double().mean(1, keepdim=True)) ** 2).mean(1)  # (R,)
+    x = (mu + torch.randn(B, D, device=device, dtype=f64)).float()  # (B, D)
+    ref = ((x.double() - x.double().mean(1, keepdim=True)) ** 2).mean(1)  # (B,)
     one = (x * x).mean(1) - x.mean(1) ** 2
     two = ((x - x.mean(1, keepdim=True)) ** 2).mean(1)
     tv = torch.var(x, 1, correction=0)
     for k, t in zip(curves, (one, two, tv)):
         curves[k].append(torch.linalg.vector_norm((t.double() - ref) / ref, inf).item())
     negative[mu], zeros[mu] = (one < 0).sum().item(), (one == 0).sum().item()
-    assert negative[mu] + zeros[mu] + (one > 0).sum().item() == R  # each row once
+    assert negative[mu] + zeros[mu] + (one > 0).sum().item() == B  # each row once
     print(f"mean {mu:5.0e}: rel. err. 1-pass {curves['one-pass'][-1]:.1e} "
           f"({negative[mu]:2d} < 0, {zeros[mu]:2d} = 0), "
           f"2-pass {curves['two-pass'][-1]:.1e}, "
@@ -628,7 +630,7 @@ for mu in means:
     torch.testing.assert_close(tv, ref.float())  # float32 default tolerances, any mean
     # two-pass: the mean's rounding error (~eps mu) enters squared, plus a few roundings
     assert curves["two-pass"][-1] <= 4 * (e32 * mu) ** 2 + 4 * e32
-    ln = torch.nn.LayerNorm(N).to(device)  # fresh affine: the identity
+    ln = torch.nn.LayerNorm(D).to(device)  # fresh affine: the identity
     with torch.no_grad():
         y_ln = ln(x)
     y_ref = (x.double() - x.double().mean(1, keepdim=True)) / (ref[:, None] + ln.eps
@@ -651,22 +653,22 @@ assert one_pass_pct_1e3 > 10 and negative_1e4 > 0 and curves["one-pass"][5] > 1
 # within half an ulp of its result (its rounding) plus ``2 eps32 (mu + 5)`` (the
 # float32 rounding of ``x - mean``, bounded above) of the float64 formula.
 for dt in DTYPES:
-    x = (100 + torch.randn(R, N, device=device)).to(dt)  # (R, N)
+    x = (100 + torch.randn(B, D, device=device)).to(dt)  # (B, D)
     ref = x.double().var(1, correction=0)
     one = (x * x).mean(1) - x.mean(1) ** 2  # in dt
     tv = torch.var(x, 1, correction=0)
-    rel_one = ((one.double() - ref) / ref).abs()  # (R,)
+    rel_one = ((one.double() - ref) / ref).abs()  # (B,)
     e_tv = ((tv.double() - ref) / ref).abs().max().item()
     print(f"{str(dt):15s} mean 100: rel. error one-pass {rel_one.min().item():.1e} "
           f"to {rel_one.max().item():.1e}, "
           f"torch.var {e_tv:.1e}")
-    print(f"{'':15s} one-pass exactly 0 in {(one == 0).sum().item()} of {R} rows")
+    print(f"{'':15s} one-pass exactly 0 in {(one == 0).sum().item()} of {B} rows")
     assert (rel_one >= 0.5).all()  # every row
     assert ((one == 0).all()) == (dt == bf16)  # bfloat16: 0 in every row
     torch.testing.assert_close(tv, ref.to(dt))
-    ln16 = torch.nn.LayerNorm(N, device=device, dtype=dt)  # fresh affine: identity
+    ln16 = torch.nn.LayerNorm(D, device=device, dtype=dt)  # fresh affine: identity
     with torch.no_grad():
-        y16 = ln16(x)  # (R, N)
+        y16 = ln16(x)  # (B, D)
     y_ref = (x.double() - x.double().mean(1, keepdim=True)) / (ref[:, None] + ln16.eps
                                                                ).sqrt()
     beyond = ((y16.double() - y_ref).abs() - ulp(y16) / 2) / (e32 * (100 + 5))
@@ -690,12 +692,14 @@ plt.show()
 # %%
 # Proof: the RMSNorms of Llama and Gemma in 16 bits
 # -------------------------------------------------
-# Both normalize in float32. Llama's (``LlamaRMSNorm``) casts the normalized values back
-# to the input dtype and *then* multiplies by the weight, in that dtype: two roundings.
-# Gemma's (``GemmaRMSNorm``) stores ``g`` and multiplies by ``1 + g`` in
-# float32 before the one cast back. From scratch, each equals its class bit for bit in
-# float32, bfloat16 and float16 (the same float32 operations in the same order). The
-# input has RMS ``1e-3`` so that ``eps = 1e-6`` is a 50 % term of the mean square.
+# Both normalize in float32.
+# :doc:`Llama's </generated/transformer/plot_11_llama_decoder_layer>` (``LlamaRMSNorm``)
+# casts the normalized values back to the input dtype and *then* multiplies by the
+# weight, in that dtype: two roundings. Gemma's (``GemmaRMSNorm``) stores ``g`` and
+# multiplies by ``1 + g`` in float32 before the one cast back. From scratch, each equals
+# its class bit for bit in float32, bfloat16 and float16 (the same float32 operations in
+# the same order). The input has RMS ``1e-3`` so that ``eps = 1e-6`` is a 50 % term of
+# the mean square.
 def llama_rms(x, w, eps):
     """x (..., D) / RMS in float32, back to x.dtype, times w (D,) in x.dtype."""
     h = x.to(torch.float32)

@@ -42,7 +42,8 @@ print(f"device: {device}, torch {torch.__version__}")
 # The idea
 # --------
 # Give token ``n`` a row of ``C`` integers ``I[n]``, its position along each axis; map
-# ``I`` to a code of width ``D``; combine code and tokens (add, or rotate as RoPE does):
+# ``I`` to a code of width ``D``; combine code and tokens (add, or rotate as
+# :doc:`RoPE </generated/positional/plot_04_rope>` does):
 #
 # .. math::
 #

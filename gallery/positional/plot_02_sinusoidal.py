@@ -81,8 +81,8 @@ def sinusoidal_pe(positions, D, base=10000.0, dtype=torch.float32):
 # A shift is a rotation
 # ---------------------
 # By the angle-addition formulas, pair :math:`i` of :math:`PE(p + k)` is pair :math:`i`
-# of :math:`PE(p)` rotated by :math:`k\, w_i`: :math:`PE(p + k) = M_k\, PE(p)`, with
-# :math:`M_k` block-diagonal and free of :math:`p` (one matrix shifts every position).
+# of :math:`PE(p)` rotated by :math:`k\, w_i`: :math:`PE(p + k) = S_k\, PE(p)`, with
+# :math:`S_k` block-diagonal and free of :math:`p` (one matrix shifts every position).
 #
 # .. math::
 #
@@ -104,12 +104,12 @@ D = 16  # every pair but the first depends on the base
 p = torch.arange(1000, device=device)  # (P,)
 pe_p = sinusoidal_pe(p, D, dtype=torch.float64)  # (P, D)
 for k in (1, 7, 100):
-    M = shift_matrix(k, D, device=device)  # (D, D)
-    shifted = pe_p @ M.T  # (P, D), row p is M_k PE(p)
+    S = shift_matrix(k, D, device=device)  # (D, D)
+    shifted = pe_p @ S.T  # (P, D), row p is S_k PE(p)
     target = sinusoidal_pe(p + k, D, dtype=torch.float64)  # (P, D)
-    print(f"k = {k:3d}: max|M_k PE(p)-PE(p+k)| = {(shifted - target).abs().max():.1e}")
+    print(f"k = {k:3d}: max|S_k PE(p)-PE(p+k)| = {(shifted - target).abs().max():.1e}")
     torch.testing.assert_close(shifted, target)
-    torch.testing.assert_close(M @ M.T, torch.eye(D, dtype=M.dtype, device=device))
+    torch.testing.assert_close(S @ S.T, torch.eye(D, dtype=S.dtype, device=device))
 
 # %%
 # The dot product depends only on the offset
@@ -349,23 +349,23 @@ print(f"3-D PE: I {tuple(I_video.shape)} -> {tuple(pe3d.shape)}")
 assert pe3d.shape == (T_frames * H * W, 48)
 
 # %%
-# Try it: transpose the blocks. Where does M_k^T send PE(p)?
+# Try it: transpose the blocks. Where does S_k^T send PE(p)?
 # ----------------------------------------------------------
-# Put :math:`-\sin` top right instead (the usual rotation matrix, ``M_k^T``) and apply
+# Put :math:`-\sin` top right instead (the usual rotation matrix, ``S_k^T``) and apply
 # it to the same thousand codes.
 
 # %%
-# :math:`M_k^\top = M_{-k}`: it shifts backwards, to :math:`PE(p - k)`, far from
+# :math:`S_k^\top = S_{-k}`: it shifts backwards, to :math:`PE(p - k)`, far from
 # :math:`PE(p + k)`. The sign of the blocks decides the direction of the shift.
 D = 16
 p = torch.arange(1000, device=device)  # (P,)
 pe_p = sinusoidal_pe(p, D, dtype=torch.float64)  # (P, D)
 for k in (1, 7, 100):
-    M = shift_matrix(k, D, device=device)  # (D, D)
+    S = shift_matrix(k, D, device=device)  # (D, D)
     target = sinusoidal_pe(p + k, D, dtype=torch.float64)  # (P, D)
-    wrong_sign = pe_p @ M  # the transposed blocks: M_k^T = M_(-k)
+    wrong_sign = pe_p @ S  # the transposed blocks: S_k^T = S_(-k)
     sign_gap = (wrong_sign - target).abs().max()
-    print(f"k = {k:3d}: max|M_k^T PE(p) - PE(p+k)| = {sign_gap:.2f}")
+    print(f"k = {k:3d}: max|S_k^T PE(p) - PE(p+k)| = {sign_gap:.2f}")
     torch.testing.assert_close(wrong_sign, sinusoidal_pe(p - k, D, dtype=torch.float64))
     assert sign_gap > 0.5, "the sign of the blocks no longer matters?"
 
@@ -381,7 +381,7 @@ for k in (1, 7, 100):
 pe32 = sinusoidal_pe(p, D)  # (P, D) float32
 shifted32 = pe32 @ shift_matrix(100, D, device=device).float().T  # (P, D)
 err32 = (shifted32 - sinusoidal_pe(p + 100, D)).abs().max().item()
-print(f"float32, k = 100: max|M_k PE(p) - PE(p+k)| = {err32:.1e}")
+print(f"float32, k = 100: max|S_k PE(p) - PE(p+k)| = {err32:.1e}")
 assert err32 > 1e-5  # beyond float32's atol: the rounding of the inputs
 
 # %%

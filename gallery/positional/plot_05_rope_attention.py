@@ -2,10 +2,11 @@
 RoPE inside attention
 =====================
 
-RoPE goes into self-attention between the projections and the attention product:
-after the per-head QK-norm, on ``q`` and ``k`` but never on ``v``. This page builds
-that layer, proves it equal to a manual path of explicit rotation matrices, and shows
-that its output depends on positions only through their differences.
+RoPE goes into self-attention between the projections and the attention product: after
+the per-head :doc:`QK-norm </generated/normalization/plot_10_qk_norm>`, on ``q`` and
+``k`` but never on ``v``. This page builds that layer, proves it equal to a manual path
+of explicit rotation matrices, and shows that its output depends on positions only
+through their differences.
 
 **You will learn**
 
@@ -84,7 +85,9 @@ plt.show()
 # ------------
 # RoPE in the book's adjacent-pair convention (pairs :math:`(2i, 2i+1)` turned by
 # ``pos * inv_freq[i]``), in its complex form from the previous page. The layer is the
-# Transformer chapter's self-attention with RoPE added in step 2, after the QK-norm.
+# Transformer chapter's
+# :doc:`self-attention </generated/transformer/plot_01_self_attention>` with RoPE added
+# in step 2, after the QK-norm.
 
 
 # Copied from positional/plot_04_rope.py: rope_inv_freq
@@ -179,7 +182,8 @@ with torch.no_grad():
 # Python's ``math`` from RoFormer's :math:`\theta_i = 10000^{-2i / D_h}`. The rest is
 # spelled out too: projections by row blocks of ``qkv_proj.weight``, LayerNorm from its
 # formula, ``einsum`` logits over :math:`\sqrt{D_h}`, a :math:`-\infty` mask above the
-# diagonal, softmax.
+# diagonal (the :doc:`causal mask </generated/transformer/plot_04_causal_attention>`),
+# softmax.
 def rotation_matrices(pos, Dh, device=None):
     """R_p for every position: (L,) -> (L, Dh, Dh), 2x2 rotations on adjacent pairs."""
     mats = []
@@ -230,10 +234,11 @@ def manual_attention(layer, x, pos, is_causal=False):
 
 # %%
 # The layer calls ``scaled_dot_product_attention``, which picks a fused kernel by
-# device, dtype and mask (on CUDA in float32 the memory-efficient one; see the
-# Transformer chapter); the manual path fuses nothing. Both are float32, compared at
-# float32's default tolerances on every device (on CUDA, matmuls run in full float32 by
-# PyTorch's default; TF32, if switched on, would round the rotation matrices).
+# device, dtype and mask (on CUDA in float32 the memory-efficient one; see
+# :doc:`SDPA's backends </generated/transformer/plot_13_sdpa_backends_flex>`); the
+# manual path fuses nothing. Both are float32, compared at float32's default tolerances
+# on every device (on CUDA, matmuls run in full float32 by PyTorch's default; TF32, if
+# switched on, would round the rotation matrices).
 with torch.no_grad():
     for is_causal in (False, True):
         fused = layer(x, pos, is_causal=is_causal)  # (B, L, D)
@@ -294,9 +299,9 @@ plt.show()
 # %%
 # The notes' step 2 reads "QK norm and positional encoding", in that order, and models
 # that combine the two (Qwen3, OLMo 2) apply the norm first. The order matters:
-# LayerNorm subtracts the mean over the ``Dh`` channels and applies a per-channel weight
-# and bias, and a rotation of the pairs changes that mean and moves values between
-# channels with different weights.
+# :doc:`LayerNorm </generated/normalization/plot_04_layernorm>` subtracts the mean over
+# the ``Dh`` channels and applies a per-channel weight and bias, and a rotation of the
+# pairs changes that mean and moves values between channels with different weights.
 with torch.no_grad():
     q, k, v = layer.project(x)  # each (B, Nh, L, Dh)
     q_nr, k_nr = rope_complex(layer.q_norm(q), pos), rope_complex(layer.k_norm(k), pos)
@@ -310,10 +315,11 @@ print(f"max|norm then RoPE - RoPE then norm| = {gap:.2f}")
 assert gap > 0.05, "QK-norm and RoPE commute?"
 
 # %%
-# The culprit is the mean: RMSNorm without a weight subtracts none and divides by the
-# root mean square, which a rotation leaves unchanged, so it commutes with RoPE. (A
-# learned per-channel weight, as in Qwen3's RMSNorm, breaks this again unless it is
-# equal within each pair.)
+# The culprit is the mean:
+# :doc:`RMSNorm </generated/normalization/plot_05_groupnorm_rmsnorm>` without a weight
+# subtracts none and divides by the root mean square, which a rotation leaves unchanged,
+# so it commutes with RoPE. (A learned per-channel weight, as in Qwen3's RMSNorm, breaks
+# this again unless it is equal within each pair.)
 rms = torch.nn.RMSNorm(Dh, elementwise_affine=False).to(device)
 with torch.no_grad():
     a, b = rope_complex(rms(q), pos), rms(rope_complex(q, pos))  # (B, Nh, L, Dh) each

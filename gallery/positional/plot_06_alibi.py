@@ -15,7 +15,8 @@ Steep heads look locally, shallow ones almost uniformly; only offsets enter.
 
 **Prerequisites:** :doc:`/generated/positional/plot_01_formulation` (what a position
 encoding must do), :doc:`/generated/transformer/plot_04_causal_attention` (the causal
-mask).
+mask), :doc:`/generated/transformer/plot_02_multihead_attention` (the heads, one slope
+each).
 
 .. index:: ! ALiBi
 """
@@ -39,9 +40,10 @@ print(f"device: {device}, torch {torch.__version__}")
 # The idea
 # --------
 # Instead of telling a token where it is, ALiBi tells each head how far apart two tokens
-# are: head :math:`h` subtracts :math:`m_h` times the distance from the logit of query
-# :math:`l` and key :math:`m` (keys after the query stay masked), with slopes forming a
-# geometric sequence for :math:`N_h` heads:
+# are: head :math:`h` subtracts :math:`m_h` times the distance from the
+# :doc:`logit </generated/transformer/plot_01_self_attention>` of query :math:`l` and
+# key :math:`m` (keys after the query stay masked), with slopes forming a geometric
+# sequence for :math:`N_h` heads:
 #
 # .. math::
 #

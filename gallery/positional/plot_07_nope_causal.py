@@ -48,7 +48,8 @@ def causal_mask(L, device=None):
 # The idea
 # --------
 # Unmasked, query ``t`` averages every token wherever it sits; causal, only the
-# ``t + 1`` up to itself. Take uniform attention (every logit 0) over tokens
+# ``t + 1`` up to itself. Take uniform attention (every
+# :doc:`logit </generated/transformer/plot_01_self_attention>` 0) over tokens
 # :math:`x_s = \epsilon_s u_s` of unit norm and independent random signs: the output is
 # the running mean :math:`\bar x_t`, its cross terms average to zero, and
 #
@@ -81,9 +82,11 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# :class:`torch.nn.MultiheadAttention` reads a boolean mask the other way round
-# (``True``: hidden), so we pass ``~causal_mask(L)``. A zero query projection makes
-# every logit 0: uniform attention (``in_proj_weight`` stacks ``W_q, W_k, W_v``).
+# :class:`torch.nn.MultiheadAttention`
+# (:doc:`multi-head attention </generated/transformer/plot_02_multihead_attention>` in
+# one module) reads a boolean mask the other way round (``True``: hidden), so we pass
+# ``~causal_mask(L)``. A zero query projection makes every logit 0: uniform attention
+# (``in_proj_weight`` stacks ``W_q, W_k, W_v``).
 import copy
 
 

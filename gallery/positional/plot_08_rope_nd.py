@@ -8,7 +8,7 @@ coordinate ``c``, so attention logits depend only on the 2-D offset between two 
 
 **You will learn**
 
-- how a grid of patches gets integer positions ``I`` of shape ``(N, C)``
+- how a grid of patches gets integer positions ``I`` of shape ``(N, Nc)``
 - how axial RoPE rotates one block of channels per coordinate
 - why the logits depend only on the 2-D offset, so shifting the grid changes nothing
 - where axial RoPE sits in a self-attention layer (``q`` and ``k`` only)
@@ -39,8 +39,8 @@ print(f"device: {device}, torch {torch.__version__}")
 # A head vector of patch :math:`n` at grid position :math:`I_n = (i, j)` is cut into a
 # row block and a column block; the row block turns with 1-D RoPE of :math:`i`, the
 # column block with 1-D RoPE of :math:`j` (:math:`R(p)` rotates each adjacent pair
-# :math:`(2k, 2k+1)` by :math:`p\,\omega_k`, :math:`\omega_k = b^{-2k/(D_h/C)}`). Since
-# rotations compose, a logit sees only the offset:
+# :math:`(2k, 2k+1)` by :math:`p\,\omega_k`, :math:`\omega_k = b^{-2k/(D_h/N_c)}`).
+# Since rotations compose, a logit sees only the offset:
 #
 # .. math::
 #
@@ -56,7 +56,7 @@ import matplotlib.pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
 H, W = 16, 16
-N, Dh = H * W, 32  # Dh divisible by 2 * C: each axis gets Dh / 2 = 16 channels, 8 pairs
+N, Dh = H * W, 32  # Dh divisible by 2 Nc: each axis gets Dh / 2 = 16 channels, 8 pairs
 omega = 10000.0 ** (-torch.arange(0, Dh // 2, 2) / (Dh // 2))  # (8,), per axis
 di = torch.arange(H)[:, None] - H // 2  # (H, 1), key row - query row
 dj = torch.arange(W)[None, :] - W // 2  # (1, W), key column - query column
@@ -85,8 +85,8 @@ plt.show()
 # %%
 # Positions of a patch grid
 # -------------------------
-# Tokens ``(..., N, D)``, integer positions ``I: (N, C)``; an ``H x W`` grid read row by
-# row has ``C = 2``, ``I[i*W + j] = [i, j]``.
+# Tokens ``(..., N, D)``, integer positions ``I: (N, Nc)``; an ``H x W`` grid read row
+# by row has ``Nc = 2``, ``I[i*W + j] = [i, j]``.
 def grid_positions(H, W, device=None):
     """Row-major integer positions of an H x W grid: (H*W, 2), row i and column j."""
     rows, cols = torch.arange(H, device=device), torch.arange(W, device=device)
@@ -126,22 +126,22 @@ def rope_1d(x, pos, base=10000.0):
 
 
 # %%
-# Axial RoPE in C dimensions
-# --------------------------
-# Split ``Dh`` into ``C`` equal blocks; block ``c`` is rotated by 1-D RoPE of coordinate
-# ``c``, with its own frequency list :math:`\omega_k = b^{-2k / (D_h/C)}` over its
-# ``Dh/C`` channels (other codes share them differently; the claims hold whenever each
-# angle is linear in one coordinate).
+# Axial RoPE in Nc dimensions
+# ----------------------------
+# Split ``Dh`` into ``Nc`` equal blocks; block ``c`` is rotated by 1-D RoPE of
+# coordinate ``c``, with its own frequency list :math:`\omega_k = b^{-2k / (D_h/N_c)}`
+# over its ``Dh/Nc`` channels (other codes share them differently; the claims hold
+# whenever each angle is linear in one coordinate).
 def rope_nd(x, I, base=10000.0):
-    """Axial RoPE. x (..., N, Dh), I (N, C) integer positions -> (..., N, Dh)."""
-    C, Dh = I.shape[-1], x.shape[-1]
-    assert Dh % (2 * C) == 0, "each coordinate needs an even number of channels"
-    blocks = x.split(Dh // C, dim=-1)  # C blocks, each (..., N, Dh/C)
+    """Axial RoPE. x (..., N, Dh), I (N, Nc) integer positions -> (..., N, Dh)."""
+    Nc, Dh = I.shape[-1], x.shape[-1]
+    assert Dh % (2 * Nc) == 0, "each coordinate needs an even number of channels"
+    blocks = x.split(Dh // Nc, dim=-1)  # Nc blocks, each (..., N, Dh/Nc)
     return torch.cat([rope_1d(b, I[:, c], base) for c, b in enumerate(blocks)], dim=-1)
 
 
 def axial_logits(q, k, I):
-    """<rope(q_n, I_n), rope(k_m, I_m)> for all pairs: (N, Dh) x 2, (N, C) -> (N, N)."""
+    """<rope(q_n, I_n), rope(k_m, I_m)> for all pairs: (N, Dh) x 2, (N, Nc) -> (N, N)"""
     return rope_nd(q, I) @ rope_nd(k, I).T
 
 
@@ -160,11 +160,12 @@ torch.testing.assert_close(same, relative)
 # %%
 # Inside self-attention
 # ---------------------
-# RoPE is step 2 of the notes' layer, after QK-norm and before attention: it rotates
-# ``q`` and ``k`` of every head (``(B, Nh, N, Dh)``; the positions broadcast over batch
-# and heads) and leaves ``v`` alone.
+# RoPE is step 2 of the notes' layer, after
+# :doc:`QK-norm </generated/normalization/plot_10_qk_norm>` and before attention: it
+# rotates ``q`` and ``k`` of every head (``(B, Nh, N, Dh)``; the positions broadcast
+# over batch and heads) and leaves ``v`` alone.
 class AxialRoPESelfAttention(torch.nn.Module):
-    """Fused QKV, QK-norm, axial RoPE, attention, out_proj. (B, N, D), (N, C)."""
+    """Fused QKV, QK-norm, axial RoPE, attention, out_proj. (B, N, D), (N, Nc)."""
 
     def __init__(self, D, Nh):
         super().__init__()
@@ -289,15 +290,15 @@ torch.testing.assert_close(ours_2d.norm(dim=-1), x.norm(dim=-1))
 # Axial RoPE equals its definition written out
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # The definition written out, sharing no helper with the code above: every angle
-# computed one at a time in plain Python from :math:`10000^{-2i / (D_h/C)}`, then each
+# computed one at a time in plain Python from :math:`10000^{-2i / (D_h/N_c)}`, then each
 # adjacent pair turned with an explicit cosine and sine (counter-clockwise:
 # :math:`(u, w) \mapsto (u \cos\phi - w \sin\phi,\ u \sin\phi + w \cos\phi)`).
-# Coordinate ``c`` owns channels ``c*Dh/C .. (c+1)*Dh/C``: for ``C = 2`` the row angles
-# come first, then the columns.
+# Coordinate ``c`` owns channels ``c*Dh/Nc .. (c+1)*Dh/Nc``: for ``Nc = 2`` the row
+# angles come first, then the columns.
 def rope_reference(x, I):
-    """Axial RoPE from the formula. x (..., N, Dh) float64, I (N, C) -> (..., N, Dh)."""
-    Dh, C = x.shape[-1], I.shape[-1]
-    n = Dh // C  # channels per coordinate
+    """Axial RoPE from its formula. x (..., N, Dh) float64, I (N, Nc) -> (..., N, Dh)"""
+    Dh, Nc = x.shape[-1], I.shape[-1]
+    n = Dh // Nc  # channels per coordinate
     angles = [[p * 10000 ** (-2 * i / n) for p in row for i in range(n // 2)]
               for row in I.tolist()]  # N lists of Dh/2 angles, coordinate by coordinate
     angles = torch.tensor(angles, dtype=torch.float64, device=x.device)  # (N, Dh/2)
@@ -308,7 +309,7 @@ def rope_reference(x, I):
 
 
 # %%
-# With ``C = 1`` (a sequence, ``I[n] = [n]``) axial RoPE is 1-D RoPE over all ``Dh``
+# With ``Nc = 1`` (a sequence, ``I[n] = [n]``) axial RoPE is 1-D RoPE over all ``Dh``
 # channels. Both agree with the reference, and so does the 2-D case. In float64: the
 # sequence positions reach 255, angles of up to 255 rad, which float32 misses by up to
 # :measured:`angle_err_255:.1e` rad, and the reference computes its angles in float64.
@@ -320,13 +321,14 @@ angle_err_255 = (  # 1-D RoPE over all Dh channels: float32's angles against flo
 print(f"float32 angles up to 255 rad miss float64's by up to {angle_err_255:.1e} rad")
 ours_1d = rope_nd(x, seq[:, None])  # I of shape (N, 1)
 ref_1d = rope_reference(x, seq[:, None])  # (B, N, Dh)
-print(f"C = 1: max|rope_nd - rope_1d| = {(ours_1d - rope_1d(x, seq)).abs().max():.2e}, "
+gap_1d = (ours_1d - rope_1d(x, seq)).abs().max()
+print(f"Nc = 1: max|rope_nd - rope_1d| = {gap_1d:.2e}, "
       f"max|rope_nd - reference| = {(ours_1d - ref_1d).abs().max():.2e}")
 torch.testing.assert_close(ours_1d, rope_1d(x, seq))
 torch.testing.assert_close(ours_1d, ref_1d)
 
 ref_2d = rope_reference(x, I)  # (B, N, Dh)
-print(f"C = 2: max|rope_nd - reference| = {(ours_2d - ref_2d).abs().max():.2e}")
+print(f"Nc = 2: max|rope_nd - reference| = {(ours_2d - ref_2d).abs().max():.2e}")
 torch.testing.assert_close(ours_2d, ref_2d)
 
 # %%

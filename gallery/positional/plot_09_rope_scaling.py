@@ -8,7 +8,7 @@ their papers and reference code, and proves each equal to Hugging Face's.
 
 **You will learn**
 
-- why ``s * M`` tokens need slower frequencies, and what "wavelength" means for a pair
+- why ``s * L0`` tokens need slower frequencies, and what "wavelength" means for a pair
 - the five rules: Position Interpolation, NTK-aware, dynamic NTK, YaRN, Llama 3
 - which wavelengths each rule keeps, stretches by ``s`` or blends
 - why every static rule keeps relative positions, and dynamic NTK with a KV cache not
@@ -62,8 +62,8 @@ def rope_inv_freq(Dh, base, dtype=torch.float32):
 # --------
 # Pair :math:`i` turns by :math:`p\,\omega_i` at position :math:`p`
 # (:math:`\omega_i = b^{-2i/D_h}`, ``inv_freq``), a wavelength
-# :math:`\lambda_i = 2\pi/\omega_i` tokens. A model pretrained on ``M`` tokens has seen
-# the slow pairs turn through part of one period only; at ``s * M`` tokens they reach
+# :math:`\lambda_i = 2\pi/\omega_i` tokens. A model pretrained on ``L0`` tokens has seen
+# the slow pairs turn through part of one period only; at ``s * L0`` tokens they reach
 # angles never seen in training. Every rule replaces :math:`\omega_i` by
 # :math:`\omega_i'` (stretch :math:`\lambda_i'/\lambda_i = \omega_i/\omega_i'`); YaRN
 # and Llama 3 blend "keep" and "interpolate" with a ramp :math:`\gamma_i \in [0, 1]`:
@@ -79,22 +79,22 @@ def rope_inv_freq(Dh, base, dtype=torch.float32):
 #    \ \text{(YaRN, Llama 3)}.
 #
 # The figure draws these closed forms (the rules below are checked equal to them) for
-# ``Dh = 32``, base 10000, ``M = 1024``, ``s = 4``: wavelengths from
+# ``Dh = 32``, base 10000, ``L0 = 1024``, ``s = 4``: wavelengths from
 # :measured:`lam_min:.1f` to :measured:`lam_max:,.0f` tokens, on both sides of every
 # threshold below and inside every ramp.
 import matplotlib.pyplot as plt
 
-Dh, BASE, M, S = 32, 10_000.0, 1024, 4.0
-BETA_FAST, BETA_SLOW = 32.0, 1.0  # YaRN: turns in M tokens
+Dh, BASE, L0, S = 32, 10_000.0, 1024, 4.0
+BETA_FAST, BETA_SLOW = 32.0, 1.0  # YaRN: turns in L0 tokens
 LOW, HIGH = 1.0, 4.0  # Llama 3: low_freq_factor, high_freq_factor
-L_LONG = 3000  # past M: dynamic NTK's length
-s_long = S * L_LONG / M - (S - 1)  # s(L_LONG)
+L_LONG = 3000  # past L0: dynamic NTK's length
+s_long = S * L_LONG / L0 - (S - 1)  # s(L_LONG)
 i = torch.arange(Dh // 2, dtype=torch.float64)  # (Dh/2,) pair index
 lam = 2 * math.pi * BASE ** (2 * i / Dh)  # (Dh/2,) wavelengths in tokens
-ends = [Dh * math.log(M / (2 * math.pi * b)) / (2 * math.log(BASE))
+ends = [Dh * math.log(L0 / (2 * math.pi * b)) / (2 * math.log(BASE))
         for b in (BETA_FAST, BETA_SLOW)]  # YaRN's ramp ends, in pair indices
 g_yarn = ((math.ceil(ends[1]) - i) / (math.ceil(ends[1]) - math.floor(ends[0])))
-g_llama = (M / lam - LOW) / (HIGH - LOW)  # (Dh/2,)
+g_llama = (L0 / lam - LOW) / (HIGH - LOW)  # (Dh/2,)
 stretch_fig = {  # name: lambda' / lambda, (Dh/2,)
     "linear (PI)": S * torch.ones_like(i),
     "NTK-aware": S ** (2 * i / (Dh - 2)),
@@ -107,7 +107,8 @@ fig, ax = plt.subplots(figsize=(7, 3.3))
 for name, st in stretch_fig.items():
     label = f"{name} (L = {L_LONG})" if name == "dynamic NTK" else name
     ax.plot(lam, st, marker="o", ms=3, label=label)
-for x_at, txt in ((M / BETA_FAST, "M / beta_fast"), (M / HIGH, "M / h"), (M, "M")):
+marks = ((L0 / BETA_FAST, "L0 / beta_fast"), (L0 / HIGH, "L0 / h"), (L0, "L0"))
+for x_at, txt in marks:
     ax.axvline(x_at, color="gray", lw=0.7, ls=":")
     ax.text(x_at, 9.5, f" {txt}", fontsize=7, color="gray", va="top")
 ax.set_xscale("log")
@@ -137,8 +138,8 @@ lam_min, lam_max = lam0.min().item(), lam0.max().item()
 # fastest (:math:`\omega_0 = 1`) not at all, the ones between geometrically.
 #
 # **Dynamic NTK** (Hugging Face's ``"dynamic"``, credited to bloc97 and emozilla) uses
-# NTK-aware with the scale :math:`s(L) = s\,L/M - (s - 1)` of the current length
-# :math:`L > M`, and plain RoPE up to ``M``.
+# NTK-aware with the scale :math:`s(L) = s\,L/L_0 - (s - 1)` of the current length
+# :math:`L > L_0`, and plain RoPE up to ``L0``.
 def position_interpolation(inv_freq, s):
     """Every frequency divided by s: (Dh/2,) -> (Dh/2,)."""
     return inv_freq / s
@@ -149,28 +150,28 @@ def ntk_aware(Dh, base, s, device=None):
     return rope_inv_freq(Dh, base * s ** (Dh / (Dh - 2)), torch.float64).to(device)
 
 
-def dynamic_ntk(Dh, base, s, L, M, device=None):
-    """NTK-aware at the scale s(L) = s L / M - (s - 1) past M, plain RoPE up to M."""
-    if L <= M:
+def dynamic_ntk(Dh, base, s, L, L0, device=None):
+    """NTK-aware at the scale s(L) = s L / L0 - (s - 1) past L0, plain RoPE up to L0."""
+    if L <= L0:
         return rope_inv_freq(Dh, base, torch.float64).to(device)  # RoPE unchanged
-    return ntk_aware(Dh, base, s * L / M - (s - 1), device)
+    return ntk_aware(Dh, base, s * L / L0 - (s - 1), device)
 
 
 # %%
 # **YaRN** (:footcite:t:`Peng2023`) keeps a pair that turns
-# :math:`r_i = M/\lambda_i \ge 32` times in ``M`` tokens, interpolates one with
+# :math:`r_i = L_0/\lambda_i \ge 32` times in ``L0`` tokens, interpolates one with
 # :math:`r_i \le 1`, and blends between, :math:`\gamma` linear in the pair index (the
 # reference code's ramp, ends rounded outwards; the paper's is linear in :math:`r`). Its
 # temperature, :math:`\sqrt{1/t} = 0.1 \ln s + 1`, multiplies cos and sin.
 #
 # **Llama 3** (``"llama3"``, from Meta's ``apply_scaling`` :footcite:p:`MetaLlama2024`,
-# not the paper of :footcite:t:`Dubey2024`) keeps :math:`\lambda_i < M/h`, divides by
-# :math:`s` past :math:`M/l`, and blends between with
-# :math:`\gamma_i = (M/\lambda_i - l)/(h - l)`.
-def yarn(Dh, base, s, M, beta_fast=32.0, beta_slow=1.0, rounded=True, device=None):
+# not the paper of :footcite:t:`Dubey2024`) keeps :math:`\lambda_i < L_0/h`, divides by
+# :math:`s` past :math:`L_0/l`, and blends between with
+# :math:`\gamma_i = (L_0/\lambda_i - l)/(h - l)`.
+def yarn(Dh, base, s, L0, beta_fast=32.0, beta_slow=1.0, rounded=True, device=None):
     """(inv_freq (Dh/2,), mscale): the ramp from the reference code, in pair indices."""
-    def index_of(turns):  # the (fractional) i where M / lambda_i == turns
-        return Dh * math.log(M / (2 * math.pi * turns)) / (2 * math.log(base))
+    def index_of(turns):  # the (fractional) i where L0 / lambda_i == turns
+        return Dh * math.log(L0 / (2 * math.pi * turns)) / (2 * math.log(base))
 
     inv_freq = rope_inv_freq(Dh, base, torch.float64).to(device)  # (Dh/2,)
     i = torch.arange(Dh // 2, dtype=torch.float64, device=device)  # (Dh/2,)
@@ -183,17 +184,17 @@ def yarn(Dh, base, s, M, beta_fast=32.0, beta_slow=1.0, rounded=True, device=Non
     return (1 - keep) * inv_freq / s + keep * inv_freq, mscale
 
 
-def llama3(Dh, base, s, M, low=1.0, high=4.0, device=None):
-    """Llama 3: keep lambda < M / high, divide by s past M / low, blend between."""
+def llama3(Dh, base, s, L0, low=1.0, high=4.0, device=None):
+    """Llama 3: keep lambda < L0 / high, divide by s past L0 / low, blend between."""
     out = []
     inv_freq = rope_inv_freq(Dh, base, torch.float64)  # (Dh/2,)
     for f, lam in zip(inv_freq.tolist(), (2 * math.pi / inv_freq).tolist()):
-        if lam < M / high:
+        if lam < L0 / high:
             out.append(f)  # fast pairs: kept
-        elif lam > M / low:
+        elif lam > L0 / low:
             out.append(f / s)  # slow pairs: interpolated
         else:
-            g = (M / lam - low) / (high - low)
+            g = (L0 / lam - low) / (high - low)
             out.append((1 - g) * f / s + g * f)
     return torch.tensor(out, dtype=torch.float64, device=device)  # (Dh/2,)
 
@@ -203,13 +204,13 @@ def llama3(Dh, base, s, M, low=1.0, high=4.0, device=None):
 # ----------------------
 # Each rule's stretch :math:`\omega_i/\omega_i'` is exactly the figure's closed form
 # (YaRN's attention factor is the only one not 1).
-yarn_inv_freq, yarn_mscale = yarn(Dh, BASE, S, M, BETA_FAST, BETA_SLOW, device=device)
+yarn_inv_freq, yarn_mscale = yarn(Dh, BASE, S, L0, BETA_FAST, BETA_SLOW, device=device)
 OURS = {  # name: (inv_freq (Dh/2,) float64, attention factor)
     "linear (PI)": (position_interpolation(inv_freq0, S), 1.0),
     "NTK-aware": (ntk_aware(Dh, BASE, S, device), 1.0),
-    "dynamic NTK": (dynamic_ntk(Dh, BASE, S, L_LONG, M, device), 1.0),
+    "dynamic NTK": (dynamic_ntk(Dh, BASE, S, L_LONG, L0, device), 1.0),
     "YaRN": (yarn_inv_freq, yarn_mscale),
-    "Llama 3": (llama3(Dh, BASE, S, M, LOW, HIGH, device), 1.0),
+    "Llama 3": (llama3(Dh, BASE, S, L0, LOW, HIGH, device), 1.0),
 }
 stretch = {name: inv_freq0 / f for name, (f, _) in OURS.items()}  # (Dh/2,) each
 for name, st in stretch.items():
@@ -233,7 +234,7 @@ for name, st in stretch.items():
 # A rule only changes the :math:`\omega_i` (and YaRN a common factor), so with one set
 # of frequencies the logit of a query at position :math:`m` and a key at :math:`n`
 # still depends on :math:`m - n` alone: for each variant, ``q`` and ``k`` rotated at 48
-# positions up to 3995 (well past ``M``) in the rotate-half layout, with YaRN's factor
+# positions up to 3995 (well past ``L0``) in the rotate-half layout, with YaRN's factor
 # on cos and sin, give the same logits as ``q`` rotated by :math:`m - n` against an
 # unrotated ``k`` (float64, its default tolerances). For dynamic NTK that set is the
 # one of ``L = 3000``; its frequencies change with the length, and the next section
@@ -283,7 +284,7 @@ for name, (f, mscale) in OURS.items():
 # per rule. Linear divides every frequency by ``s``. NTK-aware keeps the fastest pair
 # exactly and stretches the slowest by exactly ``s``; dynamic NTK does the same with
 # :math:`s(3000) =` :measured:`s_long:.2f`. YaRN keeps every pair that turns at least
-# 32 times in ``M`` tokens (:math:`\lambda_i \le 32`), interpolates every pair that
+# 32 times in ``L0`` tokens (:math:`\lambda_i \le 32`), interpolates every pair that
 # turns at most once (:math:`\lambda_i \ge 1024`) and blends strictly between. Llama 3
 # keeps :math:`\lambda_i < 256`, interpolates :math:`\lambda_i > 1024`, blends
 # between. The sets are computed from the wavelengths, not from the rules.
@@ -297,9 +298,9 @@ for name, s in (("NTK-aware", S), ("dynamic NTK", s_long)):
     torch.testing.assert_close(st[[0, -1]], torch.tensor([1.0, s], dtype=st.dtype))
     torch.testing.assert_close(st, s ** (2 * i / (Dh - 2)))  # geometric in i
     assert (st.diff() > 0).all(), "NTK stretch not growing with the wavelength?"
-turns = M / lam0  # (Dh/2,) r_i
+turns = L0 / lam0  # (Dh/2,) r_i
 for name, kept, moved in (("YaRN", turns >= BETA_FAST, turns <= BETA_SLOW),
-                          ("Llama 3", lam0 < M / HIGH, lam0 > M / LOW)):
+                          ("Llama 3", lam0 < L0 / HIGH, lam0 > L0 / LOW)):
     st = stretch[name]
     blend = ~(kept | moved)
     print(f"{name:12s} kept i = {i[kept].int().tolist()}, blended "
@@ -320,18 +321,19 @@ for name, kept, moved in (("YaRN", turns >= BETA_FAST, turns <= BETA_SLOW),
 # ``ROPE_INIT_FUNCTIONS[rope_type](config, device)`` returns the float32 inverse
 # frequencies and the attention scaling of a config (``rope_parameters`` in 5.23). Two
 # details of the library: the dynamic rule takes the current length as ``seq_len`` and
-# reads ``M`` from ``max_position_embeddings``, and there is no static NTK-aware type,
+# reads ``L0`` from ``max_position_embeddings``, and there is no static NTK-aware type,
 # so the static rule is checked through ``"dynamic"`` at the length where
-# :math:`s(L) = s`: :math:`L = M(2s-1)/s = 1792`. The comparison is relative, at
+# :math:`s(L) = s`: :math:`L = L_0(2s-1)/s = 1792`. The comparison is relative, at
 # float32's default ``rtol`` (1.3e-6, about 11 eps) with ``atol=0``: the library
-# computes in float32 (a ``pow`` of a few ulps, a reciprocal, for YaRN and Llama 3 a
-# blend of two such values), ours in float64 rounded once. An absolute tolerance
-# would not do: the pairs each rule changes are the slow ones, whose inverse
+# computes in float32 (a ``pow`` of a few
+# :doc:`ulps </generated/normalization/plot_15_norms_16bit>`, a reciprocal, for YaRN and
+# Llama 3 a blend of two such values), ours in float64 rounded once. An absolute
+# tolerance would not do: the pairs each rule changes are the slow ones, whose inverse
 # frequencies lie below 1e-3, and float32's default ``atol`` of 1e-5 would accept an
 # error of :measured:`atol_accepts_min:.0%` to :measured:`atol_accepts_max:.0%` on the
 # slowest three of Llama 3's (a check at the end of this section shows it). The
-# attention factor is checked at float64's default tolerances: the library computes
-# it with Python floats, as we do.
+# attention factor is checked at float64's default tolerances: the library computes it
+# with Python floats, as we do.
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 F32_RTOL = 1.3e-6  # float32's default rtol: a few roundings of float32 values
@@ -346,15 +348,16 @@ def config(rope_type, max_pos, Dh, base, s, **extra):
 
 
 # %%
-L_STATIC = int(M * (2 * S - 1) / S)  # 1792: s(L) = S
+L_STATIC = int(L0 * (2 * S - 1) / S)  # 1792: s(L) = S
 CASES = {  # name: (config, seq_len)
-    "linear (PI)": (config("linear", int(S * M), Dh, BASE, S), None),
-    "NTK-aware": (config("dynamic", M, Dh, BASE, S), L_STATIC),
-    "dynamic NTK": (config("dynamic", M, Dh, BASE, S), L_LONG),
-    "YaRN": (config("yarn", int(S * M), Dh, BASE, S, original_max_position_embeddings=M,
-                    beta_fast=BETA_FAST, beta_slow=BETA_SLOW), None),
-    "Llama 3": (config("llama3", int(S * M), Dh, BASE, S,
-                       original_max_position_embeddings=M, low_freq_factor=LOW,
+    "linear (PI)": (config("linear", int(S * L0), Dh, BASE, S), None),
+    "NTK-aware": (config("dynamic", L0, Dh, BASE, S), L_STATIC),
+    "dynamic NTK": (config("dynamic", L0, Dh, BASE, S), L_LONG),
+    "YaRN": (config("yarn", int(S * L0), Dh, BASE, S,
+                    original_max_position_embeddings=L0, beta_fast=BETA_FAST,
+                    beta_slow=BETA_SLOW), None),
+    "Llama 3": (config("llama3", int(S * L0), Dh, BASE, S,
+                       original_max_position_embeddings=L0, low_freq_factor=LOW,
                        high_freq_factor=HIGH), None),
 }
 for name, (cfg, seq_len) in CASES.items():
@@ -374,9 +377,9 @@ for name, (cfg, seq_len) in CASES.items():
 # indices themselves; with :math:`\beta_\text{fast} = 256` the fast end falls below
 # index 0 (no pair turns 256 times in 1024 tokens) and is clamped there. Our rule
 # equals the library's in that setting too.
-ours, mscale = yarn(Dh, BASE, S, M, beta_fast=256.0, beta_slow=2.0, rounded=False,
+ours, mscale = yarn(Dh, BASE, S, L0, beta_fast=256.0, beta_slow=2.0, rounded=False,
                     device=device)
-cfg = config("yarn", int(S * M), Dh, BASE, S, original_max_position_embeddings=M,
+cfg = config("yarn", int(S * L0), Dh, BASE, S, original_max_position_embeddings=L0,
              beta_fast=256.0, beta_slow=2.0, truncate=False)
 ref, ref_factor = ROPE_INIT_FUNCTIONS["yarn"](cfg, device)
 err = (ours.float().double() / ref.double() - 1).abs().max().item()
@@ -387,19 +390,21 @@ torch.testing.assert_close(mscale, ref_factor)
 # %%
 # Dynamic NTK through the rotary module
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-# In a model the dynamic rule runs inside ``LlamaRotaryEmbedding.forward``: its
-# ``dynamic_rope_update`` decorator (transformers 5.23) reads the length from the
-# largest position id of the call, ``L = max(position_ids) + 1``, taken over the
-# whole batch. It recomputes the ``inv_freq`` buffer only when ``L`` exceeds the
-# largest length the module has seen, and restores the original frequencies only
-# when a call's ``L`` is below ``M``. So the frequencies a call gets depend on more
-# than its own length. Five calls in a row, each checked against our rule at the
-# length it should see: 3000 tokens; then 2000 tokens, which keep the frequencies of
-# 3000; 512 tokens, plain RoPE again; 2000 tokens alone, now at ``s(2000)``; and the
-# same 2000 tokens left-padded in a batch beside a sequence of 3000, at ``s(3000)``.
-# (The cos tables are not compared here: a float32 angle ``p * inv_freq`` at
-# ``p = 3000`` is off by about :math:`10^{-4}` rad whatever the frequencies, the
-# subject of :doc:`RoPE in 16 bits <plot_13_rope_16bit>`.)
+# In a model the dynamic rule runs inside ``LlamaRotaryEmbedding.forward`` (the rotary
+# module of
+# :doc:`Llama's decoder layer </generated/transformer/plot_11_llama_decoder_layer>`):
+# its ``dynamic_rope_update`` decorator (transformers 5.23) reads the length from the
+# largest position id of the call, ``L = max(position_ids) + 1``, taken over the whole
+# batch. It recomputes the ``inv_freq`` buffer only when ``L`` exceeds the largest
+# length the module has seen, and restores the original frequencies only when a call's
+# ``L`` is below ``L0``. So the frequencies a call gets depend on more than its own
+# length. Five calls in a row, each checked against our rule at the length it should
+# see: 3000 tokens; then 2000 tokens, which keep the frequencies of 3000; 512 tokens,
+# plain RoPE again; 2000 tokens alone, now at ``s(2000)``; and the same 2000 tokens
+# left-padded in a batch beside a sequence of 3000, at ``s(3000)``. (The cos tables are
+# not compared here: a float32 angle ``p * inv_freq`` at ``p = 3000`` is off by about
+# :math:`10^{-4}` rad whatever the frequencies, the subject of
+# :doc:`RoPE in 16 bits <plot_13_rope_16bit>`.)
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 rotary = LlamaRotaryEmbedding(CASES["dynamic NTK"][0]).to(device)
@@ -425,13 +430,13 @@ CALLS = (  # (what, position_ids, the length whose frequencies the call gets)
 for what, position_ids, L in CALLS:
     rotary(x, position_ids)
     ref = rotary.inv_freq  # (Dh/2,) float32, as the forward left it
-    ours = dynamic_ntk(Dh, BASE, S, L, M, device)  # (Dh/2,)
+    ours = dynamic_ntk(Dh, BASE, S, L, L0, device)  # (Dh/2,)
     err = (ours.float().double() / ref.double() - 1).abs().max().item()
     st = (inv_freq0[-1] / ref[-1].double()).item()
     print(f"{what:16s}: L = {L:4d}, max|ours / HF - 1| = {err:.1e}, slowest "
           f"wavelength x {st:.3f}")
     torch.testing.assert_close(ours.float(), ref, rtol=F32_RTOL, atol=0)  # relative
-    torch.testing.assert_close(st, S * max(L, M) / M - (S - 1))
+    torch.testing.assert_close(st, S * max(L, L0) / L0 - (S - 1))
 
 # %%
 # YaRN's temperature reaches the logits
@@ -455,9 +460,9 @@ torch.testing.assert_close((yarn_mscale * emb.sin()).float(), sin_hf[0])
 # DeepSeek-V3's mscale and mscale_all_dim
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # YaRN's factor above is the library's default. With ``mscale`` (:math:`a`) and
-# ``mscale_all_dim`` (:math:`b`) both set, ``_compute_yarn_parameters`` returns the
-# ratio :math:`g(s, a) / g(s, b)`, with :math:`g(s, m) = 0.1\,m \ln s + 1`.
-# DeepSeek-V3's config sets both to 1 (with factor 40 and ``M = 4096``): its factor on
+# ``mscale_all_dim`` (:math:`a'`) both set, ``_compute_yarn_parameters`` returns the
+# ratio :math:`g(s, a) / g(s, a')`, with :math:`g(s, x) = 0.1\,x \ln s + 1`.
+# DeepSeek-V3's config sets both to 1 (with factor 40 and ``L0 = 4096``): its factor on
 # cos and sin is 1, and its attention multiplies the softmax scale
 # :math:`1/\sqrt{D_h}` by :math:`g(40, 1)^2 = (0.1 \ln 40 + 1)^2` instead, on the
 # whole head (the channels it leaves unrotated too). Checked on the library's
@@ -480,9 +485,9 @@ for mscale, mscale_all_dim in ((1.0, 1.0), (1.0, 0.5)):
     g = 0.1 * mscale * math.log(DS_S) + 1, 0.1 * mscale_all_dim * math.log(DS_S) + 1
     print(f"mscale {mscale}, mscale_all_dim {mscale_all_dim}:\n"
           f"    factor on cos, sin {ds_factor:.6f} "
-          f"(g(s, a) / g(s, b) {g[0] / g[1]:.6f})\n"
+          f"(g(s, a) / g(s, a') {g[0] / g[1]:.6f})\n"
           f"    softmax scale x sqrt(Dh) {ds_scaling * math.sqrt(16 + 8):.6f} "
-          f"(g(s, b)^2 {g[1] ** 2:.6f})")
+          f"(g(s, a')^2 {g[1] ** 2:.6f})")
     torch.testing.assert_close(ds_factor, g[0] / g[1])
     torch.testing.assert_close(ds_scaling, g[1] ** 2 / math.sqrt(16 + 8))
     # far from the default factor g(40, 1): the inputs tell the two formulas apart
@@ -493,7 +498,7 @@ for mscale, mscale_all_dim in ((1.0, 1.0), (1.0, 0.5)):
 # ----------------------------------------------------------------------
 # The experiment, on a one-layer ``LlamaForCausalLM`` (``Dh = 32``, random weights
 # drawn with ``initializer_range`` 0.1 so that the logits are of order 1) with
-# ``max_position_embeddings`` ``M = 16`` and factor 4: a prefill of 12 tokens with a
+# ``max_position_embeddings`` ``L0 = 16`` and factor 4: a prefill of 12 tokens with a
 # ``DynamicCache``, then 20 tokens decoded one at a time, to position 31. The logits of
 # the cached run are compared with those of one full pass over the same 32 tokens.
 # The two runs do the same float32 operations in another order (a row of queries
@@ -505,19 +510,19 @@ for mscale, mscale_all_dim in ((1.0, 1.0), (1.0, 0.5)):
 # keys differ.
 from transformers import DynamicCache, LlamaForCausalLM
 
-M_KV, L_KV, PREFILL = 16, 32, 12  # the model's M, the tokens, the prefill
+L0_KV, L_KV, PREFILL = 16, 32, 12  # the model's L0, the tokens, the prefill
 VOCAB = 64
 tokens = torch.randint(0, VOCAB, (1, L_KV), generator=torch.Generator().manual_seed(0))
 tokens = tokens.to(device)  # (1, L_KV)
 KV_RULES = {  # name: (rope_parameters, max_position_embeddings)
-    "plain RoPE": ({"rope_type": "default"}, M_KV),
-    "linear": ({"rope_type": "linear", "factor": S}, int(S * M_KV)),
+    "plain RoPE": ({"rope_type": "default"}, L0_KV),
+    "linear": ({"rope_type": "linear", "factor": S}, int(S * L0_KV)),
     "YaRN": ({"rope_type": "yarn", "factor": S,
-              "original_max_position_embeddings": M_KV}, int(S * M_KV)),
+              "original_max_position_embeddings": L0_KV}, int(S * L0_KV)),
     "Llama 3": ({"rope_type": "llama3", "factor": S, "low_freq_factor": LOW,
-                 "high_freq_factor": HIGH, "original_max_position_embeddings": M_KV},
-                int(S * M_KV)),
-    "dynamic NTK": ({"rope_type": "dynamic", "factor": S}, M_KV),
+                 "high_freq_factor": HIGH, "original_max_position_embeddings": L0_KV},
+                int(S * L0_KV)),
+    "dynamic NTK": ({"rope_type": "dynamic", "factor": S}, L0_KV),
 }
 gap_all, gap_last = {}, {}  # name: max|cached - full| over all logits, last token
 for name, (params, max_pos) in KV_RULES.items():

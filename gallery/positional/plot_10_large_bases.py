@@ -113,8 +113,9 @@ for base in BASES:
 # ------------------------------
 # Implementations (Llama's in Hugging Face 5.23; 16 bits are hopeless,
 # :doc:`RoPE in 16 bits <plot_13_rope_16bit>`) build the angle table in float32, with
-# one product: the float32 frequency :math:`\hat\theta_i`, a few ulps off, times the
-# cast position (exact up to :math:`2^{24}`), rounded by at most half an ulp:
+# one product: the float32 frequency :math:`\hat\theta_i`, a few
+# :doc:`ulps </generated/normalization/plot_15_norms_16bit>` off, times the cast
+# position (exact up to :math:`2^{24}`), rounded by at most half an ulp:
 #
 # .. math::
 #
@@ -162,11 +163,11 @@ for base in (10_000.0, 500_000.0):
 # (``math.cos`` and ``math.sin`` on a sample of the angles; another route, in a Proof),
 # for one float64 table per length.
 base = 500_000.0
-sample = torch.arange(0, pos.numel(), 64, device=device)  # (S,) every 64th position
-a_s = angle64[base][sample]  # (S, Dh/2) float64 angles
+sample = torch.arange(0, pos.numel(), 64, device=device)  # (P/64,) every 64th position
+a_s = angle64[base][sample]  # (P/64, Dh/2) float64 angles
 ref = torch.tensor([[math.cos(a), math.sin(a)] for a in a_s.flatten().tolist()],
                    dtype=torch.float64, device=device).reshape(*a_s.shape, 2)
-reduced = torch.remainder(a_s, 2 * math.pi).to(torch.float32)  # (S, Dh/2) in [0, 2pi)
+reduced = torch.remainder(a_s, 2 * math.pi).to(torch.float32)  # (P/64, Dh/2), [0, 2pi)
 results = {"reduced in float64": torch.stack([reduced.cos(), reduced.sin()], dim=-1)}
 gap = {}
 gap_reduced = gap["reduced in float64"] = (results["reduced in float64"].double()
@@ -322,8 +323,8 @@ assert term_min < 2**-5 < term_max, "the frequency terms no longer straddle 2^-5
 # -----------------------------------------------------
 # ``torch.polar`` on the float64 angles, cast to ``complex64``, rounds cos and sin once:
 # within half an ulp of float32.
-polar = torch.polar(torch.ones_like(a_s), a_s).to(torch.complex64)  # (S, Dh/2)
-results["polar in float64"] = torch.view_as_real(polar)  # (S, Dh/2, 2)
+polar = torch.polar(torch.ones_like(a_s), a_s).to(torch.complex64)  # (P/64, Dh/2)
+results["polar in float64"] = torch.view_as_real(polar)  # (P/64, Dh/2, 2)
 gap_polar = gap["polar in float64"] = (results["polar in float64"].double()
                                        - ref).abs().max().item()
 print(f"polar in float64   : max|cos, sin - float64| = {gap_polar:.1e} "
@@ -352,8 +353,8 @@ torch.testing.assert_close(results["polar in float64"].double(), ref, rtol=0,
 # %%
 # No: the cast alone rounds the angle to a multiple of :math:`2^{-4}` near
 # :math:`8 \times 10^5`, and cos and sin inherit the error.
-cast = a_s.to(torch.float32)  # (S, Dh/2) the float64 angle, cast
-cs_cast = torch.stack([cast.cos(), cast.sin()], dim=-1)  # (S, Dh/2, 2)
+cast = a_s.to(torch.float32)  # (P/64, Dh/2) the float64 angle, cast
+cs_cast = torch.stack([cast.cos(), cast.sin()], dim=-1)  # (P/64, Dh/2, 2)
 gap_cast = (cs_cast.double() - ref).abs().max().item()
 print(f"cast to float32    : max|cos, sin - float64| = {gap_cast:.1e} "
       f"({gap_cast / eps32:,.1f} eps32)")

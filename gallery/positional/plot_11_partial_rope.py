@@ -3,15 +3,15 @@ Partial RoPE
 ============
 
 GPT-NeoX (``rotary_pct = 0.25``) and Phi (``partial_rotary_factor = 0.5``) rotate only
-the first ``R = int(Dh * factor)`` channels of each query and key head, with RoPE of
-width ``R``; the other ``Dh - R`` channels pass through unchanged. A logit then splits
+the first ``Dr = int(Dh * factor)`` channels of each query and key head, with RoPE of
+width ``Dr``; the other ``Dh - Dr`` channels pass through unchanged. A logit then splits
 in two: a plain dot product that never sees a position, and a RoPE term that depends
 only on the relative position.
 
 **You will learn**
 
-- how partial RoPE is full RoPE of width ``R`` on the first ``R`` channels
-- why the frequencies are spread over ``R``, not over ``Dh``
+- how partial RoPE is full RoPE of width ``Dr`` on the first ``Dr`` channels
+- why the frequencies are spread over ``Dr``, not over ``Dh``
 - how a logit splits into a position-free part and a relative-position part
 - that it equals Hugging Face's GPT-NeoX and Phi, tables and whole attention layers
 
@@ -91,44 +91,44 @@ def rope(x, cos, sin):
 # %%
 # The idea
 # --------
-# A head vector ``x`` of width ``Dh`` at position ``p`` is split into ``x[:R]`` and
-# ``x[R:]``: the first part turns by rotate-half RoPE of width ``R`` (pair :math:`i`,
-# channels ``i`` and ``i + R/2``, by :math:`p\,\omega_i`,
-# :math:`\omega_i = b^{-2i/R}`), the second is copied. Rotations compose, so the logit
+# A head vector ``x`` of width ``Dh`` at position ``p`` is split into ``x[:Dr]`` and
+# ``x[Dr:]``: the first part turns by rotate-half RoPE of width ``Dr`` (pair :math:`i`,
+# channels ``i`` and ``i + Dr/2``, by :math:`p\,\omega_i`,
+# :math:`\omega_i = b^{-2i/D_r}`), the second is copied. Rotations compose, so the logit
 # of a query at :math:`m` and a key at :math:`n` splits along the channels:
 #
 # .. math::
 #
 #    q_m \cdot k_n
-#    = \underbrace{q_{[:R]}^\top R_{(n - m)\omega}\, k_{[:R]}}_{\text{relative}}
-#    + \underbrace{q_{[R:]} \cdot k_{[R:]}}_{\text{no position}} .
+#    = \underbrace{q_{[:D_r]}^\top R_{(n - m)\omega}\, k_{[:D_r]}}_{\text{relative}}
+#    + \underbrace{q_{[D_r:]} \cdot k_{[D_r:]}}_{\text{no position}} .
 #
 # Per pair, :math:`u^\top R_\delta v = (u \cdot v) \cos\delta + (u_2 v_1 - u_1 v_2)
 # \sin\delta`. The figure draws both parts from that formula for one head of
-# GPT-NeoX-20B's shape (``Dh = 96``, ``R = 24``, base 10000): a query at ``1000 + r``
+# GPT-NeoX-20B's shape (``Dh = 96``, ``Dr = 24``, base 10000): a query at ``1000 + r``
 # against a key at ``1000``. The unrotated 72 channels add a constant; everything the
 # logit knows about distance comes from the first 24 (the page checks these curves
 # against its partial RoPE below).
 import matplotlib.pyplot as plt
 
 Dh_20b, FACTOR_20b = 96, 0.25
-R_20b = int(Dh_20b * FACTOR_20b)  # 24
+Dr_20b = int(Dh_20b * FACTOR_20b)  # 24
 gen = torch.Generator().manual_seed(1)  # its own stream, apart from the page's
 q_fig = torch.randn(Dh_20b, dtype=torch.float64, generator=gen)  # (Dh,)
 k_fig = q_fig + 0.5 * torch.randn(Dh_20b, dtype=torch.float64, generator=gen)  # near q
 r_fig = torch.arange(0, 513, dtype=torch.float64)  # (P,) distances m - n
-omega = 10000.0 ** (-torch.arange(0, R_20b, 2, dtype=torch.float64) / R_20b)  # (R/2,)
-delta = -r_fig[:, None] * omega  # (P, R/2): (n - m) * omega_i
-u1, u2 = q_fig[: R_20b // 2], q_fig[R_20b // 2: R_20b]  # pair i: channels i, i + R/2
-v1, v2 = k_fig[: R_20b // 2], k_fig[R_20b // 2: R_20b]
+omega = 10000.0 ** (-torch.arange(0, Dr_20b, 2).double() / Dr_20b)  # (Dr/2,)
+delta = -r_fig[:, None] * omega  # (P, Dr/2): (n - m) * omega_i
+u1, u2 = q_fig[: Dr_20b // 2], q_fig[Dr_20b // 2: Dr_20b]  # pair i: i, i + Dr/2
+v1, v2 = k_fig[: Dr_20b // 2], k_fig[Dr_20b // 2: Dr_20b]
 rot_fig = ((u1 * v1 + u2 * v2) * delta.cos()
            + (u2 * v1 - u1 * v2) * delta.sin()).sum(-1)  # (P,)
-unrot_fig = (q_fig[R_20b:] * k_fig[R_20b:]).sum().expand(len(r_fig))  # (P,)
+unrot_fig = (q_fig[Dr_20b:] * k_fig[Dr_20b:]).sum().expand(len(r_fig))  # (P,)
 
 fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
 ax.plot(r_fig, rot_fig + unrot_fig, color="0.6", lw=1, label="whole logit")
-ax.plot(r_fig, rot_fig, label=f"rotated channels [:{R_20b}]")
-ax.plot(r_fig, unrot_fig, label=f"unrotated channels [{R_20b}:]")
+ax.plot(r_fig, rot_fig, label=f"rotated channels [:{Dr_20b}]")
+ax.plot(r_fig, unrot_fig, label=f"unrotated channels [{Dr_20b}:]")
 ax.set_xlabel("relative distance m - n (positions)")
 ax.set_ylabel("contribution to q . k")
 ax.set_title("Partial RoPE: only the rotated quarter of the logit moves with distance")
@@ -139,29 +139,31 @@ plt.show()
 # %%
 # Partial RoPE from scratch
 # -------------------------
-# RoPE of width ``R`` is the book's rotate-half RoPE (copied in Setup): ``rope_cos_sin``
-# with ``Dh = R`` gives the tables of the ``R`` rotated channels, so the slowest pair
-# turns at ``base ** (-(R-2)/R)``, not ``base ** (-(Dh-2)/Dh)``. Frequencies and angles
-# are float32, in the order of GPT-NeoX's own code, ``1 / base ** (2i / R)``; the rest
-# of the channels is copied.
+# RoPE of width ``Dr`` is the book's rotate-half RoPE (copied in Setup):
+# ``rope_cos_sin`` with ``Dh = Dr`` gives the tables of the ``Dr`` rotated channels, so
+# the slowest pair turns at ``base ** (-(Dr-2)/Dr)``, not ``base ** (-(Dh-2)/Dh)``.
+# Frequencies and angles are float32, in the order of GPT-NeoX's own code,
+# ``1 / base ** (2i / Dr)``; the rest of the channels is copied.
 def partial_cos_sin(pos, Dh, factor, base, dtype=torch.float32):
-    """pos (..., L) -> cos, sin (..., L, R), R = int(Dh * factor): rotate-half."""
-    return rope_cos_sin(pos, int(Dh * factor), base, dtype)  # RoPE of width R
+    """pos (..., L) -> cos, sin (..., L, Dr), Dr = int(Dh * factor): rotate-half."""
+    return rope_cos_sin(pos, int(Dh * factor), base, dtype)  # RoPE of width Dr
 
 
 def partial_rope(x, cos, sin):
-    """x (B, N, L, Dh), cos, sin (B, L, R) -> (B, N, L, Dh): turn x[:R], copy x[R:]."""
-    R = cos.shape[-1]
-    x_rot, x_pass = x[..., :R], x[..., R:]  # (B, N, L, R), (B, N, L, Dh - R)
-    turned = rope(x_rot, cos[:, None], sin[:, None])  # pair i is (i, i + R/2)
+    """x (B, Nh, L, Dh), cos, sin (B, L, Dr) -> (B, Nh, L, Dh): turns x[:Dr], copies the
+    rest."""
+    Dr = cos.shape[-1]
+    x_rot, x_pass = x[..., :Dr], x[..., Dr:]  # (B, Nh, L, Dr), (B, Nh, L, Dh - Dr)
+    turned = rope(x_rot, cos[:, None], sin[:, None])  # pair i is (i, i + Dr/2)
     return torch.cat([turned, x_pass], dim=-1)
 
 
 # %%
 # A logit in two parts
 # --------------------
-# ``q_m . k_n = rot(q[:R], m) . rot(k[:R], n) + q[R:] . k[R:]``: the second term never
-# sees a position, the first (RoPE's, :footcite:t:`Su2021`) depends on ``m - n`` only.
+# ``q_m . k_n = rot(q[:Dr], m) . rot(k[:Dr], n) + q[Dr:] . k[Dr:]``: the second term
+# never sees a position, the first (RoPE's, :footcite:t:`Su2021`) depends on ``m - n``
+# only.
 # Both asserted on our partial RoPE (equal to Hugging Face's, Proofs below) for one head
 # of GPT-NeoX-20B's shape, in float64 so that the angles' rounding at positions near
 # 5000 stays below float64's default tolerances.
@@ -179,9 +181,10 @@ def at_positions(x, p, factor, base):
 
 def logit_parts(q, k, m, n, factor, base):
     """The rotated and the unrotated part of the logit q_m . k_n at m, n (P,)."""
-    R = int(q.shape[-1] * factor)
+    Dr = int(q.shape[-1] * factor)
     qm, kn = at_positions(q, m, factor, base), at_positions(k, n, factor, base)
-    return (qm[:, :R] * kn[:, :R]).sum(-1), (qm[:, R:] * kn[:, R:]).sum(-1)  # (P,) x 2
+    rot, rest = (qm[:, :Dr] * kn[:, :Dr]).sum(-1), (qm[:, Dr:] * kn[:, Dr:]).sum(-1)
+    return rot, rest  # (P,) each
 
 
 # %%
@@ -191,7 +194,7 @@ shift = 977
 rot, unrot = logit_parts(q1, k1, m, n, FACTOR_20b, BASE_20b)
 rot_shifted, unrot_shifted = logit_parts(q1, k1, m + shift, n + shift, FACTOR_20b,
                                          BASE_20b)
-plain = (q1[R_20b:] * k1[R_20b:]).sum()  # the dot product without any position
+plain = (q1[Dr_20b:] * k1[Dr_20b:]).sum()  # the dot product without any position
 print(f"unrotated part: spread over 64 position pairs {unrot.max() - unrot.min():.1e}, "
       f"max |part - plain dot| = {(unrot - plain).abs().max():.1e}")
 torch.testing.assert_close(unrot, plain.expand(64))
@@ -203,10 +206,10 @@ torch.testing.assert_close(rot_shifted, rot)
 # the spread is the largest difference between two of the 64 position pairs
 torch.testing.assert_close(rot_spread, (rot[:, None] - rot[None, :]).abs().max().item())
 assert rot_spread > 1.0  # printed above: it does depend on m - n
-plain_rot = (q1[:R_20b] * k1[:R_20b]).sum()
+plain_rot = (q1[:Dr_20b] * k1[:Dr_20b]).sum()
 gap_rot = (rot - plain_rot).abs().max().item()
 print(f"rotated part vs its dot product without positions: max |diff| = {gap_rot:.2f}")
-assert gap_rot > 1.0  # printed above: the first R channels do carry position
+assert gap_rot > 1.0  # printed above: the first Dr channels do carry position
 
 # %%
 # Proof: the figure's curves are partial RoPE's two parts
@@ -227,7 +230,7 @@ torch.testing.assert_close(unrot_r.cpu(), unrot_fig)
 # GPT-NeoX-20B (:footcite:t:`Black2022`) has ``Dh = 96`` and rotates 24 channels. Its
 # config takes the old names ``rotary_pct`` and ``rotary_emb_base``, which
 # ``transformers`` 5.23 moves into ``rope_parameters`` (printed). Here ``D = 96``,
-# ``Nh = 4``, so ``Dh = 24`` and ``R = 6``; the base is 1000, not the default 10000,
+# ``Nh = 4``, so ``Dh = 24`` and ``Dr = 6``; the base is 1000, not the default 10000,
 # so that a hard-coded base fails. Positions are uneven and reach 2000, so that every
 # frequency has turned through several periods.
 V, D, Nh = 100, 96, 4
@@ -251,10 +254,10 @@ print("positions, row 1:", pos[1].tolist())
 
 rotary_neox = GPTNeoXRotaryEmbedding(cfg_neox).to(device)
 x = torch.randn(B, L, D, device=device)  # (B, L, D)
-cos_hf, sin_hf = rotary_neox(x, pos)  # (B, L, R) each
-cos, sin = partial_cos_sin(pos, Dh, FACTOR, BASE)  # (B, L, R) each
-R = cos.shape[-1]
-print(f"Dh = {Dh}, R = int(Dh * {FACTOR}) = {R}; cos, sin {tuple(cos.shape)}")
+cos_hf, sin_hf = rotary_neox(x, pos)  # (B, L, Dr) each
+cos, sin = partial_cos_sin(pos, Dh, FACTOR, BASE)  # (B, L, Dr) each
+Dr = cos.shape[-1]
+print(f"Dh = {Dh}, Dr = int(Dh * {FACTOR}) = {Dr}; cos, sin {tuple(cos.shape)}")
 print(f"max |ours - GPTNeoXRotaryEmbedding|: cos {(cos - cos_hf).abs().max():.1e}, "
       f"sin {(sin - sin_hf).abs().max():.1e}")
 torch.testing.assert_close(cos, cos_hf)
@@ -262,7 +265,7 @@ torch.testing.assert_close(sin, sin_hf)
 
 # %%
 # The rotated queries and keys, against ``apply_rotary_pos_emb`` of GPT-NeoX (which
-# itself slices ``q[..., :R]`` off and concatenates the rest back). ``Nh`` heads of
+# itself slices ``q[..., :Dr]`` off and concatenates the rest back). ``Nh`` heads of
 # random queries and keys, ``(B, Nh, L, Dh)``:
 q = torch.randn(B, Nh, L, Dh, device=device)  # (B, Nh, L, Dh)
 k = torch.randn(B, Nh, L, Dh, device=device)
@@ -272,23 +275,24 @@ print(f"max |ours - apply_rotary_pos_emb|: q {(q_ours - q_hf).abs().max():.1e}, 
       f"k {(k_ours - k_hf).abs().max():.1e}")
 torch.testing.assert_close(q_ours, q_hf)
 torch.testing.assert_close(k_ours, k_hf)
-moved = (q_ours[..., :R] - q[..., :R]).abs().max().item()
-print(f"channels [:R] moved by up to {moved:.2f}; channels [R:] equal to the input: "
-      f"{torch.equal(q_ours[..., R:], q[..., R:])}")
-assert moved > 0.5  # printed above: the first R channels do turn
-assert torch.equal(q_ours[..., R:], q[..., R:])  # bit for bit: copied, not computed
+moved = (q_ours[..., :Dr] - q[..., :Dr]).abs().max().item()
+print(f"channels [:Dr] moved by up to {moved:.2f}; channels [Dr:] equal to the input: "
+      f"{torch.equal(q_ours[..., Dr:], q[..., Dr:])}")
+assert moved > 0.5  # printed above: the first Dr channels do turn
+assert torch.equal(q_ours[..., Dr:], q[..., Dr:])  # bit for bit: copied, not computed
 
 # %%
 # Proof: a whole GPT-NeoX attention layer equals Hugging Face's
 # -------------------------------------------------------------
 # GPT-NeoX projects ``x`` with one fused ``query_key_value`` linear whose output, per
-# head, lays out ``q``, ``k`` and ``v`` next to each other (``(B, L, Nh, 3 Dh)``,
-# then split in three): a layout unlike Llama's separate projections. Then partial
-# RoPE, causal attention scaled by ``1 / sqrt(Dh)`` (the full head width, not ``R``)
-# and the output projection ``dense``. Our weights are drawn at random, named as
-# Hugging Face names them, and loaded into ``GPTNeoXAttention`` with
-# ``strict=True``; the eager path is the reference, and it adds the additive causal
-# mask it is given.
+# head, lays out ``q``, ``k`` and ``v`` next to each other (``(B, L, Nh, 3 Dh)``, then
+# split in three): a layout unlike
+# :doc:`Llama's </generated/transformer/plot_11_llama_decoder_layer>` separate
+# projections. Then partial RoPE, causal attention scaled by ``1 / sqrt(Dh)`` (the full
+# head width, not ``Dr``) and the output projection ``dense``. Our weights are drawn at
+# random, named as Hugging Face names them, and loaded into ``GPTNeoXAttention`` with
+# ``strict=True``; the eager path is the reference, and it adds the additive causal mask
+# it is given.
 
 
 # Copied from transformer/plot_04_causal_attention.py: causal_mask
@@ -349,7 +353,7 @@ torch.testing.assert_close(ours, ref)
 # Phi-1 (:footcite:t:`Gunasekar2023`) rotates 32 of the 64 channels of each head.
 # ``PhiAttention`` has separate ``q_proj``, ``k_proj``, ``v_proj`` (with biases) and
 # slices the rotated channels itself before calling rotate-half RoPE. Here ``D = 64``,
-# ``Nh = 4``, ``Dh = 16``, ``R = 8``, base 1000. ``PhiConfig`` takes
+# ``Nh = 4``, ``Dh = 16``, ``Dr = 8``, base 1000. ``PhiConfig`` takes
 # ``partial_rotary_factor`` directly and moves it into ``rope_parameters``.
 D_phi, FACTOR_phi = 64, 0.5
 Dh_phi = D_phi // Nh
@@ -365,8 +369,8 @@ assert cfg_phi.rope_parameters["partial_rotary_factor"] == FACTOR_phi
 
 x_phi = torch.randn(B, L, D_phi, device=device)  # (B, L, D)
 cos_phi_hf, sin_phi_hf = PhiRotaryEmbedding(cfg_phi).to(device)(x_phi, pos)
-cos_phi, sin_phi = partial_cos_sin(pos, Dh_phi, FACTOR_phi, BASE)  # (B, L, R)
-print(f"Dh = {Dh_phi}, R = {cos_phi.shape[-1]}: max |ours - PhiRotaryEmbedding| = "
+cos_phi, sin_phi = partial_cos_sin(pos, Dh_phi, FACTOR_phi, BASE)  # (B, L, Dr)
+print(f"Dh = {Dh_phi}, Dr = {cos_phi.shape[-1]}: max |ours - PhiRotaryEmbedding| = "
       f"{(cos_phi - cos_phi_hf).abs().max():.1e}, "
       f"{(sin_phi - sin_phi_hf).abs().max():.1e}")
 torch.testing.assert_close(cos_phi, cos_phi_hf)
@@ -395,38 +399,38 @@ print(f"PhiAttention: max |ours - HF| = {(ours_phi - ref_phi).abs().max():.1e}")
 torch.testing.assert_close(ours_phi, ref_phi)
 
 # %%
-# Try it: take the first ``R/2`` frequencies of full RoPE's table. What changes?
-# ------------------------------------------------------------------------------
+# Try it: take the first ``Dr/2`` frequencies of full RoPE's table. What changes?
+# -------------------------------------------------------------------------------
 # A port might slice full RoPE's tables (frequencies spread over ``Dh``) instead of
-# building RoPE of width ``R``. Compare its ``cos`` with GPT-NeoX's.
+# building RoPE of width ``Dr``. Compare its ``cos`` with GPT-NeoX's.
 
 # %%
-# The frequencies are spread over the ``R`` rotated channels, down to
-# ``base ** (-(R-2)/R)``. The sliced table keeps only full RoPE's fastest pairs, down to
-# ``base ** (-(R-2)/Dh)``, and turns them by other angles:
-inv_freq_R = BASE ** (-torch.arange(0, R, 2) / R)
-inv_freq_Dh = BASE ** (-torch.arange(0, R, 2) / Dh)
-print(f"inv_freq over R:  {[round(t, 4) for t in inv_freq_R.tolist()]}")
+# The frequencies are spread over the ``Dr`` rotated channels, down to
+# ``base ** (-(Dr-2)/Dr)``. The sliced table keeps only full RoPE's fastest pairs, down
+# to ``base ** (-(Dr-2)/Dh)``, and turns them by other angles:
+inv_freq_R = BASE ** (-torch.arange(0, Dr, 2) / Dr)
+inv_freq_Dh = BASE ** (-torch.arange(0, Dr, 2) / Dh)
+print(f"inv_freq over Dr:  {[round(t, 4) for t in inv_freq_R.tolist()]}")
 print(f"inv_freq over Dh: {[round(t, 4) for t in inv_freq_Dh.tolist()]}")
 cos_full, sin_full = partial_cos_sin(pos, Dh, 1.0, BASE)  # (B, L, Dh): full RoPE
 assert cos_full.shape[-1] == Dh  # factor 1: every channel turns
-cos_sliced = torch.cat([cos_full[..., :R // 2]] * 2, dim=-1)  # (B, L, R)
+cos_sliced = torch.cat([cos_full[..., :Dr // 2]] * 2, dim=-1)  # (B, L, Dr)
 gap_Dh = (cos_sliced - cos_hf).abs().max().item()
-print(f"full RoPE's first R/2 frequencies: max |cos - HF's| = {gap_Dh:.2f}")
-assert gap_Dh > 0.5  # printed above: the denominator of the exponent is R
+print(f"full RoPE's first Dr/2 frequencies: max |cos - HF's| = {gap_Dh:.2f}")
+assert gap_Dh > 0.5  # printed above: the denominator of the exponent is Dr
 
 # %%
 # Try it: run the layer with full RoPE, or with none. Does it still match?
 # ------------------------------------------------------------------------
-# Give ``neox_attention`` the tables of full RoPE (``R = Dh``), then tables of width 0
+# Give ``neox_attention`` the tables of full RoPE (``Dr = Dh``), then tables of width 0
 # (nothing turns), and compare with GPT-NeoX's output.
 
 # %%
 # Neither does: the same layer with full RoPE or with no RoPE is another function.
-out_full = neox_attention(x, W_neox, cos_full, sin_full, Nh, causal)  # R = Dh
+out_full = neox_attention(x, W_neox, cos_full, sin_full, Nh, causal)  # Dr = Dh
 gap_full = (out_full - ref).abs().max().item()
-cos_none = torch.ones(B, L, 0, device=device)  # R = 0: nothing turns
-out_none = neox_attention(x, W_neox, cos_none, cos_none, Nh, causal)  # R = 0
+cos_none = torch.ones(B, L, 0, device=device)  # Dr = 0: nothing turns
+out_none = neox_attention(x, W_neox, cos_none, cos_none, Nh, causal)  # Dr = 0
 gap_none = (out_none - ref).abs().max().item()
 print(f"max |output - HF's|: with full RoPE {gap_full:.2f}, without RoPE "
       f"{gap_none:.2f}")

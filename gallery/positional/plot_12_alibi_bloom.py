@@ -3,10 +3,11 @@ ALiBi as BLOOM builds it
 ========================
 
 Hugging Face's BLOOM (Le Scao et al., 2022), the best-known model trained with ALiBi,
-does not build the relative bias ``-m_h (p_l - p_m)`` of :doc:`ALiBi
-<plot_06_alibi>`: it adds one row ``m_h * p_m`` per sequence to every query's logits,
-``p_m`` the position of key ``m`` among the real tokens. The two differ by a constant
-per query, which softmax ignores: the same attention weights.
+does not build the relative bias ``-m_h (p_l - p_m)`` of :doc:`ALiBi <plot_06_alibi>`:
+it adds one row ``m_h * p_m`` per sequence to every query's logits, ``p_m`` the position
+of key ``m`` among the real tokens. The two differ by a constant per query, which
+:doc:`softmax </generated/transformer/plot_01_self_attention>` ignores: the same
+attention weights.
 
 **You will learn**
 

@@ -111,8 +111,9 @@ one = torch.tensor([1], device=device)  # (1,) position 1: the angles are inv_fr
 # %%
 # The recipe: float32 angles, 16-bit cos and sin
 # ----------------------------------------------
-# Hugging Face's Llama casts only cos and sin to the model's dtype; the naive version
-# differs in ``angle_dtype`` alone.
+# Hugging Face's :doc:`Llama </generated/transformer/plot_11_llama_decoder_layer>` casts
+# only cos and sin to the model's dtype; the naive version differs in ``angle_dtype``
+# alone.
 def rope_cos_sin_16bit(pos, Dh, base, angle_dtype, dtype):
     """cos and sin of the angles computed in `angle_dtype`, cast to `dtype`.
 

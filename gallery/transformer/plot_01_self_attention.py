@@ -74,8 +74,10 @@ def split_heads(t, Nh):
 
 
 # %%
-# One fused ``Linear`` to ``q, k, v``, QK-norm per head, attention, heads merged, an
-# output projection. The subclass with PyTorch's attention in the middle is a reference.
+# One fused ``Linear`` to ``q, k, v``,
+# :doc:`QK-norm </generated/normalization/plot_10_qk_norm>` per head, attention, heads
+# merged, an output projection. The subclass with PyTorch's attention in the middle is a
+# reference.
 
 
 class SelfAttention(torch.nn.Module):

@@ -171,7 +171,6 @@ assert block768.c_fc.weight.shape == (D_MODEL, 4 * D_MODEL)
 # (a Proof section below measures by how much).
 
 
-# Copied from transformer/plot_08_gpt2_vs_hugging_face.py: gelu_tanh
 def gelu_tanh(x):
     """GPT-2's GELU: the tanh approximation, as its code writes it."""
     return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
@@ -234,7 +233,7 @@ else:
 
 with torch.no_grad():
     ours, ref = conv(x_lbd), linear(x_lbd)  # (L, B, 4D)
-print(f"the book's Conv1D (reshape), input {tuple(x_lbd.shape)} transposed: "
+print(f"the book's Conv1D (reshape), input {tuple(x_lbd.shape)} transposed:\n"
       f"max|Conv1D - Linear| = "
       f"{(ours - ref).abs().max().item():.2e}")
 torch.testing.assert_close(ours, ref)

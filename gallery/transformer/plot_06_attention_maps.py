@@ -4,9 +4,10 @@ Attention maps, full and causal, with and without QK-norm
 
 Every head builds an ``(L, L)`` map of attention weights, one probability distribution
 over the keys for each query. This page computes such maps from scratch, full and
-causal, with and without QK-norm, checks each against ``scaled_dot_product_attention``
-through the output it produces, and draws them. What the map costs as the sequence grows
-is the next page, :doc:`/generated/transformer/plot_07_attention_cost`.
+causal, with and without :doc:`QK-norm </generated/normalization/plot_10_qk_norm>`,
+checks each against ``scaled_dot_product_attention`` through the output it produces, and
+draws them. What the map costs as the sequence grows is the next page,
+:doc:`/generated/transformer/plot_07_attention_cost`.
 
 **You will learn**
 

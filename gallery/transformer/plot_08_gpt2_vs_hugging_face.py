@@ -48,8 +48,10 @@ print(f"device: {device}, torch {torch.__version__}, "
 # %%
 # The idea
 # --------
-# GPT-2 adds a learned position vector to each token's embedding, runs ``n_layer``
-# pre-LN blocks, normalizes, and reads the logits off the matrix that embedded them:
+# GPT-2 adds a
+# :doc:`learned position vector </generated/positional/plot_03_learned_absolute>` to
+# each token's embedding, runs ``n_layer`` pre-LN blocks, normalizes, and reads the
+# logits off the matrix that embedded them:
 #
 # .. math::
 #
@@ -141,6 +143,7 @@ B, L = 2, 12  # the tokens below: (B, L)
 # (:doc:`/generated/transformer/plot_09_kv_cache`).
 
 
+# Copied from transformer/plot_03_conv1d_feedforward.py: gelu_tanh
 def gelu_tanh(x):
     """GPT-2's GELU: the tanh approximation, as its code writes it."""
     return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
@@ -344,7 +347,7 @@ print(f"max|gelu_tanh - HF gelu_new| = {(gelu_tanh(z) - act_hf(z)).abs().max():.
 print(f"max|our MLP - HF's GPT2MLP| = {(mlp_ours - mlp_hf).abs().max():.1e}")
 torch.testing.assert_close(gelu_tanh(z), act_hf(z))
 torch.testing.assert_close(gelu_tanh(z), F.gelu(z, approximate="tanh"))
-assert (gelu_tanh(z) - F.gelu(z)).abs().max() > 1e-4  # the gap plot_04 measures
+assert (gelu_tanh(z) - F.gelu(z)).abs().max() > 1e-4  # measured on the Conv1D page
 torch.testing.assert_close(mlp_ours, mlp_hf)
 
 # %%

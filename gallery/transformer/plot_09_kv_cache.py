@@ -104,7 +104,7 @@ class Conv1D(nn.Module):
         return x.view(size_out)
 
 
-# Copied from transformer/plot_08_gpt2_vs_hugging_face.py: gelu_tanh
+# Copied from transformer/plot_03_conv1d_feedforward.py: gelu_tanh
 def gelu_tanh(x):
     """GPT-2's GELU: the tanh approximation, as its code writes it."""
     return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))

@@ -113,8 +113,9 @@ def grouped_attention(q, k, v):
 # %%
 # Equal to ``repeat_kv`` + attention, and to SDPA
 # -----------------------------------------------
-# Hugging Face's Llama (eager path) copies each key/value head ``G`` times with
-# ``repeat_kv`` and runs ordinary attention, written here on its own; PyTorch's
+# Hugging Face's :doc:`Llama </generated/transformer/plot_11_llama_decoder_layer>`
+# (eager path) copies each key/value head ``G`` times with ``repeat_kv`` and runs
+# ordinary attention, written here on its own; PyTorch's
 # :func:`~torch.nn.functional.scaled_dot_product_attention` takes the ``Nkv`` heads
 # directly with ``enable_gqa=True``. (``Dh = 16``: a wrong scale moves the scores by a
 # factor of 4; ``L = 10 != Dh``: a transposed shape cannot pass.)

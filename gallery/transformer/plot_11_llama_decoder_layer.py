@@ -233,7 +233,8 @@ class LlamaDecoderLayer(nn.Module):
 # every weight moved off its initialization, so that a wrong piece shows. Its first
 # layer runs on ``x``, whose mean square, 2.5e-3, is small enough for an ``eps`` of 1e-3
 # to matter, at positions that start at 0 in row 0 and jump by 3 in row 1; the eager
-# layer masks nothing by itself, so it is given the additive causal mask.
+# layer masks nothing by itself, so it is given the additive
+# :doc:`causal mask </generated/transformer/plot_04_causal_attention>`.
 V, D, Nh, Nkv, Dff = 100, 64, 4, 2, 128
 Dh = D // Nh
 BASE, EPS = 1000.0, 1e-3

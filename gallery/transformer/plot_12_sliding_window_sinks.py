@@ -3,10 +3,10 @@ Sliding-window attention and attention sinks
 ============================================
 
 Mistral 7B (v0.1, with a window of 4096) lets each token attend only to the last ``W``
-tokens; StreamingLLM keeps the first ``S`` tokens as well, as *attention sinks*; gpt-oss
-gives each head a learned sink logit that takes a share of the softmax and is dropped.
-This page builds the three from scratch and proves them against Hugging Face's Mistral
-and gpt-oss and against a cache that evicts keys.
+tokens; StreamingLLM keeps the first ``Ns`` tokens as well, as *attention sinks*;
+gpt-oss gives each head a learned sink logit that takes a share of the softmax and is
+dropped. This page builds the three from scratch and proves them against Hugging Face's
+Mistral and gpt-oss and against a cache that evicts keys.
 
 **You will learn**
 
@@ -65,13 +65,13 @@ def causal_mask(L, device=None):
 # --------
 # ``keep[i, j]``: may query ``i`` look at key ``j`` (causal: ``j <= i``)? A window keeps
 # the last ``W`` keys, its own included (cost ``O(L W)``, not ``O(L^2)``);
-# StreamingLLM's sinks add the first ``S``:
+# StreamingLLM's sinks add the first ``Ns``:
 #
 # .. math::
 #
 #    \mathrm{keep}^{\mathrm{window}}_{ij} = [\, i - W < j \le i \,], \qquad
 #    \mathrm{keep}^{\mathrm{sinks}}_{ij} = [\, j \le i \,]
-#    \wedge \big([\, j > i - W \,] \vee [\, j < S \,]\big).
+#    \wedge \big([\, j > i - W \,] \vee [\, j < N_s \,]\big).
 #
 # gpt-oss's learned sink is one logit :math:`s_h` per head that joins each row of the
 # softmax as an extra key with no value:
@@ -83,13 +83,13 @@ def causal_mask(L, device=None):
 #
 # the sums running over the keys that query ``i`` keeps: a head can put part of its
 # attention "nowhere" instead of on some key. The three masks, for ``L = 12``,
-# ``W = 4``, ``S = 2``, drawn with ``tril`` and ``triu``:
-L, W, S = 12, 4, 2
+# ``W = 4``, ``Ns = 2``, drawn with ``tril`` and ``triu``:
+L, W, Ns = 12, 4, 2
 ones = torch.ones(L, L, dtype=torch.bool)  # (L, L)
 idea_masks = {"causal": ones.tril(),
               f"window W = {W}": ones.tril() & ones.triu(-(W - 1)),
-              f"sinks S = {S} + window": ones.tril() & (ones.triu(-(W - 1))
-                                                         | (torch.arange(L) < S))}
+              f"sinks Ns = {Ns} + window": ones.tril() & (ones.triu(-(W - 1))
+                                                         | (torch.arange(L) < Ns))}
 fig, axes = plt.subplots(1, 3, figsize=(9, 4.2), sharey=True, layout="constrained")
 for ax, (name, keep) in zip(axes, idea_masks.items()):
     ax.imshow(keep, cmap="Greys", vmin=0, vmax=1.5)
@@ -98,7 +98,7 @@ for ax, (name, keep) in zip(axes, idea_masks.items()):
 fig.supxlabel("key position j (grey: attended)")  # one label, below all three
 axes[0].set_ylabel("query position i")
 fig.suptitle(f"A window keeps at most W = {W} keys per query, O(L W) in all;\n"
-             f"sinks keep the first S = {S} keys as well")
+             f"sinks keep the first Ns = {Ns} keys as well")
 plt.show()
 
 # %%
@@ -112,23 +112,23 @@ def window_mask(L, W, device=None):
     return (j <= i) & (j > i - W)
 
 
-def sink_window_mask(L, S, W, device=None):
-    """(L, L) bool: the window of W keys plus the first S keys (the sinks)."""
+def sink_window_mask(L, Ns, W, device=None):
+    """(L, L) bool: the window of W keys plus the first Ns keys (the sinks)."""
     i = torch.arange(L, device=device)[:, None]  # (L, 1)
     j = torch.arange(L, device=device)[None, :]  # (1, L)
-    return (j <= i) & ((j > i - W) | (j < S))
+    return (j <= i) & ((j > i - W) | (j < Ns))
 
 
 # %%
 # Query ``i`` has ``i + 1`` keys so far; the window keeps ``min(i + 1, W)``, the sinks
-# add up to ``S``.
+# add up to ``Ns``.
 for name, keep in (("window", window_mask(L, W, device)),
-                   ("sinks+window", sink_window_mask(L, S, W, device))):
+                   ("sinks+window", sink_window_mask(L, Ns, W, device))):
     print(f"{name:>12}: keys per query {keep.sum(dim=-1).tolist()}")
 n_keys = torch.arange(1, L + 1, device=device)
 assert torch.equal(window_mask(L, W, device).sum(dim=-1), n_keys.clamp(max=W))
-assert torch.equal(sink_window_mask(L, S, W, device).sum(dim=-1),
-                   n_keys.clamp(max=S + W))
+assert torch.equal(sink_window_mask(L, Ns, W, device).sum(dim=-1),
+                   n_keys.clamp(max=Ns + W))
 
 # %%
 # Attention with a mask, and with learned sinks
@@ -180,8 +180,8 @@ assert (per_query[W:] > 0.1).all()  # from query W on, every query has lost a ke
 # same ones.
 assert torch.equal(causal_mask(L).cpu(), idea_masks["causal"])
 assert torch.equal(window_mask(L, W).cpu(), idea_masks[f"window W = {W}"])
-assert torch.equal(sink_window_mask(L, S, W).cpu(),
-                   idea_masks[f"sinks S = {S} + window"])
+assert torch.equal(sink_window_mask(L, Ns, W).cpu(),
+                   idea_masks[f"sinks Ns = {Ns} + window"])
 print("causal_mask, window_mask, sink_window_mask: the idea's three masks")
 
 # %%
@@ -375,8 +375,8 @@ for layer_idx, (x, _, hf_out, hf_p) in seen.items():
 # %%
 # Proof: StreamingLLM's sink mask equals a cache that evicts
 # ----------------------------------------------------------
-# StreamingLLM streams text with a key/value cache of fixed size ``S + W``: the first
-# ``S`` tokens stay, and once the cache is full the oldest of the others is evicted.
+# StreamingLLM streams text with a key/value cache of fixed size ``Ns + W``: the first
+# ``Ns`` tokens stay, and once the cache is full the oldest of the others is evicted.
 # ``transformers`` 5.23 has no implementation to compare with: the ``SinkCache`` of
 # its 4.x versions became a ``custom_generate`` repository on the Hub, which this
 # offline page does not download.
@@ -394,13 +394,13 @@ cache_k, cache_v, streamed = [], [], []
 for t in range(L):
     cache_k.append(k[:, :, t])  # (B, Nh, Dh)
     cache_v.append(v[:, :, t])
-    if len(cache_k) > S + W:  # full: evict the oldest token after the sinks
-        del cache_k[S], cache_v[S]
+    if len(cache_k) > Ns + W:  # full: evict the oldest token after the sinks
+        del cache_k[Ns], cache_v[Ns]
     K, V = torch.stack(cache_k, dim=2), torch.stack(cache_v, dim=2)  # (B, Nh, n, Dh)
     w = (torch.einsum("bhd,bhnd->bhn", q[:, :, t], K) / math.sqrt(Dh)).softmax(dim=-1)
     streamed.append(torch.einsum("bhn,bhnd->bhd", w, V))  # (B, Nh, Dh)
 streamed = torch.stack(streamed, dim=2)  # (B, Nh, L, Dh)
-out_sinks, p_sinks = attend_with_sinks(q, k, v, sink_window_mask(L, S, W, device))
+out_sinks, p_sinks = attend_with_sinks(q, k, v, sink_window_mask(L, Ns, W, device))
 print(f"cache of {len(cache_k)} entries; max|sink mask - cache| = "
       f"{(out_sinks - streamed).abs().max():.1e}")
 torch.testing.assert_close(out_sinks, streamed)
@@ -479,17 +479,17 @@ for layer_idx, (x, mask, hf_out, hf_p) in seen_oss.items():
 
 # %%
 # Where each row's attention goes. Left, StreamingLLM's mask on this page's random
-# ``q, k``: once the cache is full the first ``S`` keys keep a share of the mass that a
+# ``q, k``: once the cache is full the first ``Ns`` keys keep a share of the mass that a
 # window alone would have lost (random weights spread it evenly; trained models put much
 # more on the first tokens, which is why StreamingLLM keeps them). Right, Hugging Face's
 # gpt-oss, full-attention layer: each head's rows sum to one minus its sink's share
 # (lines: our closed form; dots: Hugging Face's row sums).
-on_sinks = p_sinks[..., :S].sum(dim=-1).mean(dim=(0, 1)).cpu()  # (L,)
-on_window = p_sinks[..., S:].sum(dim=-1).mean(dim=(0, 1)).cpu()
+on_sinks = p_sinks[..., :Ns].sum(dim=-1).mean(dim=(0, 1)).cpu()  # (L,)
+on_window = p_sinks[..., Ns:].sum(dim=-1).mean(dim=(0, 1)).cpu()
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6), layout="constrained")
-ax1.plot(on_sinks, "o-", label=f"on the {S} sink keys")
+ax1.plot(on_sinks, "o-", label=f"on the {Ns} sink keys")
 ax1.plot(on_window, "s-", label="on the other keys")
-ax1.axvline(S + W - 0.5, color="gray", lw=1, ls="--")
+ax1.axvline(Ns + W - 0.5, color="gray", lw=1, ls="--")
 ax1.set_xlabel("query position i")
 ax1.set_ylabel("attention mass (mean over B, Nh)")
 ax1.set_ylim(-0.02, 1.3)
@@ -533,10 +533,10 @@ assert seen_from_last == list(range(L - 1 - 2 * (W - 1), L))
 # Try it: evict without sinks. Does the window alone match the cache?
 # -------------------------------------------------------------------
 # Compare the evicting cache above with the window mask alone, and with full causal
-# attention, for ``L = 12 > S + W = 6``.
+# attention, for ``L = 12 > Ns + W = 6``.
 
 # %%
-# Neither does: the first ``S`` keys matter, and so does the eviction.
+# Neither does: the first ``Ns`` keys matter, and so does the eviction.
 out_window, _ = attend_with_sinks(q, k, v, window_mask(L, W, device))
 print(f"max|window alone - cache| = {(out_window - streamed).abs().max():.2f}, "
       f"max|causal - cache| = {(causal_ref - streamed).abs().max():.2f}")

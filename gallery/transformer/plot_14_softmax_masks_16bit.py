@@ -64,12 +64,12 @@ def causal_mask(L, device=None):
 # take weight once :math:`s` nears :math:`10^4`, in every dtype:
 s_scan = torch.arange(9700.0, 10100.0, 1.0, dtype=torch.float64)  # masked logits s
 rows_scan = torch.zeros(len(s_scan), 4, dtype=torch.float64)
-rows_scan[:, 1:] = s_scan[:, None]  # (S, 4): key 0 kept at 0, keys 1..3 masked at s
-idea_leak = {}  # dtype -> (S,): the weight on the masked keys
+rows_scan[:, 1:] = s_scan[:, None]  # key 0 kept at 0, keys 1..3 masked at s
+idea_leak = {}  # dtype -> (len(s_scan),): the weight on the masked keys
 fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
 for dt in (torch.float32, torch.bfloat16, torch.float16):
     add = torch.tensor([0.0, -1e4, -1e4, -1e4]).to(device, dt)  # (4,): the mask
-    p_scan = torch.softmax(rows_scan.to(device, dt) + add, dim=-1)  # (S, 4)
+    p_scan = torch.softmax(rows_scan.to(device, dt) + add, dim=-1)  # (len(s_scan), 4)
     idea_leak[dt] = p_scan[:, 1:].sum(dim=-1).double().cpu()
     ax.semilogy(s_scan, idea_leak[dt].clamp_min(1e-46),
                 label=f"{dt}".replace("torch.", ""))
@@ -230,12 +230,12 @@ for dt in DTYPES:
 # to steps of 64 and ``-1e4`` to ``-9984``, so it leaks first (the idea's figure).
 s_grid = torch.arange(9700.0, 10100.0, 1.0, dtype=torch.float64)  # masked logits
 row64 = torch.zeros(len(s_grid), 4, dtype=torch.float64)
-row64[:, 1:] = s_grid[:, None]  # (S, 4): key 0 kept at 0, keys 1..3 masked at s
+row64[:, 1:] = s_grid[:, None]  # key 0 kept at 0, keys 1..3 masked at s
 row_keep = torch.tensor([True, False, False, False])
 leaks, first = {}, {}
 for dt in DTYPES:
     rows = row64.to(device, dt)
-    p = masked_softmax(rows, row_keep.to(device), -1e4)  # (S, 4)
+    p = masked_softmax(rows, row_keep.to(device), -1e4)  # (len(s_grid), 4)
     p_inf = masked_softmax(rows, row_keep.to(device), float("-inf"))
     leak = p[:, 1:].sum(dim=-1).double().cpu()  # weight on the masked keys
     leaks[dt] = leak
@@ -400,10 +400,10 @@ for dt in LOW:
 # and at twice the limit are ``inf``.
 f16 = torch.finfo(torch.float16)
 limit = f16.max + f16.eps * 2.0 ** math.floor(math.log2(f16.max)) / 2  # 65520
-a_grid = torch.arange(8.0, 64.0, 0.125, device=device).half()  # exact in float16, (A,)
+a_grid = torch.arange(8.0, 64.0, 0.125, device=device).half()  # exact in float16
 for Dh in (32, 64, 128, 256, 455, 554):
-    qa = a_grid[:, None].expand(-1, Dh)  # (A, Dh): row j is a_j * ones(Dh)
-    logits = (qa[:, None, :] @ qa[:, :, None]).flatten()  # (A,): Dh * a_j**2
+    qa = a_grid[:, None].expand(-1, Dh)  # (len(a_grid), Dh): row j is a_j * ones(Dh)
+    logits = (qa[:, None, :] @ qa[:, :, None]).flatten()  # (len(a_grid),): Dh * a_j**2
     exact = Dh * a_grid.double() ** 2
     pred = exact >= limit
     a_first = a_grid[logits.isinf()][0].item()

@@ -132,8 +132,9 @@ plt.show()
 # the scale moved onto ``k``), and assert
 # ``max|out - out_ref| <= 2 * max|out_pt - out_ref|`` ("at most twice the numerical
 # error of a Pytorch implementation"; ``+ 1e-5`` in the causal and split-KV tests, a
-# factor of 3, or 5 with ALiBi, for the KV-cache kernel). Here the reference is
-# float64 and the naive computation is
+# factor of 3, or 5 with :doc:`ALiBi </generated/positional/plot_06_alibi>`, for the
+# :doc:`KV-cache </generated/transformer/plot_09_kv_cache>` kernel). Here the reference
+# is float64 and the naive computation is
 # :math:`\mathrm{softmax}(q k^\top / \sqrt{D_h})\, v` step by step in the 16-bit dtype.
 # The factor stays 2: a kernel that keeps the scores and the softmax in float32 and
 # rounds once should beat the naive one, which rounds the scores, the probabilities and
@@ -141,9 +142,9 @@ plt.show()
 # probabilities before ``P @ v``, while a real slip (a lost scale, a mask off by one)
 # costs far more. The comparison runs in the 16-bit dtype, against the reference rounded
 # to it, so ``rtol = eps`` covers that one rounding:
-# ``|out - ref| <= 2 max|naive - ref| + eps |ref|``.
-# The device's default kernel runs (:doc:`plot_13_sdpa_backends_flex` names it: the
-# flash kernel on CPU for these inputs).
+# ``|out - ref| <= 2 max|naive - ref| + eps |ref|``. The device's default kernel runs
+# (:doc:`plot_13_sdpa_backends_flex` names it: the flash kernel on CPU for these
+# inputs).
 #
 # For each dtype and head size, without and with the causal mask: the idea's
 # inequality, with ``rtol = eps`` and ``atol`` twice the naive error.
@@ -324,8 +325,8 @@ if device == "cuda":
         assert [accepted[be, dt, 64, "float bias"] for be in BACKENDS[:3]] == [
             False, True, False]
 else:
-    print("on cpu: the forced-backend section did not run (flash and math only here; "
-          "see plot_13)")
+    print("on cpu: the forced-backend section did not run (flash and math only here;\n"
+          "see the page on SDPA's backends)")
 
 # %%
 # References
