@@ -182,7 +182,7 @@ def test_a_pages_ledger_links_open_only_its_claims(visit):
             "article a[href*='chapters/ledger.html']", "as => as.map(a => a.href)")
         assert all(urlsplit(h).query == f"page={stem}" for h in hrefs), (stem, hrefs)
         intro.click()  # as a reader does
-        page.wait_for_url(f"**/{LEDGER}?page={stem}")
+        page.wait_for_url(f"**/{LEDGER}?page={stem}", timeout=60_000)  # 1 MB page
         shown = shown_pages(page)
         assert shown and shown == [p for p in rows if p == stem], (stem, len(shown))
         assert f"{len(shown)} of {len(rows)} claims shown" in \
@@ -211,7 +211,7 @@ def test_the_counts_reconcile_and_say_whether_a_claim_failed(visit):
     # The count of what did not run links those rows, each marked "not run".
     page = visit.open(LEDGER, unfold=False)
     page.click("p.ledger-counts a[href='?status=not-run']")
-    page.wait_for_url("**/ledger.html?status=not-run")
+    page.wait_for_url("**/ledger.html?status=not-run", timeout=60_000)
     marked = page.evaluate("""() => [...document.querySelectorAll("table.ledger tbody tr")]
         .filter(r => r.offsetParent).map(r => r.querySelector("td.set").innerText)""")
     assert marked == ["not run"] * not_run, marked

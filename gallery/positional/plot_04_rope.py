@@ -82,7 +82,7 @@ ax.set(xlim=(-1.3, 1.3), ylim=(-1.3, 1.3), aspect="equal",
        xlabel="channel 2i (rotate-half: i)",
        ylabel="channel 2i + 1 (rotate-half: i + Dh/2)",
        title=f"one pair turns by pos * omega (omega = {omega} rad)")
-ax.legend(loc="lower left", fontsize=8)
+ax.legend(loc="lower left")
 im = ax2.imshow(logits_idea, cmap="coolwarm")
 ax2.set(xlabel="key position n", ylabel="query position m",
         title="logit <R_m q, R_n k>: constant along n - m")

@@ -131,6 +131,7 @@ pos = torch.cat([torch.arange(1, 2**12),  # every small position
                  torch.randint(2**12, 2**20, (2**16,), generator=gen),
                  torch.arange(2**20 - 64, 2**20)])
 pos = pos.unique().to(device)  # (P,) sorted
+assert pos.numel() < 2**17  # the sample stays small: 4095 + at most 2^16 + 64 positions
 p64 = pos.double()  # (P,) exact
 near = pos >= 2**20 - 64  # (P,) the last 64 positions, up to 2^20 - 1
 eps64, eps32 = torch.finfo(torch.float64).eps, torch.finfo(torch.float32).eps

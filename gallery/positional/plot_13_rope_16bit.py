@@ -406,7 +406,7 @@ for ax, base in zip(axs, BASES):
     ax.set_xlabel("position p")
     ax.set_title(f"base {base:,.0f}")
 axs[0].set_ylabel("max over pairs |angle - float64| (rad)")
-axs[0].legend(loc="upper left", fontsize="small")  # every line and mark, named
+axs[0].legend(loc="upper left")  # every line and mark, named
 fig.suptitle("RoPE angles in 16 bits: the error grows with p and passes π at 1028\n"
              "(bfloat16) and 8196 (float16); float32's stays below 0.08 rad to 128k")
 plt.show()

@@ -109,6 +109,7 @@ if device == "cuda":
     Ls = [256, 512, 1024, 2048, 4096, 8192]
 else:
     Ls = [64, 128, 256, 512, 1024, 2048]
+assert max(Ls) == (8192 if device == "cuda" else 2048)  # each device's own sweep
 score_bytes = [B * Nh * L * L * 4 for L in Ls]  # the scores alone, float32
 
 # %%

@@ -67,13 +67,13 @@ corner = torch.ones(ns, ns, dtype=torch.bool).tril()  # (ns, ns): True, may atte
 panels = {"full pass (no cache):\nall ns rows": corner,
           "cached chunk, right:\nrows ns - nd .. ns - 1": corner[ns - nd:ns],
           "cached chunk, wrong:\nrows 0 .. nd - 1": corner[:nd]}
-fig, axes = plt.subplots(1, 3, figsize=(8, 2.1), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(8, 2.6), layout="constrained")
 for ax, (title, m) in zip(axes, panels.items()):
     ax.imshow(m, cmap="gray", vmin=0, vmax=1)
     ax.set_title(title, fontsize=9)
     ax.set_xlabel("key position")
     ax.set_yticks(range(m.shape[0]), [f"q {ns - m.shape[0] + r}" for r in
-                                      range(m.shape[0])], fontsize=7)
+                                      range(m.shape[0])], fontsize=9)
     ax.grid(False)
 fig.suptitle("With a cache, the nd new queries need the mask's last nd rows "
              "(white: attend)")
