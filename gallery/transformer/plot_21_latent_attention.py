@@ -196,10 +196,10 @@ def deinterleave(x):
     return torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1)
 
 
-def future_keys(L, S, device=None):
-    """(L, S) bool: True where key m is after query l, the queries being the last L
-    of S positions (query l sits at position S - L + l)."""
-    return torch.ones(L, S, dtype=torch.bool, device=device).triu(S - L + 1)
+def future_keys(L, M, device=None):
+    """(L, M) bool: True where key m is after query l, the queries being the last L
+    of M positions (query l sits at position M - L + l)."""
+    return torch.ones(L, M, dtype=torch.bool, device=device).triu(M - L + 1)
 
 
 class LatentAttention(nn.Module):
@@ -242,20 +242,20 @@ class LatentAttention(nn.Module):
         return c, self.rotate(k_rot[:, None], cos, sin)  # one rotary key, shared
 
     def forward(self, x, cos, sin, scale, cache=None):
-        """x (B, L, D), the last L of S positions -> out (B, L, D), weights
-        (B, Nh, L, S), cache (c, k_rot) of all S. Keys and values expanded per head."""
+        """x (B, L, D), the last L of M positions -> out (B, L, D), weights
+        (B, Nh, L, M), cache (c, k_rot) of all M. Keys and values expanded per head."""
         B, L, _ = x.shape
         q_nope, q_rot = self.queries(x, cos, sin)
         c, k_rot = self.compress(x, cos, sin)
         if cache is not None:
             c, k_rot = torch.cat([cache[0], c], dim=2), torch.cat([cache[1], k_rot], 2)
-        S = c.shape[2]
-        kv = self.kv_b_proj(c[:, 0]).view(B, S, self.Nh, self.Dn + self.Dv)
+        M = c.shape[2]
+        kv = self.kv_b_proj(c[:, 0]).view(B, M, self.Nh, self.Dn + self.Dv)
         k_nope, v = kv.transpose(1, 2).split([self.Dn, self.Dv], dim=-1)  # per head
-        k = torch.cat([k_nope, k_rot.expand(B, self.Nh, S, self.Dr)], dim=-1)
+        k = torch.cat([k_nope, k_rot.expand(B, self.Nh, M, self.Dr)], dim=-1)
         q = torch.cat([q_nope, q_rot], dim=-1)  # (B, Nh, L, Dn + Dr)
-        logits = q @ k.mT * scale  # (B, Nh, L, S)
-        logits = logits.masked_fill(future_keys(L, S, x.device), float("-inf"))
+        logits = q @ k.mT * scale  # (B, Nh, L, M)
+        logits = logits.masked_fill(future_keys(L, M, x.device), float("-inf"))
         weights = logits.softmax(dim=-1)
         y = (weights @ v).transpose(1, 2).reshape(B, L, self.Nh * self.Dv)
         return self.o_proj(y), weights, (c, k_rot)
@@ -268,7 +268,8 @@ class LatentAttention(nn.Module):
 # :math:`W^{UV}_i` (``Dv`` rows). Absorbed, the query meets the latent itself, and the
 # output is read in latent space and up-projected once per query, not once per key.
 def absorbed_attention(attn, x, cos, sin, scale, cache=None):
-    """MLA on the latent, keys and values never built: x (B, L, D) -> (B, L, D)."""
+    """MLA on the latent, keys and values never built: x (B, L, D) -> out (B, L, D)
+    and the weights (B, Nh, L, M), as the naive forward returns them."""
     B, L, _ = x.shape
     Nh, Dn, Dv = attn.Nh, attn.Dn, attn.Dv
     q_nope, q_rot = attn.queries(x, cos, sin)  # (B, Nh, L, Dn), (B, Nh, L, Dr)
@@ -278,12 +279,12 @@ def absorbed_attention(attn, x, cos, sin, scale, cache=None):
     W = attn.kv_b_proj.weight.view(Nh, Dn + Dv, attn.Dc)
     W_uk, W_uv = W[:, :Dn], W[:, Dn:]  # (Nh, Dn, Dc), (Nh, Dv, Dc)
     q_lat = torch.einsum("bhld,hdc->bhlc", q_nope, W_uk)  # (B, Nh, L, Dc)
-    logits = (q_lat @ c.mT + q_rot @ k_rot.mT) * scale  # (B, Nh, L, S)
+    logits = (q_lat @ c.mT + q_rot @ k_rot.mT) * scale  # (B, Nh, L, M)
     future = future_keys(L, c.shape[2], x.device)
     weights = logits.masked_fill(future, float("-inf")).softmax(dim=-1)
     y_lat = weights @ c  # (B, Nh, L, Dc): the values are the latents
     y = torch.einsum("bhlc,hvc->blhv", y_lat, W_uv)  # (B, L, Nh, Dv)
-    return attn.o_proj(y.reshape(B, L, Nh * Dv))
+    return attn.o_proj(y.reshape(B, L, Nh * Dv)), weights
 
 
 # %%
@@ -358,6 +359,8 @@ print(f"max |ours - DeepseekV3Attention| = {(out - ref).abs().max():.1e}, "
       f"weights {(weights - ref_weights).abs().max():.1e}")
 torch.testing.assert_close(out, ref)
 torch.testing.assert_close(weights, ref_weights)
+future = future_keys(L, L, device)  # (L, L): exp(-inf) = 0, a finite mask leaves > 0
+assert (weights[..., future] == 0).all() and (ref_weights[..., future] == 0).all()
 
 # %%
 # The cache holds the latent, not the keys
@@ -392,11 +395,13 @@ attn64 = LatentAttention(**SIZES).to(device).double()
 attn64.load_state_dict(hf.state_dict(), strict=True)
 x64, cos64, sin64 = x.double(), *rope_cos_sin(pos, Dr, BASE, torch.float64)
 with torch.no_grad():
-    naive = attn64(x64, cos64, sin64, scale)[0]
-    absorbed = absorbed_attention(attn64, x64, cos64, sin64, scale)
+    naive, naive_weights, _ = attn64(x64, cos64, sin64, scale)
+    absorbed, absorbed_weights = absorbed_attention(attn64, x64, cos64, sin64, scale)
 absorb_err = (absorbed - naive).abs().max().item()
-print(f"float64: max |absorbed - naive| = {absorb_err:.1e}")
+print(f"float64: max |absorbed - naive| = {absorb_err:.1e}, weights "
+      f"{(absorbed_weights - naive_weights).abs().max():.1e}")
 torch.testing.assert_close(absorbed, naive)
+torch.testing.assert_close(absorbed_weights, naive_weights)
 
 # %%
 # Absorbed, MLA is multi-query attention (:doc:`/generated/transformer/plot_10_gqa_mqa`)
@@ -427,17 +432,17 @@ torch.testing.assert_close(mqa, naive)
 # A prefill of 4 tokens, then 3 tokens one at a time, each time from the cache alone:
 # ours (naive and absorbed) and ``DeepseekV3Attention`` with a ``DynamicCache``. Every
 # step equals the full pass's row at that position, and the two caches are equal.
-P = 4
-cache_ours, cache_abs, hf_cache = None, None, DynamicCache(config=cfg)
+n_prefill = 4
+cache_ours, hf_cache = None, DynamicCache(config=cfg)
 steps, steps_abs, steps_hf = [], [], []
 with torch.no_grad():
-    for start, stop in [(0, P)] + [(t, t + 1) for t in range(P, L)]:
+    for start, stop in [(0, n_prefill)] + [(t, t + 1) for t in range(n_prefill, L)]:
         xs = x[:, start:stop]
         cs, ss = cos[:, start:stop], sin[:, start:stop]
         o, _, cache_new = attn(xs, cs, ss, scale, cache_ours)
-        steps_abs.append(absorbed_attention(attn, xs, cs, ss, scale, cache_ours))
+        steps_abs.append(absorbed_attention(attn, xs, cs, ss, scale, cache_ours)[0])
         cache_ours = cache_new
-        mask = additive_causal(P, device) if start == 0 else None  # a step sees all
+        mask = additive_causal(n_prefill, device) if start == 0 else None  # 1: sees all
         steps_hf.append(hf(xs, (cos_hf[:, start:stop], sin_hf[:, start:stop]),
                            attention_mask=mask, past_key_values=hf_cache)[0])
         steps.append(o)
@@ -455,21 +460,32 @@ torch.testing.assert_close(hf_cache.layers[0].values, cache_ours[1])  # (B, 1, L
 # %%
 # Proof: every head reads the same rotary key; the layouts and ``q_proj``
 # -----------------------------------------------------------------------
-# The rotary key is one tensor broadcast to all heads: perturbing it moves every
-# head's logits. DeepSeek-V3's checkpoints rotate adjacent channel pairs
+# The rotary key is one per token, broadcast to all heads: ``kv_a_proj_with_mqa`` makes
+# ``Dc + Dr`` numbers per token (MQA's single key, hence the name) where the queries
+# get ``Dn + Dr`` per head. The latent norms keep their own ``eps`` of 1e-6 whatever
+# ``rms_norm_eps`` says (so does DeepSeek's reference), visible at a small input.
+# DeepSeek-V3's checkpoints rotate adjacent channel pairs
 # (``rope_interleave=True``, the default); with ``rope_interleave=False`` Hugging Face
 # rotates halves, and ours equals it too, while the two layouts on the same weights
 # are two models. DeepSeek-V2-Lite has no query latent (``q_lora_rank=None``): one
 # ``q_proj``, equal too.
+print(f"kv_a_proj_with_mqa: {hf.kv_a_proj_with_mqa.out_features} = Dc + Dr outputs; "
+      f"q_b_proj: {hf.q_b_proj.out_features} = Nh (Dn + Dr)")
+assert hf.kv_a_proj_with_mqa.out_features == Dc + Dr
+assert hf.q_b_proj.out_features == Nh * (Dn + Dr)
+cfg_eps = tiny_config(SIZES, BASE, rms_norm_eps=1e-2)
+hf_eps, _ = hf_attention(cfg_eps, device)
+ours_eps = LatentAttention(**SIZES).to(device)
+ours_eps.load_state_dict(hf_eps.state_dict(), strict=True)
+x_small = 1e-3 * x  # the latents' mean square falls below eps
 with torch.no_grad():
-    q_nope, q_rot = attn.queries(x, cos, sin)
-    c, k_rot = attn.compress(x, cos, sin)
-    bump = torch.zeros_like(k_rot)
-    bump[..., -1, :] = 1.0  # change the last token's rotary key only
-    moved = (q_rot @ (k_rot + bump).mT - q_rot @ k_rot.mT)[:, :, -1, -1]  # (B, Nh)
-print(f"moving the shared rotary key changes the logit of all {Nh} heads: "
-      f"min |change| {moved.abs().min():.2f}")
-assert moved.abs().min() > 1e-3 and k_rot.shape[1] == 1
+    ref_small = hf_eps(x_small, (cos_hf, sin_hf), additive_causal(L, device))[0]
+    out_small = ours_eps(x_small, cos, sin, scale)[0]
+    ms = hf_eps.kv_a_proj_with_mqa(x_small)[..., :Dc].pow(2).mean().item()
+print(f"rms_norm_eps 1e-2, latent mean square {ms:.0e}: max |ours (eps 1e-6) - HF| = "
+      f"{(out_small - ref_small).abs().max():.1e}")
+assert hf_eps.kv_a_layernorm.variance_epsilon == 1e-6 and ms < 1e-5
+torch.testing.assert_close(out_small, ref_small)
 
 cfg_halves = tiny_config(SIZES, BASE, rope_interleave=False)
 hf_halves, _ = hf_attention(cfg_halves, device)
@@ -520,7 +536,7 @@ print(f"per token, all layers, bf16: DeepSeek-V3 {mla_kib:.1f} KiB, Llama 3 8B "
 assert mla == 576 and groups == 2.25
 assert gqa_8b == gqa_70b == 2048
 assert bars["DeepSeek-V3 as MHA"][0] == 128 * (128 + 64 + 128)  # 40960
-assert mla_kib < gqa_8b_kib < gqa_70b_kib  # fewer per token than both, 61 layers
+assert round(mla_kib, 1) == 68.6 and gqa_8b_kib == 128 and gqa_70b_kib == 320
 
 # %%
 # Proof: YaRN's softmax scale, as DeepSeek-V3 applies it
@@ -581,6 +597,10 @@ print(f"(0.1 ln 40 + 1)^2 = {mscale_sq:.6f}; yarn_get_mscale(40, 1)^2 = "
 assert round(mscale_sq, 6) == 1.873854
 assert yarn_get_mscale(S_YARN, 1.0) ** 2 == mscale_sq
 torch.testing.assert_close(yarn_apply_mscale(YARN, (Dn + Dr) ** -0.5), ref_scale)
+# the reference reads mscale, Hugging Face mscale_all_dim: equal in V3's config
+half = {**YARN, "mscale": 0.5, "mscale_all_dim": 0.5}
+torch.testing.assert_close(yarn_apply_mscale(half, (Dn + Dr) ** -0.5),
+                           deepseek_softmax_scale(Dn, Dr, 16384, M_YARN, S_YARN, 0.5))
 # the reference switches YaRN off when it serves no more than the original 4096 tokens
 assert deepseek_softmax_scale(Dn, Dr, 4096, M_YARN, S_YARN, 1.0) == (Dn + Dr) ** -0.5
 assert yarn_apply_mscale({"rope_type": "default"}, 0.5) == 0.5  # plain RoPE: unchanged
@@ -613,7 +633,7 @@ assert gap_mscale > 0.05  # the scale is visible in the output
 
 # %%
 # Try it: put RoPE on the compressed keys. Can you still absorb?
-# -------------------------------------------------------------
+# --------------------------------------------------------------
 # Drop the decoupled key and rotate the up-projected keys :math:`W^{UK}_i c_t` (and
 # the queries) instead. Is :math:`q^\top R_{t-s} W^{UK}_i c_t` still
 # :math:`(\text{one matrix} \cdot q)^\top c_t`?
@@ -650,7 +670,10 @@ with torch.no_grad():
     y = torch.einsum("bhlc,hvc->blhv", y_lat, W_uv).reshape(B, L, Nh * Dv)
 gap_scale = (attn64.o_proj(y) - naive).abs().max().item()
 print(f"SDPA's default scale 1/sqrt({Dc + Dr}): max |diff| = {gap_scale:.3f}")
-assert gap_scale > 0.01  # another model
+assert gap_scale > 0.01  # another model: MLA's with the scale 1/sqrt(Dc + Dr)
+with torch.no_grad():
+    wide = absorbed_attention(attn64, x64, cos64, sin64, (Dc + Dr) ** -0.5)[0]
+torch.testing.assert_close(attn64.o_proj(y), wide)
 
 # %%
 # References
