@@ -2,11 +2,9 @@
 Multi-head latent attention: a cache of one latent per token
 ============================================================
 
-Multi-head latent attention (MLA, DeepSeek-V2 and V3, Kimi K2) caches neither keys nor
-values: each token leaves one compressed latent and one small rotary key, shared by all
-heads, from which every head's keys and values are rebuilt. This page writes it from
-scratch, proves it equal to Hugging Face's ``DeepseekV3Attention`` and its cache, and
-computes attention on the latent directly (weight absorption), equal to the naive form.
+Multi-head latent attention (MLA: DeepSeek-V2 and V3, Kimi K2) caches one latent and one
+small rotary key per token, shared by all heads, and rebuilds every head's keys and
+values from them. Written from scratch, equal to Hugging Face's ``DeepseekV3Attention``.
 
 **You will learn**
 
@@ -15,11 +13,10 @@ computes attention on the latent directly (weight absorption), equal to the naiv
 - what the cache holds per token and layer, DeepSeek-V3's against Llama 3's GQA and MHA
 - how absorbing the key up-projection into the query makes MLA a multi-query attention
 
-**Prerequisites:** :doc:`/generated/transformer/plot_10_gqa_mqa` (grouped-query
-attention and the cache per key/value head),
-:doc:`/generated/transformer/plot_11_llama_decoder_layer` (RMSNorm, rotate-half RoPE,
-loading a Hugging Face state dict), :doc:`/generated/transformer/plot_09_kv_cache` (the
-KV cache), :doc:`/generated/positional/plot_09_rope_scaling` (YaRN).
+**Prerequisites:** :doc:`/generated/transformer/plot_10_gqa_mqa` (GQA),
+:doc:`/generated/transformer/plot_11_llama_decoder_layer` (RMSNorm, RoPE),
+:doc:`/generated/transformer/plot_09_kv_cache`,
+:doc:`/generated/positional/plot_09_rope_scaling` (YaRN).
 
 .. index:: ! MLA
 .. index:: ! multi-head latent attention
@@ -106,28 +103,25 @@ def rope(x, cos, sin):
 # %%
 # The idea
 # --------
-# A decoder caches what its past tokens contribute to attention. Multi-head attention
-# keeps every head's key and value, :math:`2 N_h D_h` numbers per token and layer; GQA
-# keeps :math:`2 N_{kv} D_h`. MLA (DeepSeek-V2, section 2.1) keeps one latent
-# :math:`c_t` of width :math:`D_c`, from which head :math:`i`'s key and value are
-# linear images, plus one rotary key :math:`k^R_t` of width :math:`D_r` that all heads
-# share, since a rotation that depends on the position cannot be folded into a fixed
-# matrix:
+# Multi-head attention caches :math:`2 N_h D_h` numbers per token and layer, GQA
+# :math:`2 N_{kv} D_h`. MLA keeps one latent :math:`c_t` (width :math:`D_c`), of which
+# head :math:`i`'s key and value are linear images, and one rotary key :math:`k^R_t`
+# (width :math:`D_r`) that all heads share: a rotation by the position cannot be
+# folded into a fixed matrix.
 #
 # .. math::
 #
-#    c_t = \mathrm{RMSNorm}(W^{DKV} h_t), \quad
-#    k_{t,i} = \big[\, W^{UK}_i c_t \,;\; \mathrm{RoPE}_t(W^{KR} h_t) \,\big], \quad
-#    v_{t,i} = W^{UV}_i c_t,
+#    c_t = \mathrm{RMSNorm}(W^{DKV} h_t), \qquad v_{t,i} = W^{UV}_i c_t,
+#
+#    k_{t,i} = \big[\, W^{UK}_i c_t \,;\; \mathrm{RoPE}_t(W^{KR} h_t) \,\big],
 #
 # .. math::
 #
 #    q_{s,i}^\top k_{t,i} = \big(W^{UK\top}_i q^C_{s,i}\big)^\top c_t
 #    + q^{R\top}_{s,i}\, k^R_t .
 #
-# The second line is *weight absorption*: the key up-projection moves onto the query,
-# so attention reads the cache, :math:`D_c + D_r` numbers per token and layer, as it
-# lies. The figure computes that number from the published configs.
+# The second line is *weight absorption*: :math:`W^{UK}_i` moves onto the query, and
+# attention reads the cache, :math:`D_c + D_r` numbers per token and layer, as it lies.
 
 # Published config.json files on the Hugging Face Hub: deepseek-ai/DeepSeek-V3,
 # meta-llama/Meta-Llama-3-8B and meta-llama/Meta-Llama-3-70B (the fields used here).
@@ -155,15 +149,16 @@ def cache_per_token_layer(cfg, kv_heads=None):
 
 
 bars = {  # label: (numbers per token and layer, layers)
-    "DeepSeek-V3, MLA": (cache_per_token_layer(DEEPSEEK_V3), 61),
-    "Llama 3 8B, GQA": (cache_per_token_layer(LLAMA3_8B), 32),
-    "Llama 3 70B, GQA": (cache_per_token_layer(LLAMA3_70B), 80),
-    "Llama 3 8B as MHA": (cache_per_token_layer(LLAMA3_8B, 32), 32),
-    "Llama 3 70B as MHA": (cache_per_token_layer(LLAMA3_70B, 64), 80),
-    "DeepSeek-V3 as MHA": (cache_per_token_layer(DEEPSEEK_V3, 128), 61),
+    "DeepSeek-V3, MLA": (cache_per_token_layer(DEEPSEEK_V3), DEEPSEEK_V3),
+    "Llama 3 8B, GQA": (cache_per_token_layer(LLAMA3_8B), LLAMA3_8B),
+    "Llama 3 70B, GQA": (cache_per_token_layer(LLAMA3_70B), LLAMA3_70B),
+    "Llama 3 8B as MHA": (cache_per_token_layer(LLAMA3_8B, 32), LLAMA3_8B),
+    "Llama 3 70B as MHA": (cache_per_token_layer(LLAMA3_70B, 64), LLAMA3_70B),
+    "DeepSeek-V3 as MHA": (cache_per_token_layer(DEEPSEEK_V3, 128), DEEPSEEK_V3),
 }
-fig, ax = plt.subplots(figsize=(8, 3.2), layout="none")  # fixed margins: faster
-fig.subplots_adjust(left=0.22, right=0.97, bottom=0.16, top=0.84)
+bars = {k: (n, cfg["num_hidden_layers"]) for k, (n, cfg) in bars.items()}
+fig, ax = plt.subplots(figsize=(8, 2.9), layout="none")  # fixed margins: faster
+fig.subplots_adjust(left=0.22, right=0.97, bottom=0.17, top=0.83)
 names = list(bars)
 ax.barh(names, [n for n, _ in bars.values()],
         color=["C3", "C0", "C0", "C7", "C7", "C7"])
@@ -184,22 +179,12 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# Hugging Face's names: ``q_a_proj``, ``q_a_layernorm`` and ``q_b_proj`` make the
-# queries through a latent of width ``Dq`` (DeepSeek-V3 compresses them too, for
-# training memory; ``Dq=None`` is one ``q_proj``); ``kv_a_proj_with_mqa`` makes the
-# latent and the rotary key in one product; ``kv_b_proj`` rebuilds each head's
-# unrotated key (``Dn``) and value (``Dv``) from the latent. DeepSeek-V3's checkpoints
-# rotate *adjacent* channel pairs; ``deinterleave`` lists even channels first, which
-# turns them into rotate-half's pairs (:doc:`/generated/positional/plot_04_rope`).
+# Hugging Face's names; the queries pass through a latent of width ``Dq`` too.
+# DeepSeek-V3 rotates *adjacent* channel pairs: listing the even channels first turns
+# them into rotate-half's pairs (:doc:`/generated/positional/plot_04_rope`).
 def deinterleave(x):
     """Channels (0, 1, 2, 3, ..) -> (0, 2, .., 1, 3, ..): x (..., n) -> (..., n)."""
     return torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1)
-
-
-def future_keys(L, M, device=None):
-    """(L, M) bool: True where key m is after query l, the queries being the last L
-    of M positions (query l sits at position M - L + l)."""
-    return torch.ones(L, M, dtype=torch.bool, device=device).triu(M - L + 1)
 
 
 class LatentAttention(nn.Module):
@@ -209,54 +194,43 @@ class LatentAttention(nn.Module):
         super().__init__()
         self.Nh, self.Dc, self.Dn, self.Dr, self.Dv = Nh, Dc, Dn, Dr, Dv
         self.interleave = interleave  # rotary channels stored as adjacent pairs
-        if Dq is None:
-            self.q_proj = nn.Linear(D, Nh * (Dn + Dr), bias=False)
-        else:
-            self.q_a_proj = nn.Linear(D, Dq, bias=False)
-            self.q_a_layernorm = RMSNorm(Dq)
-            self.q_b_proj = nn.Linear(Dq, Nh * (Dn + Dr), bias=False)
-        self.kv_a_proj_with_mqa = nn.Linear(D, Dc + Dr, bias=False)
+        self.q_a_proj = nn.Linear(D, Dq, bias=False)
+        self.q_a_layernorm = RMSNorm(Dq)
+        self.q_b_proj = nn.Linear(Dq, Nh * (Dn + Dr), bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(D, Dc + Dr, bias=False)  # c and k_rot
         self.kv_a_layernorm = RMSNorm(Dc)
-        self.kv_b_proj = nn.Linear(Dc, Nh * (Dn + Dv), bias=False)
+        self.kv_b_proj = nn.Linear(Dc, Nh * (Dn + Dv), bias=False)  # k_nope, v per head
         self.o_proj = nn.Linear(Nh * Dv, D, bias=False)
 
     def rotate(self, x, cos, sin):  # x (B, 1 or Nh, L, Dr); cos, sin (B, L, Dr)
         x = deinterleave(x) if self.interleave else x
         return rope(x, cos[:, None], sin[:, None])
 
-    def queries(self, x, cos, sin):
-        """x (B, L, D) -> q_nope (B, Nh, L, Dn) and rotated q_rot (B, Nh, L, Dr)."""
+    def queries(self, x, cos, sin):  # (B, L, D) -> (B, Nh, L, Dn), (B, Nh, L, Dr)
         B, L, _ = x.shape
-        if hasattr(self, "q_proj"):
-            q = self.q_proj(x)
-        else:
-            q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))  # (B, L, ..)
+        q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))  # (B, L, Nh * ..)
         q = q.view(B, L, self.Nh, self.Dn + self.Dr).transpose(1, 2)
         q_nope, q_rot = q.split([self.Dn, self.Dr], dim=-1)
         return q_nope, self.rotate(q_rot, cos, sin)
 
-    def compress(self, x, cos, sin):
-        """x (B, L, D) -> what the cache keeps: c (B, 1, L, Dc), k_rot (B, 1, L, Dr)."""
+    def compress(self, x, cos, sin):  # -> c (B, 1, L, Dc), k_rot (B, 1, L, Dr)
         c, k_rot = self.kv_a_proj_with_mqa(x).split([self.Dc, self.Dr], dim=-1)
-        c = self.kv_a_layernorm(c)[:, None]  # one latent per token, for every head
-        return c, self.rotate(k_rot[:, None], cos, sin)  # one rotary key, shared
+        return self.kv_a_layernorm(c)[:, None], self.rotate(k_rot[:, None], cos, sin)
 
-    def forward(self, x, cos, sin, scale, cache=None):
-        """x (B, L, D), the last L of M positions -> out (B, L, D), weights
-        (B, Nh, L, M), cache (c, k_rot) of all M. Keys and values expanded per head."""
+    def forward(self, x, cos, sin, scale, cache=None):  # x: the last L of M positions
+        """-> out (B, L, D), weights (B, Nh, L, M), the cache (c, k_rot) of all M."""
         B, L, _ = x.shape
         q_nope, q_rot = self.queries(x, cos, sin)
-        c, k_rot = self.compress(x, cos, sin)
+        c, k_rot = self.compress(x, cos, sin)  # what the cache keeps
         if cache is not None:
             c, k_rot = torch.cat([cache[0], c], dim=2), torch.cat([cache[1], k_rot], 2)
         M = c.shape[2]
         kv = self.kv_b_proj(c[:, 0]).view(B, M, self.Nh, self.Dn + self.Dv)
         k_nope, v = kv.transpose(1, 2).split([self.Dn, self.Dv], dim=-1)  # per head
         k = torch.cat([k_nope, k_rot.expand(B, self.Nh, M, self.Dr)], dim=-1)
-        q = torch.cat([q_nope, q_rot], dim=-1)  # (B, Nh, L, Dn + Dr)
-        logits = q @ k.mT * scale  # (B, Nh, L, M)
-        logits = logits.masked_fill(future_keys(L, M, x.device), float("-inf"))
-        weights = logits.softmax(dim=-1)
+        logits = torch.cat([q_nope, q_rot], dim=-1) @ k.mT * scale  # (B, Nh, L, M)
+        future = torch.ones(L, M, dtype=torch.bool, device=x.device).triu(M - L + 1)
+        weights = logits.masked_fill(future, float("-inf")).softmax(dim=-1)
         y = (weights @ v).transpose(1, 2).reshape(B, L, self.Nh * self.Dv)
         return self.o_proj(y), weights, (c, k_rot)
 
@@ -264,23 +238,22 @@ class LatentAttention(nn.Module):
 # %%
 # Weight absorption
 # -----------------
-# ``kv_b_proj``'s rows hold, head by head, :math:`W^{UK}_i` (``Dn`` rows) then
-# :math:`W^{UV}_i` (``Dv`` rows). Absorbed, the query meets the latent itself, and the
-# output is read in latent space and up-projected once per query, not once per key.
+# ``kv_b_proj`` holds, head by head, :math:`W^{UK}_i` (``Dn`` rows), :math:`W^{UV}_i`
+# (``Dv``). The output is read in latent space and up-projected once per query.
 def absorbed_attention(attn, x, cos, sin, scale, cache=None):
-    """MLA on the latent, keys and values never built: x (B, L, D) -> out (B, L, D)
-    and the weights (B, Nh, L, M), as the naive forward returns them."""
+    """MLA on the latent, keys and values never built: -> out, weights, as forward."""
     B, L, _ = x.shape
     Nh, Dn, Dv = attn.Nh, attn.Dn, attn.Dv
     q_nope, q_rot = attn.queries(x, cos, sin)  # (B, Nh, L, Dn), (B, Nh, L, Dr)
     c, k_rot = attn.compress(x, cos, sin)  # (B, 1, L, Dc), (B, 1, L, Dr)
     if cache is not None:
         c, k_rot = torch.cat([cache[0], c], dim=2), torch.cat([cache[1], k_rot], dim=2)
+    M = c.shape[2]
     W = attn.kv_b_proj.weight.view(Nh, Dn + Dv, attn.Dc)
     W_uk, W_uv = W[:, :Dn], W[:, Dn:]  # (Nh, Dn, Dc), (Nh, Dv, Dc)
     q_lat = torch.einsum("bhld,hdc->bhlc", q_nope, W_uk)  # (B, Nh, L, Dc)
     logits = (q_lat @ c.mT + q_rot @ k_rot.mT) * scale  # (B, Nh, L, M)
-    future = future_keys(L, c.shape[2], x.device)
+    future = torch.ones(L, M, dtype=torch.bool, device=x.device).triu(M - L + 1)
     weights = logits.masked_fill(future, float("-inf")).softmax(dim=-1)
     y_lat = weights @ c  # (B, Nh, L, Dc): the values are the latents
     y = torch.einsum("bhlc,hvc->blhv", y_lat, W_uv)  # (B, L, Nh, Dv)
@@ -346,36 +319,42 @@ print(f"DeepseekV3Attention: scaling {hf.scaling:.6f} = 1/sqrt(Dn + Dr), "
       f"rope_interleave {cfg.rope_interleave}")
 
 # %%
-# Equal to ``DeepseekV3Attention``
-# --------------------------------
+# Equal to ``DeepseekV3Attention``, absorbed or not
+# -------------------------------------------------
 # The random module's state dict loads into ours by name, with no map.
 attn = LatentAttention(**SIZES).to(device)
 attn.load_state_dict(hf.state_dict(), strict=True)
-assert sorted(attn.state_dict()) == sorted(hf.state_dict())  # 7 names alike
 cos, sin = rope_cos_sin(pos, Dr, BASE)  # (B, L, Dr)
 scale = (Dn + Dr) ** -0.5  # the head's width for queries and keys
 with torch.no_grad():
     out, weights, (c, k_rot) = attn(x, cos, sin, scale)
-print(f"max |ours - DeepseekV3Attention| = {(out - ref).abs().max():.1e}, "
-      f"weights {(weights - ref_weights).abs().max():.1e}")
+    out_abs, weights_abs = absorbed_attention(attn, x, cos, sin, scale)
+print(f"max |ours - DeepseekV3Attention|: naive {(out - ref).abs().max():.1e}, "
+      f"absorbed {(out_abs - ref).abs().max():.1e}")
 torch.testing.assert_close(out, ref)
 torch.testing.assert_close(weights, ref_weights)
-future = future_keys(L, L, device)  # (L, L): exp(-inf) = 0, a finite mask leaves > 0
-assert (weights[..., future] == 0).all() and (ref_weights[..., future] == 0).all()
+torch.testing.assert_close(out_abs, ref)
+torch.testing.assert_close(weights_abs, ref_weights)
 
 # %%
-# The cache holds the latent, not the keys
-# ----------------------------------------
+# Proof: the cache holds the latent; decoding from it equals one full pass
+# ------------------------------------------------------------------------
 # Hugging Face's ``DynamicCache`` receives the latent and the rotated shared key, each
 # as one "head": ``(B, 1, L, Dc)`` and ``(B, 1, L, Dr)``, exactly what ``compress``
 # returns, where an uncompressed cache would hold ``Nh`` keys of ``Dn + Dr`` and
-# ``Nh`` values of ``Dv``.
+# ``Nh`` values of ``Dv``. Then a prefill of 4 tokens and 3 tokens one at a time, each
+# from the cache alone: ours (naive and absorbed) and ``DeepseekV3Attention`` with a
+# ``DynamicCache``; every step equals the full pass's row at its position. The future
+# gets weight exactly 0 (``exp(-inf)``; a finite mask would leave a little).
 from transformers import DynamicCache
 
+assert sorted(attn.state_dict()) == sorted(hf.state_dict())  # 7 names alike
+future = torch.ones(L, L, dtype=torch.bool, device=device).triu(1)  # (L, L)
+assert (weights[..., future] == 0).all() and (ref_weights[..., future] == 0).all()
+assert (weights_abs[..., future] == 0).all()
 hf_cache = DynamicCache(config=cfg)
 with torch.no_grad():
-    hf(x, (cos_hf, sin_hf), attention_mask=additive_causal(L, device),
-       past_key_values=hf_cache)
+    hf(x, (cos_hf, sin_hf), additive_causal(L, device), past_key_values=hf_cache)
 cached = hf_cache.layers[0]
 per_token = (cached.keys.numel() + cached.values.numel()) // (B * L)
 print(f"DynamicCache: keys {tuple(cached.keys.shape)}, values "
@@ -387,53 +366,6 @@ torch.testing.assert_close(cached.keys, c)
 torch.testing.assert_close(cached.values, k_rot)
 assert per_token == Dc + Dr
 
-# %%
-# Absorbed equals naive
-# ---------------------
-# In float64, where the two orders of the same products agree to about 1e-15, and
-# ``assert_close``'s float64 tolerances (1e-7 relative) leave no room for a wrong term.
-attn64 = LatentAttention(**SIZES).to(device).double()
-attn64.load_state_dict(hf.state_dict(), strict=True)
-x64, cos64, sin64 = x.double(), *rope_cos_sin(pos, Dr, BASE, torch.float64)
-with torch.no_grad():
-    naive, naive_weights, _ = attn64(x64, cos64, sin64, scale)
-    absorbed, absorbed_weights = absorbed_attention(attn64, x64, cos64, sin64, scale)
-absorb_err = (absorbed - naive).abs().max().item()
-print(f"float64: max |absorbed - naive| = {absorb_err:.1e}, weights "
-      f"{(absorbed_weights - naive_weights).abs().max():.1e}")
-torch.testing.assert_close(absorbed, naive)
-torch.testing.assert_close(absorbed_weights, naive_weights)
-assert (absorbed_weights[..., future] == 0).all()  # masked with -inf, as the naive
-
-# %%
-# Absorbed, MLA is multi-query attention (:doc:`/generated/transformer/plot_10_gqa_mqa`)
-# with one key/value head: keys ``[c ; k_rot]`` of width ``Dc + Dr``, values ``c``,
-# shared by all ``Nh`` queries ``[W_UK^T q_nope ; q_rot]``. PyTorch's SDPA computes it
-# with ``enable_gqa=True``, given MLA's scale (its default would be
-# ``1/sqrt(Dc + Dr)``).
-import torch.nn.functional as F
-
-with torch.no_grad():
-    q_nope, q_rot = attn64.queries(x64, cos64, sin64)
-    c64, k_rot64 = attn64.compress(x64, cos64, sin64)
-    W_uk = attn64.kv_b_proj.weight.view(Nh, Dn + Dv, Dc)[:, :Dn]  # (Nh, Dn, Dc)
-    q_mqa = torch.cat([torch.einsum("bhld,hdc->bhlc", q_nope, W_uk), q_rot], dim=-1)
-    k_mqa = torch.cat([c64, k_rot64], dim=-1)  # (B, 1, L, Dc + Dr): the cache itself
-    y_lat = F.scaled_dot_product_attention(  # (B, Nh, L, Dc)
-        q_mqa, k_mqa, c64, is_causal=True, scale=scale, enable_gqa=True)
-    W_uv = attn64.kv_b_proj.weight.view(Nh, Dn + Dv, Dc)[:, Dn:]  # (Nh, Dv, Dc)
-    y = torch.einsum("bhlc,hvc->blhv", y_lat, W_uv).reshape(B, L, Nh * Dv)
-    mqa = attn64.o_proj(y)
-print(f"q {tuple(q_mqa.shape)}, k {tuple(k_mqa.shape)}, v {tuple(c64.shape)}: "
-      f"max |SDPA as MQA - naive| = {(mqa - naive).abs().max():.1e}")
-torch.testing.assert_close(mqa, naive)
-
-# %%
-# Proof: decoding from the latent cache equals one full pass
-# ----------------------------------------------------------
-# A prefill of 4 tokens, then 3 tokens one at a time, each time from the cache alone:
-# ours (naive and absorbed) and ``DeepseekV3Attention`` with a ``DynamicCache``. Every
-# step equals the full pass's row at that position, and the two caches are equal.
 n_prefill = 4
 cache_ours, hf_cache = None, DynamicCache(config=cfg)
 steps, steps_abs, steps_hf = [], [], []
@@ -458,37 +390,75 @@ torch.testing.assert_close(decoded_abs, ref)
 torch.testing.assert_close(decoded_hf, ref)
 torch.testing.assert_close(hf_cache.layers[0].keys, cache_ours[0])  # (B, 1, L, Dc)
 torch.testing.assert_close(hf_cache.layers[0].values, cache_ours[1])  # (B, 1, L, Dr)
+# %%
+# Proof: absorbed equals naive in float64, and is multi-query attention
+# ---------------------------------------------------------------------
+# In float64 two orders of the same products agree to about 1e-15, and
+# ``assert_close``'s tolerances (1e-7 relative) leave no room for a wrong term.
+attn64 = LatentAttention(**SIZES).to(device).double()
+attn64.load_state_dict(hf.state_dict(), strict=True)
+x64, cos64, sin64 = x.double(), *rope_cos_sin(pos, Dr, BASE, torch.float64)
+with torch.no_grad():
+    naive, naive_weights, _ = attn64(x64, cos64, sin64, scale)
+    absorbed, absorbed_weights = absorbed_attention(attn64, x64, cos64, sin64, scale)
+print(f"float64: max |absorbed - naive| = {(absorbed - naive).abs().max():.1e}")
+torch.testing.assert_close(absorbed, naive)
+torch.testing.assert_close(absorbed_weights, naive_weights)
+assert (absorbed_weights[..., future] == 0).all()  # -inf: exactly 0, even in float64
 
 # %%
-# Proof: every head reads the same rotary key; the layouts and ``q_proj``
-# -----------------------------------------------------------------------
-# The rotary key is one per token, broadcast to all heads: ``kv_a_proj_with_mqa`` makes
-# ``Dc + Dr`` numbers per token (MQA's single key, hence the name) where the queries
-# get ``Dn + Dr`` per head. The latent norms keep their own ``eps`` of 1e-6 whatever
-# ``rms_norm_eps`` says (so does DeepSeek's reference), visible at a small input.
-# DeepSeek-V3's checkpoints rotate adjacent channel pairs
-# (``rope_interleave=True``, the default); with ``rope_interleave=False`` Hugging Face
-# rotates halves, and ours equals it too, while the two layouts on the same weights
-# are two models. DeepSeek-V2-Lite has no query latent (``q_lora_rank=None``): one
-# ``q_proj``, equal too.
+# Absorbed, MLA is multi-query attention with one key/value head
+# (:doc:`/generated/transformer/plot_10_gqa_mqa`): keys ``[c ; k_rot]`` of width
+# ``Dc + Dr``, values ``c``, shared by all ``Nh`` queries ``[W_UK^T q_nope ; q_rot]``.
+# PyTorch's SDPA computes it with ``enable_gqa=True``, given MLA's scale; its default,
+# ``1/sqrt(Dc + Dr)``, is another model: MLA's with that scale.
+
+import torch.nn.functional as F
+
+
+def latent_mqa(attn, x, cos, sin, scale=None):
+    """Absorbed MLA through SDPA with one key/value head: x (B, L, D) -> (B, L, D).
+    scale None: SDPA's default, 1/sqrt of the query width Dc + Dr."""
+    B, L, _ = x.shape
+    Nh, Dn, Dv, Dc = attn.Nh, attn.Dn, attn.Dv, attn.Dc
+    q_nope, q_rot = attn.queries(x, cos, sin)
+    c, k_rot = attn.compress(x, cos, sin)  # (B, 1, L, Dc), (B, 1, L, Dr)
+    W = attn.kv_b_proj.weight.view(Nh, Dn + Dv, Dc)
+    q = torch.cat([torch.einsum("bhld,hdc->bhlc", q_nope, W[:, :Dn]), q_rot], dim=-1)
+    k = torch.cat([c, k_rot], dim=-1)  # (B, 1, L, Dc + Dr): the cache itself
+    y_lat = F.scaled_dot_product_attention(q, k, c, is_causal=True, scale=scale,
+                                           enable_gqa=True)  # (B, Nh, L, Dc)
+    y = torch.einsum("bhlc,hvc->blhv", y_lat, W[:, Dn:])  # (B, L, Nh, Dv)
+    return attn.o_proj(y.reshape(B, L, Nh * Dv))
+
+
+# %%
+with torch.no_grad():
+    mqa = latent_mqa(attn64, x64, cos64, sin64, scale)
+    mqa_default = latent_mqa(attn64, x64, cos64, sin64)
+    wide = absorbed_attention(attn64, x64, cos64, sin64, (Dc + Dr) ** -0.5)[0]
+gap_scale = (mqa_default - naive).abs().max().item()
+print(f"max |SDPA as MQA - naive| = {(mqa - naive).abs().max():.1e}; with SDPA's "
+      f"default scale 1/sqrt({Dc + Dr}): {gap_scale:.3f}")
+torch.testing.assert_close(mqa, naive)
+assert gap_scale > 0.01  # another model ...
+torch.testing.assert_close(mqa_default, wide)  # ... MLA's with 1/sqrt(Dc + Dr)
+
+# %%
+# Proof: one rotary key per token; the layouts, ``q_proj``, the latent norms' eps
+# -------------------------------------------------------------------------------
+# ``kv_a_proj_with_mqa`` makes ``Dc + Dr`` numbers per token (MQA's single key, hence
+# the name) where the queries get ``Dn + Dr`` per head. DeepSeek-V3's checkpoints
+# rotate adjacent channel pairs (``rope_interleave=True``, the default); with
+# ``rope_interleave=False`` Hugging Face rotates halves, and ours equals it too, while
+# the two layouts on the same weights are two models. DeepSeek-V2-Lite has no query
+# latent (``q_lora_rank=None``): one ``q_proj``, equal too. The latent norms keep
+# their own ``eps`` of 1e-6 whatever ``rms_norm_eps`` says (so does DeepSeek's
+# reference code), visible at a small input.
 print(f"kv_a_proj_with_mqa: {hf.kv_a_proj_with_mqa.out_features} = Dc + Dr outputs; "
       f"q_b_proj: {hf.q_b_proj.out_features} = Nh (Dn + Dr)")
 assert hf.kv_a_proj_with_mqa.out_features == Dc + Dr
 assert hf.q_b_proj.out_features == Nh * (Dn + Dr)
-cfg_eps = tiny_config(SIZES, BASE, rms_norm_eps=1e-2)
-hf_eps, _ = hf_attention(cfg_eps, device)
-ours_eps = LatentAttention(**SIZES).to(device)
-ours_eps.load_state_dict(hf_eps.state_dict(), strict=True)
-x_small = 5e-4 * x  # the latents' mean square falls below eps
-with torch.no_grad():
-    ref_small = hf_eps(x_small, (cos_hf, sin_hf), additive_causal(L, device))[0]
-    out_small = ours_eps(x_small, cos, sin, scale)[0]
-    ms = hf_eps.kv_a_proj_with_mqa(x_small)[..., :Dc].pow(2).mean().item()
-print(f"rms_norm_eps 1e-2, latent mean square {ms:.0e}: max |ours (eps 1e-6) - HF| = "
-      f"{(out_small - ref_small).abs().max():.1e}")
-assert hf_eps.config.rms_norm_eps == 1e-2  # the config's, unused by these norms
-assert hf_eps.kv_a_layernorm.variance_epsilon == 1e-6 and 1e-8 < ms < 1e-6
-torch.testing.assert_close(out_small, ref_small)
 
 cfg_halves = tiny_config(SIZES, BASE, rope_interleave=False)
 hf_halves, _ = hf_attention(cfg_halves, device)
@@ -506,15 +476,46 @@ print(f"rope_interleave=False: max |ours - HF| = "
 torch.testing.assert_close(out_halves, ref_halves)
 assert gap_layout > 0.1  # the layout is part of the checkpoint
 
+
+class LatentAttentionQProj(LatentAttention):
+    """Queries by one q_proj, no query latent (q_lora_rank=None, DeepSeek-V2-Lite)."""
+
+    def __init__(self, D, Nh, Dc, Dn, Dr, Dv):
+        super().__init__(D, Nh, 1, Dc, Dn, Dr, Dv)
+        del self.q_a_proj, self.q_a_layernorm, self.q_b_proj
+        self.q_proj = nn.Linear(D, Nh * (Dn + Dr), bias=False)
+
+    def queries(self, x, cos, sin):  # (B, L, D) -> (B, Nh, L, Dn), (B, Nh, L, Dr)
+        B, L, _ = x.shape
+        q = self.q_proj(x).view(B, L, self.Nh, self.Dn + self.Dr).transpose(1, 2)
+        q_nope, q_rot = q.split([self.Dn, self.Dr], dim=-1)
+        return q_nope, self.rotate(q_rot, cos, sin)
+
+
 cfg_noq = tiny_config(SIZES, BASE, q_lora_rank=None)
 hf_noq, _ = hf_attention(cfg_noq, device)
-ours_noq = LatentAttention(**{**SIZES, "Dq": None}).to(device)
+ours_noq = LatentAttentionQProj(D, Nh, Dc, Dn, Dr, Dv).to(device)
 ours_noq.load_state_dict(hf_noq.state_dict(), strict=True)
 with torch.no_grad():
     ref_noq = hf_noq(x, (cos_hf, sin_hf), additive_causal(L, device))[0]
     out_noq = ours_noq(x, cos, sin, scale)[0]
 print(f"q_lora_rank=None: max |ours - HF| = {(out_noq - ref_noq).abs().max():.1e}")
 torch.testing.assert_close(out_noq, ref_noq)
+
+cfg_eps = tiny_config(SIZES, BASE, rms_norm_eps=1e-2)
+hf_eps, _ = hf_attention(cfg_eps, device)
+ours_eps = LatentAttention(**SIZES).to(device)
+ours_eps.load_state_dict(hf_eps.state_dict(), strict=True)
+x_small = 5e-4 * x  # the latents' mean square falls below eps
+with torch.no_grad():
+    ref_small = hf_eps(x_small, (cos_hf, sin_hf), additive_causal(L, device))[0]
+    out_small = ours_eps(x_small, cos, sin, scale)[0]
+    ms = hf_eps.kv_a_proj_with_mqa(x_small)[..., :Dc].pow(2).mean().item()
+print(f"rms_norm_eps 1e-2, latent mean square {ms:.0e}: max |ours (eps 1e-6) - HF| = "
+      f"{(out_small - ref_small).abs().max():.1e}")
+assert hf_eps.config.rms_norm_eps == 1e-2  # the config's, unused by these norms
+assert hf_eps.kv_a_layernorm.variance_epsilon == 1e-6 and 1e-8 < ms < 1e-6
+torch.testing.assert_close(out_small, ref_small)
 
 # %%
 # Proof: the published configs, and "GQA with 2.25 groups"
@@ -662,33 +663,11 @@ diag = torch.arange(L)
 torch.testing.assert_close(rotated[..., diag, diag], absorbed_fixed[..., diag, diag])
 
 # %%
-# Try it: call SDPA on the latent without ``scale=``. Same attention?
-# -------------------------------------------------------------------
-# The absorbed queries and keys are ``Dc + Dr`` wide. SDPA's default scale reads that
-# width; MLA's model was trained with ``1/sqrt(Dn + Dr)``.
-
-# The default 1/sqrt(Dc + Dr) = 1/sqrt(24) is not 1/sqrt(Dn + Dr) = 1/sqrt(20).
-with torch.no_grad():
-    y_lat = F.scaled_dot_product_attention(q_mqa, k_mqa, c64, is_causal=True,
-                                           enable_gqa=True)  # default scale
-    y = torch.einsum("bhlc,hvc->blhv", y_lat, W_uv).reshape(B, L, Nh * Dv)
-gap_scale = (attn64.o_proj(y) - naive).abs().max().item()
-print(f"SDPA's default scale 1/sqrt({Dc + Dr}): max |diff| = {gap_scale:.3f}")
-assert gap_scale > 0.01  # another model: MLA's with the scale 1/sqrt(Dc + Dr)
-with torch.no_grad():
-    wide = absorbed_attention(attn64, x64, cos64, sin64, (Dc + Dr) ** -0.5)[0]
-torch.testing.assert_close(attn64.o_proj(y), wide)
-
-# %%
 # References
 # ----------
 # DeepSeek-V2 (MLA, its section 2.1) :footcite:p:`DeepSeekAI2024b`; DeepSeek-V3
 # :footcite:p:`DeepSeekAI2024`; YaRN :footcite:p:`Peng2023`; Llama 3
-# :footcite:p:`Dubey2024`; multi-query attention :footcite:p:`Shazeer2019`; GQA
-# :footcite:p:`Ainslie2023`. APIs: ``transformers.DeepseekV3Config``,
-# ``DeepseekV3Attention``, ``DeepseekV3RotaryEmbedding``, ``yarn_get_mscale`` and
-# ``yarn_apply_mscale`` in ``transformers.models.deepseek_v3.modeling_deepseek_v3``,
-# ``transformers.DynamicCache``, and
-# ``torch.nn.functional.scaled_dot_product_attention`` (``enable_gqa``, ``scale``).
+# :footcite:p:`Dubey2024`. APIs: ``DeepseekV3Attention``, ``yarn_apply_mscale``,
+# ``transformers.DynamicCache``, ``torch.nn.functional.scaled_dot_product_attention``.
 #
 # .. footbibliography::
