@@ -120,7 +120,7 @@ def rope(x, cos, sin):
 #    q_{s,i}^\top k_{t,i} = \big(W^{UK\top}_i q^C_{s,i}\big)^\top c_t
 #    + q^{R\top}_{s,i}\, k^R_t .
 #
-# The second line is *weight absorption*: :math:`W^{UK}_i` moves onto the query, and
+# The last line is *weight absorption*: :math:`W^{UK}_i` moves onto the query, and
 # attention reads the cache, :math:`D_c + D_r` numbers per token and layer, as it lies.
 
 # Published config.json files on the Hugging Face Hub: deepseek-ai/DeepSeek-V3,
