@@ -351,6 +351,7 @@ from transformers import DynamicCache
 assert sorted(attn.state_dict()) == sorted(hf.state_dict())  # 7 names alike
 future = torch.ones(L, L, dtype=torch.bool, device=device).triu(1)  # (L, L)
 assert (weights[..., future] == 0).all() and (ref_weights[..., future] == 0).all()
+assert (weights[..., ~future] > 0).all()  # and every past key some weight
 assert (weights_abs[..., future] == 0).all()
 hf_cache = DynamicCache(config=cfg)
 with torch.no_grad():
@@ -540,6 +541,8 @@ print(f"per token, all layers, bf16: DeepSeek-V3 {mla_kib:.1f} KiB, Llama 3 8B "
 assert mla == 576 and groups == 2.25
 assert gqa_8b == gqa_70b == 2048
 assert bars["DeepSeek-V3 as MHA"][0] == 128 * (128 + 64 + 128)  # 40960
+assert bars["Llama 3 8B as MHA"][0] == 2 * 32 * 128  # Dh = 128 in both
+assert bars["Llama 3 70B as MHA"][0] == 2 * 64 * 128
 assert round(mla_kib, 1) == 68.6 and gqa_8b_kib == 128 and gqa_70b_kib == 320
 
 # %%
