@@ -182,33 +182,35 @@ plt.show()
 # Hugging Face's names; the queries pass through a latent of width ``Dq`` too.
 # DeepSeek-V3 rotates *adjacent* channel pairs: listing the even channels first turns
 # them into rotate-half's pairs (:doc:`/generated/positional/plot_04_rope`).
-def deinterleave(x):
-    """Channels (0, 1, 2, 3, ..) -> (0, 2, .., 1, 3, ..): x (..., n) -> (..., n)."""
-    return torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1)
-
-
 class LatentAttention(nn.Module):
     """Multi-head latent attention, Hugging Face's names; its cache is (c, k_rot)."""
 
     def __init__(self, D, Nh, Dq, Dc, Dn, Dr, Dv, interleave=True):
         super().__init__()
-        self.Nh, self.Dc, self.Dn, self.Dr, self.Dv = Nh, Dc, Dn, Dr, Dv
+        self.Nh, self.Dq, self.Dc, self.Dn, self.Dr, self.Dv = Nh, Dq, Dc, Dn, Dr, Dv
         self.interleave = interleave  # rotary channels stored as adjacent pairs
-        self.q_a_proj = nn.Linear(D, Dq, bias=False)
-        self.q_a_layernorm = RMSNorm(Dq)
-        self.q_b_proj = nn.Linear(Dq, Nh * (Dn + Dr), bias=False)
+        if Dq is None:  # no query latent (DeepSeek-V2-Lite)
+            self.q_proj = nn.Linear(D, Nh * (Dn + Dr), bias=False)
+        else:
+            self.q_a_proj = nn.Linear(D, Dq, bias=False)
+            self.q_a_layernorm = RMSNorm(Dq)
+            self.q_b_proj = nn.Linear(Dq, Nh * (Dn + Dr), bias=False)
         self.kv_a_proj_with_mqa = nn.Linear(D, Dc + Dr, bias=False)  # c and k_rot
         self.kv_a_layernorm = RMSNorm(Dc)
         self.kv_b_proj = nn.Linear(Dc, Nh * (Dn + Dv), bias=False)  # k_nope, v per head
         self.o_proj = nn.Linear(Nh * Dv, D, bias=False)
 
     def rotate(self, x, cos, sin):  # x (B, 1 or Nh, L, Dr); cos, sin (B, L, Dr)
-        x = deinterleave(x) if self.interleave else x
+        if self.interleave:  # pairs (0, 1), (2, 3), .. -> halves: even channels first
+            x = torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1)
         return rope(x, cos[:, None], sin[:, None])
 
     def queries(self, x, cos, sin):  # (B, L, D) -> (B, Nh, L, Dn), (B, Nh, L, Dr)
         B, L, _ = x.shape
-        q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))  # (B, L, Nh * ..)
+        if self.Dq is None:
+            q = self.q_proj(x)  # (B, L, Nh * (Dn + Dr))
+        else:
+            q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
         q = q.view(B, L, self.Nh, self.Dn + self.Dr).transpose(1, 2)
         q_nope, q_rot = q.split([self.Dn, self.Dr], dim=-1)
         return q_nope, self.rotate(q_rot, cos, sin)
@@ -478,24 +480,9 @@ torch.testing.assert_close(out_halves, ref_halves)
 assert gap_layout > 0.1  # the layout is part of the checkpoint
 
 
-class LatentAttentionQProj(LatentAttention):
-    """Queries by one q_proj, no query latent (q_lora_rank=None, DeepSeek-V2-Lite)."""
-
-    def __init__(self, D, Nh, Dc, Dn, Dr, Dv):
-        super().__init__(D, Nh, 1, Dc, Dn, Dr, Dv)
-        del self.q_a_proj, self.q_a_layernorm, self.q_b_proj
-        self.q_proj = nn.Linear(D, Nh * (Dn + Dr), bias=False)
-
-    def queries(self, x, cos, sin):  # (B, L, D) -> (B, Nh, L, Dn), (B, Nh, L, Dr)
-        B, L, _ = x.shape
-        q = self.q_proj(x).view(B, L, self.Nh, self.Dn + self.Dr).transpose(1, 2)
-        q_nope, q_rot = q.split([self.Dn, self.Dr], dim=-1)
-        return q_nope, self.rotate(q_rot, cos, sin)
-
-
 cfg_noq = tiny_config(SIZES, BASE, q_lora_rank=None)
 hf_noq, _ = hf_attention(cfg_noq, device)
-ours_noq = LatentAttentionQProj(D, Nh, Dc, Dn, Dr, Dv).to(device)
+ours_noq = LatentAttention(**{**SIZES, "Dq": None}).to(device)
 ours_noq.load_state_dict(hf_noq.state_dict(), strict=True)
 with torch.no_grad():
     ref_noq = hf_noq(x, (cos_hf, sin_hf), additive_causal(L, device))[0]
