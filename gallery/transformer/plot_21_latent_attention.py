@@ -393,11 +393,12 @@ torch.testing.assert_close(decoded_abs, ref)
 torch.testing.assert_close(decoded_hf, ref)
 torch.testing.assert_close(hf_cache.layers[0].keys, cache_ours[0])  # (B, 1, L, Dc)
 torch.testing.assert_close(hf_cache.layers[0].values, cache_ours[1])  # (B, 1, L, Dr)
+
 # %%
 # Proof: absorbed equals naive in float64, and is multi-query attention
 # ---------------------------------------------------------------------
-# In float64 two orders of the same products agree to about 1e-15, and
-# ``assert_close``'s tolerances (1e-7 relative) leave no room for a wrong term.
+# In float64 the two orders of the same products agree to float64's rounding, far
+# inside ``assert_close``'s float64 tolerances (1e-7 relative): no wrong term passes.
 attn64 = LatentAttention(**SIZES).to(device).double()
 attn64.load_state_dict(hf.state_dict(), strict=True)
 x64, cos64, sin64 = x.double(), *rope_cos_sin(pos, Dr, BASE, torch.float64)
@@ -415,7 +416,6 @@ assert (absorbed_weights[..., future] == 0).all()  # -inf: exactly 0, even in fl
 # ``Dc + Dr``, values ``c``, shared by all ``Nh`` queries ``[W_UK^T q_nope ; q_rot]``.
 # PyTorch's SDPA computes it with ``enable_gqa=True``, given MLA's scale; its default,
 # ``1/sqrt(Dc + Dr)``, is another model: MLA's with that scale.
-
 import torch.nn.functional as F
 
 
