@@ -1,0 +1,508 @@
+"""
+Mixture-of-experts routing: which experts read each token
+=========================================================
+
+A mixture-of-experts (MoE) layer replaces the one MLP of a decoder layer by ``E``
+experts, and a router sends each token to ``K`` of them. This page writes the three
+routers of today's open models (Mixtral's, gpt-oss's, DeepSeek-V3's), proves the first
+two the same function, and proves each, and a whole MoE layer, equal to Hugging Face's.
+
+**You will learn**
+
+- how a router picks ``K`` of ``E`` experts and weighs their outputs
+- why softmax, top-K, renormalise (Mixtral) equals top-K, then softmax (gpt-oss)
+- how DeepSeek-V3 scores with a sigmoid, balances load with a bias used only to select,
+  and keeps each token's experts within a few groups
+- how tokens are dispatched to experts, and how many each expert receives
+
+**Prerequisites:** :doc:`/generated/transformer/plot_11_llama_decoder_layer` (the
+SwiGLU MLP each expert is), :doc:`/generated/transformer/plot_12_sliding_window_sinks`
+(gpt-oss).
+
+.. index:: ! mixture of experts
+.. index:: ! MoE
+.. index:: ! router (MoE)
+"""
+
+# %%
+# Setup
+# -----
+# This page compares with Hugging Face ``transformers``, the implementation most
+# readers run: it needs ``pip install transformers==5.23.0`` (the book's pin) besides
+# torch and matplotlib. Every module is built from a small random config; nothing is
+# downloaded (``HF_HUB_OFFLINE=1``).
+#
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The
+# :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+import transformers
+from torch import nn
+from transformers import DeepseekV3Config, GptOssConfig, MixtralConfig
+from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3TopkRouter
+from transformers.models.gpt_oss.modeling_gpt_oss import GptOssTopKRouter
+from transformers.models.mixtral import modeling_mixtral
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+print(f"device: {device}, torch {torch.__version__}, transformers "
+      f"{transformers.__version__}")
+
+# %%
+# The idea
+# --------
+# A router is one linear map from a token ``x`` to ``E`` logits
+# :math:`\ell = W_r x`. It keeps the set :math:`\mathcal{T}` of the ``K`` best experts,
+# runs only those, and adds their outputs, each weighted by a gate :math:`g_e`:
+#
+# .. math::
+#
+#    y = \sum_{e \in \mathcal{T}} g_e\, \mathrm{MLP}_e(x), \qquad
+#    g_e^\mathrm{Mixtral} = \frac{\mathrm{softmax}(\ell)_e}
+#    {\sum_{j \in \mathcal{T}} \mathrm{softmax}(\ell)_j}
+#    = \frac{e^{\ell_e}}{\sum_{j \in \mathcal{T}} e^{\ell_j}}
+#    = g_e^\mathrm{gpt\text{-}oss}, \qquad
+#    g_e^\mathrm{DeepSeek} = \gamma\,
+#    \frac{\sigma(\ell_e)}{\sum_{j \in \mathcal{T}} \sigma(\ell_j)} .
+#
+# The softmax's denominator cancels, so renormalising the top ``K`` of a softmax is a
+# softmax over the top ``K`` logits. DeepSeek-V3 scores each expert on its own with a
+# sigmoid :math:`\sigma` and picks :math:`\mathcal{T}` by :math:`\sigma(\ell) + b`: the
+# bias ``b`` decides *which* experts, never *how much*. Training nudges ``b`` up for
+# experts that received fewer than their share of tokens and down for the busy ones,
+# with no loss term. Below, a router that favours a few experts, before and after 200
+# such nudges (seen on fresh batches; the counts on one held-out batch):
+g = torch.Generator().manual_seed(1)
+Nf, Df, Ef, Kf = 512, 32, 16, 2  # tokens, width, experts, experts per token
+mu = torch.randn(Df, generator=g)
+mu = mu / mu.norm()  # (Df,): a direction every token shares
+spread = torch.linspace(-1, 1, Ef)[:, None]  # experts lean more or less along it
+W_fig = 0.5 * torch.randn(Ef, Df, generator=g) / Df**0.5 + spread * mu  # (E, D)
+
+
+def batch_fig(n, mu, g):  # n tokens (n, D) around the mean mu (D,)
+    return 3 * torch.randn(n, len(mu), generator=g) / len(mu)**0.5 + 1.5 * mu
+
+
+def load_fig(x, W, b, K):  # tokens per expert: sigmoid scores, biased top-K, counted
+    picked = ((x @ W.T).sigmoid() + b).topk(K, dim=-1).indices  # (n, K)
+    return torch.bincount(picked.flatten(), minlength=len(W))  # (E,)
+
+
+x_fig = batch_fig(Nf, mu, g)  # the held-out batch
+bias_fig = torch.zeros(Ef)
+load_before = load_fig(x_fig, W_fig, bias_fig, Kf)
+for _ in range(200):  # DeepSeek-V3's update: b += speed * sign(mean load - load)
+    load = load_fig(batch_fig(Nf, mu, g), W_fig, bias_fig, Kf)
+    bias_fig += 0.002 * torch.sign(load.float().mean() - load)
+load_after = load_fig(x_fig, W_fig, bias_fig, Kf)
+busiest_before, busiest_after = load_before.max().item(), load_after.max().item()
+fair = Nf * Kf // Ef  # every expert its share
+print(f"tokens per expert, bias 0  : {load_before.tolist()}")
+print(f"tokens per expert, balanced: {load_after.tolist()}")
+
+fig, ax = plt.subplots(figsize=(7.5, 3.2), layout="none")  # fixed margins: faster
+fig.subplots_adjust(left=0.09, right=0.99, bottom=0.15, top=0.86)
+experts = torch.arange(Ef)
+ax.bar(experts - 0.2, load_before, width=0.4, color="C3", label="bias 0")
+ax.bar(experts + 0.2, load_after, width=0.4, color="C0",
+       label="bias after 200 updates")
+ax.axhline(fair, color="gray", linestyle="--", label=f"fair share N K / E = {fair}")
+ax.set(xlabel="expert", ylabel="tokens routed to it", xticks=experts.tolist())
+ax.legend(fontsize=8)
+ax.set_title(f"A bias used only to select evens the load: the busiest expert's "
+             f"{busiest_before} tokens\nfall to {busiest_after} "
+             f"(of {Nf} tokens, K = {Kf} of E = {Ef} experts each)")
+plt.show()
+
+# %%
+# From scratch: three routers
+# ---------------------------
+# Each takes the router logits ``(N, E)`` of ``N`` tokens and returns the gates and
+# the indices of the chosen experts, ``(N, K)`` each, best first.
+def mixtral_route(logits, K):
+    """Softmax over all E experts, keep the K best, renormalise to sum 1."""
+    probs = logits.softmax(dim=-1)  # (N, E)
+    top, idx = probs.topk(K, dim=-1)  # (N, K)
+    return top / top.sum(dim=-1, keepdim=True), idx
+
+
+def gpt_oss_route(logits, K):
+    """Keep the K best logits, softmax over those alone."""
+    top, idx = logits.topk(K, dim=-1)  # (N, K)
+    return top.softmax(dim=-1), idx
+
+
+# %%
+# DeepSeek-V3 splits the ``E`` experts into ``n_group`` groups of consecutive ones (in
+# training, the devices that hold them), scores a group by the sum of its two best
+# biased scores, keeps the ``topk_group`` best groups, and picks the ``K`` experts
+# among theirs; the gates are the unbiased scores, renormalised and scaled by
+# :math:`\gamma` (``routed_scaling_factor``).
+def deepseek_route(logits, bias, K, n_group, topk_group, scale):
+    """Sigmoid scores; bias (E,) used to select only; experts of the best groups."""
+    N, E = logits.shape
+    scores = logits.sigmoid()  # (N, E)
+    choice = scores + bias  # (N, E): decides which experts, never their weight
+    per_group = choice.view(N, n_group, E // n_group)  # consecutive experts
+    group_score = per_group.topk(2, dim=-1).values.sum(dim=-1)  # (N, n_group)
+    best = group_score.topk(topk_group, dim=-1).indices  # (N, topk_group)
+    allowed = torch.zeros_like(group_score, dtype=torch.bool).scatter(1, best, True)
+    allowed = allowed.repeat_interleave(E // n_group, dim=1)  # (N, E)
+    idx = choice.masked_fill(~allowed, float("-inf")).topk(K, dim=-1).indices  # (N, K)
+    gates = scores.gather(1, idx)  # (N, K): the unbiased scores
+    return scale * gates / gates.sum(dim=-1, keepdim=True), idx
+
+
+# %%
+# Softmax-top-K-renormalise equals top-K-softmax
+# ----------------------------------------------
+# On the same logits, in float64 (the claim is an identity, so the tolerance is
+# float64's), the two routers pick the same experts in the same order and give the
+# same gates. (Proof, folded: the softmax is increasing, so it keeps the order of the
+# logits, and its denominator :math:`\sum_{j \le E} e^{\ell_j}` cancels in the
+# renormalisation.)
+gen = torch.Generator(device=device).manual_seed(2)
+N, E, K = 64, 16, 4
+logits64 = 2 * torch.randn(N, E, device=device, dtype=torch.float64, generator=gen)
+gates_mix, idx_mix = mixtral_route(logits64, K)
+gates_oss, idx_oss = gpt_oss_route(logits64, K)
+print(f"same experts: {torch.equal(idx_mix, idx_oss)}; max |gates difference| = "
+      f"{(gates_mix - gates_oss).abs().max():.1e}")
+assert torch.equal(idx_mix, idx_oss)
+torch.testing.assert_close(gates_mix, gates_oss)  # float64 defaults: rtol 1e-7
+
+# %%
+# Proof: why the two routers agree
+# --------------------------------
+# With :math:`Z = \sum_{j=1}^{E} e^{\ell_j}`,
+# :math:`\mathrm{softmax}(\ell)_e = e^{\ell_e} / Z` is increasing in :math:`\ell_e`, so the ``K`` largest probabilities belong to the
+# ``K`` largest logits, in the same order; and
+# :math:`\mathrm{softmax}(\ell)_e / \sum_{j \in \mathcal{T}} \mathrm{softmax}(\ell)_j =
+# (e^{\ell_e}/Z) / (\sum_{j \in \mathcal{T}} e^{\ell_j} / Z)`, where :math:`Z` cancels.
+# What renormalising removes is the mass of the experts left out: without it the gates
+# sum to less than one, on average here to the printed value.
+probs = logits64.softmax(dim=-1)  # (N, E)
+kept = probs.topk(K, dim=-1).values.sum(dim=-1)  # (N,): mass of the K chosen
+print(f"softmax mass on the {K} chosen of {E}: mean {kept.mean():.3f}, "
+      f"min {kept.min():.3f}, max {kept.max():.3f}")
+print(f"renormalised gates sum to {gates_mix.sum(dim=-1).min():.6f} .. "
+      f"{gates_mix.sum(dim=-1).max():.6f}")
+assert kept.max() < 0.999  # without renormalising, every token loses some mass
+torch.testing.assert_close(gates_mix.sum(dim=-1), torch.ones_like(kept))
+torch.testing.assert_close(gates_oss, logits64.gather(1, idx_oss).softmax(dim=-1))
+
+# %%
+# Equal to Hugging Face's routers
+# -------------------------------
+# Each Hugging Face router holds the ``(E, D)`` matrix ``weight`` (gpt-oss a bias
+# ``(E,)`` too; DeepSeek-V3 the selection bias ``e_score_correction_bias``), all
+# randomised here; its forward returns the logits, the gates and the indices.
+D = 32
+x = torch.randn(N, D, device=device, generator=gen)  # (N, D): N tokens
+mix_cfg = MixtralConfig(hidden_size=D, num_local_experts=E, num_experts_per_tok=K)
+oss_cfg = GptOssConfig(hidden_size=D, num_local_experts=E, num_experts_per_tok=K)
+ds_cfg = DeepseekV3Config(hidden_size=D, n_routed_experts=E, num_experts_per_tok=K,
+                          n_group=4, topk_group=2, routed_scaling_factor=2.5)
+hf_mix = modeling_mixtral.MixtralTopKRouter(mix_cfg).to(device)
+hf_oss = GptOssTopKRouter(oss_cfg).to(device)
+hf_ds = DeepseekV3TopkRouter(ds_cfg).to(device)
+with torch.no_grad():
+    for router in (hf_mix, hf_oss, hf_ds):
+        for t in [*router.parameters(), *router.buffers()]:  # all off their init
+            t.copy_(torch.randn(t.shape, device=device, generator=gen))
+    hf_ds.e_score_correction_bias.mul_(0.1)  # a bias the size of the score gaps
+    logits_mix, ref_mix, ref_idx_mix = hf_mix(x)
+    logits_oss, ref_oss, ref_idx_oss = hf_oss(x)
+    logits_ds, ref_ds, ref_idx_ds = hf_ds(x)
+
+ours_mix, idx_mix = mixtral_route(x @ hf_mix.weight.T, K)
+ours_oss, idx_oss = gpt_oss_route(x @ hf_oss.weight.T + hf_oss.bias, K)
+ours_ds, idx_ds = deepseek_route(x @ hf_ds.weight.T, hf_ds.e_score_correction_bias,
+                                 K, n_group=4, topk_group=2, scale=2.5)
+# DeepSeek's router returns its K experts unordered (topk(sorted=False)): sort both.
+ref_idx_ds, order = ref_idx_ds.sort(dim=-1)
+ref_ds = ref_ds.gather(1, order)
+idx_ds, order = idx_ds.sort(dim=-1)
+ours_ds = ours_ds.gather(1, order)
+for name, ours, ref, idx, ref_idx in [
+        ("MixtralTopKRouter   ", ours_mix, ref_mix, idx_mix, ref_idx_mix),
+        ("GptOssTopKRouter    ", ours_oss, ref_oss, idx_oss, ref_idx_oss),
+        ("DeepseekV3TopkRouter", ours_ds, ref_ds, idx_ds, ref_idx_ds)]:
+    print(f"{name}: same experts {torch.equal(idx, ref_idx)}, max |gates - HF's| "
+          f"= {(ours - ref).abs().max():.1e}")
+assert torch.equal(idx_mix, ref_idx_mix)
+torch.testing.assert_close(ours_mix, ref_mix)
+assert torch.equal(idx_oss, ref_idx_oss)
+torch.testing.assert_close(ours_oss, ref_oss)
+assert torch.equal(idx_ds, ref_idx_ds)
+torch.testing.assert_close(ours_ds, ref_ds)
+
+# %%
+# Proof: the routers' logits, and Mixtral's router is gpt-oss's
+# -------------------------------------------------------------
+# The logits each router returns are ours (gpt-oss's with its bias). Mixtral's and
+# gpt-oss's Hugging Face routers, given the same ``weight`` and a zero bias, pick the
+# same experts with the same gates: the identity above, in Hugging Face's code.
+torch.testing.assert_close(logits_mix, x @ hf_mix.weight.T)
+torch.testing.assert_close(logits_oss, x @ hf_oss.weight.T + hf_oss.bias)
+torch.testing.assert_close(logits_ds, x @ hf_ds.weight.T)
+oss_like_mix = GptOssTopKRouter(oss_cfg).to(device)
+with torch.no_grad():
+    oss_like_mix.weight.copy_(hf_mix.weight)  # bias stays 0
+    _, gates_cross, idx_cross = oss_like_mix(x)
+print(f"GptOssTopKRouter, Mixtral's weight: same experts "
+      f"{torch.equal(idx_cross, ref_idx_mix)}, max |gates - Mixtral's| = "
+      f"{(gates_cross - ref_mix).abs().max():.1e}")
+assert torch.equal(idx_cross, ref_idx_mix)
+torch.testing.assert_close(gates_cross, ref_mix)
+
+# %%
+# Proof: DeepSeek-V3's bias selects and does not weigh; its groups limit the choice
+# ---------------------------------------------------------------------------------
+# Three properties, each on the random router above (``E = 16`` experts in 4 groups of
+# 4, ``topk_group = 2``, ``K = 4``). The gates are the *unbiased* sigmoid scores of
+# the chosen experts, renormalised, times :math:`\gamma = 2.5`; for every token whose
+# chosen set the bias leaves unchanged, the gates with and without it are the same (to
+# rounding: the sum over the chosen runs in another order), while the bias changes the
+# choice of others. Every token's experts lie in
+# at most 2 groups, and without the limit some tokens would reach into more.
+bias_ds = hf_ds.e_score_correction_bias
+scores_ds = (x @ hf_ds.weight.T).sigmoid()  # (N, E)
+picked = scores_ds.gather(1, idx_ds)  # (N, K)
+torch.testing.assert_close(ours_ds, 2.5 * picked / picked.sum(-1, keepdim=True))
+torch.testing.assert_close(ours_ds.sum(dim=-1), torch.full((N,), 2.5, device=device))
+g0, i0 = deepseek_route(x @ hf_ds.weight.T, torch.zeros_like(bias_ds), K, 4, 2, 2.5)
+i0, order = i0.sort(dim=-1)
+g0 = g0.gather(1, order)
+same_set = (i0 == idx_ds).all(dim=-1)  # (N,): tokens whose choice the bias kept
+print(f"the bias changes the experts of {(~same_set).sum()} of {N} tokens; on the "
+      f"{same_set.sum()} others, gates move by "
+      f"{(g0 - ours_ds)[same_set].abs().max():.0e}")
+assert (~same_set).sum() >= 5  # the bias matters for selection
+torch.testing.assert_close(g0[same_set], ours_ds[same_set])  # never for weighting
+groups_used = torch.tensor([len(set(row)) for row in (idx_ds // 4).tolist()])
+_, idx_free = deepseek_route(x @ hf_ds.weight.T, bias_ds, K, 1, 1, 2.5)  # one group
+groups_free = torch.tensor([len(set(row)) for row in (idx_free // 4).tolist()])
+print(f"groups per token: at most {groups_used.max()} with the limit; up to "
+      f"{groups_free.max()} without it, for {(groups_free > 2).sum()} tokens")
+assert groups_used.max() <= 2
+assert (groups_free > 2).sum() >= 5  # the limit changes the choice
+assert torch.equal(idx_free, (scores_ds + bias_ds).topk(K, dim=-1).indices)
+
+# %%
+# From scratch: the MoE layer
+# ---------------------------
+# Each expert is a SwiGLU MLP, as Llama's. Hugging Face stores the ``E`` experts as two
+# stacked tensors: ``gate_up_proj`` ``(E, 2 Dff, D)``, ``gate_proj``'s rows over
+# ``up_proj``'s, and ``down_proj`` ``(E, D, Dff)``. The layer routes the ``N = B L``
+# tokens, then runs each expert on the tokens routed to it only and adds its output,
+# times the gate, to theirs: an expert's compute is its number of tokens.
+class MixtralExperts(nn.Module):
+    """E SwiGLU MLPs, weights stacked as Hugging Face stores them."""
+
+    def __init__(self, E, D, Dff):
+        super().__init__()
+        self.gate_up_proj = nn.Parameter(torch.zeros(E, 2 * Dff, D))  # (E, 2 Dff, D)
+        self.down_proj = nn.Parameter(torch.zeros(E, D, Dff))  # (E, D, Dff)
+
+    def forward(self, x, e):  # x (n, D), the tokens of expert e -> (n, D)
+        gate, up = (x @ self.gate_up_proj[e].T).chunk(2, dim=-1)  # (n, Dff) each
+        return (F.silu(gate) * up) @ self.down_proj[e].T
+
+
+class MixtralTopKRouter(nn.Module):
+    """Linear logits, then Mixtral's softmax, top-K, renormalise."""
+
+    def __init__(self, E, D, K):
+        super().__init__()
+        self.K = K
+        self.weight = nn.Parameter(torch.zeros(E, D))  # (E, D)
+
+    def forward(self, x):  # x (N, D) -> gates, indices (N, K)
+        return mixtral_route(x @ self.weight.T, self.K)
+
+
+class MixtralSparseMoeBlock(nn.Module):
+    """(B, L, D) -> (B, L, D): each token through its K experts, weighted by gates."""
+
+    def __init__(self, E, D, Dff, K):
+        super().__init__()
+        self.gate = MixtralTopKRouter(E, D, K)
+        self.experts = MixtralExperts(E, D, Dff)
+
+    def forward(self, x):
+        """-> the output (B, L, D) and the tokens each expert ran on (E,)."""
+        B, L, D = x.shape
+        x = x.reshape(B * L, D)  # (N, D)
+        gates, idx = self.gate(x)  # (N, K) each
+        y = torch.zeros_like(x)  # (N, D)
+        counts = torch.zeros(self.gate.weight.shape[0], dtype=torch.long)  # (E,)
+        for e in range(len(counts)):
+            token, slot = (idx == e).nonzero(as_tuple=True)  # the tokens routed to e
+            counts[e] = len(token)
+            out = self.experts(x[token], e) * gates[token, slot, None]  # (n, D)
+            y.index_add_(0, token, out)
+        return y.view(B, L, D), counts
+
+
+# %%
+# Equal to Hugging Face's MixtralSparseMoeBlock
+# ---------------------------------------------
+# A random ``MixtralSparseMoeBlock`` (``E = 8`` experts, ``K = 2``, ``D = 32``,
+# ``Dff = 48``, the eager loop over experts), every tensor randomised, loads into ours
+# by name; on 2 sequences of 24 tokens ours gives its output, and the tokens per expert
+# sum to ``N K``.
+E, K, Dff, B, L = 8, 2, 48, 2, 24
+moe_cfg = MixtralConfig(hidden_size=D, intermediate_size=Dff, num_local_experts=E,
+                        num_experts_per_tok=K, experts_implementation="eager")
+hf_moe = modeling_mixtral.MixtralSparseMoeBlock(moe_cfg).to(device).eval()
+with torch.no_grad():
+    for p in hf_moe.parameters():  # torch.empty at init: every tensor set here
+        p.copy_(torch.randn(p.shape, device=device, generator=gen) / D**0.5)
+moe = MixtralSparseMoeBlock(E, D, Dff, K).to(device)
+moe.load_state_dict(hf_moe.state_dict(), strict=True)  # the same names: no map
+x_moe = torch.randn(B, L, D, device=device, generator=gen)  # (B, L, D)
+with torch.no_grad():
+    ref_moe = hf_moe(x_moe)
+    ours_moe, counts = moe(x_moe)
+print(f"max |ours - MixtralSparseMoeBlock| = {(ours_moe - ref_moe).abs().max():.1e}")
+print(f"tokens per expert: {counts.tolist()} (sum {counts.sum()} = N K = {B * L * K})")
+torch.testing.assert_close(ours_moe, ref_moe)
+assert counts.sum() == B * L * K
+_, _, hf_idx = hf_moe.gate(x_moe.view(B * L, D))
+assert torch.equal(counts, torch.bincount(hf_idx.flatten().cpu(), minlength=E))
+
+# %%
+# Proof: the sparse dispatch equals the dense definition
+# ------------------------------------------------------
+# The definition, written independently: run *every* expert on every token and weigh
+# each output by a dense ``(N, E)`` gate matrix that is zero off the chosen experts.
+# It costs ``E / K`` times the dispatch's compute and gives the same output. Each of
+# Hugging Face's pieces is checked too: the expert ``e`` run on all tokens against a
+# SwiGLU written from its two weight slices.
+def dense_moe(x, router_weight, gate_up_proj, down_proj, K):
+    """All E experts on all N tokens, gated densely: x (N, D) -> (N, D)."""
+    probs = (x @ router_weight.T).softmax(dim=-1)  # (N, E)
+    top = probs.topk(K, dim=-1)
+    dense = torch.zeros_like(probs).scatter(1, top.indices, top.values)  # (N, E)
+    dense = dense / dense.sum(dim=-1, keepdim=True)
+    hidden = torch.einsum("nd,efd->enf", x, gate_up_proj)  # (E, N, 2 Dff)
+    gate, up = hidden.chunk(2, dim=-1)  # (E, N, Dff) each
+    outs = torch.einsum("enf,edf->end", F.silu(gate) * up, down_proj)  # (E, N, D)
+    return torch.einsum("ne,end->nd", dense, outs)
+
+
+# %%
+x_flat = x_moe.view(B * L, D)  # (N, D)
+with torch.no_grad():
+    dense = dense_moe(x_flat, hf_moe.gate.weight, hf_moe.experts.gate_up_proj,
+                      hf_moe.experts.down_proj, K)
+    w_gate, w_up = hf_moe.experts.gate_up_proj[3].chunk(2, dim=0)  # (Dff, D) each
+    swiglu_3 = (F.silu(x_flat @ w_gate.T) * (x_flat @ w_up.T)) \
+        @ hf_moe.experts.down_proj[3].T  # expert 3 on every token
+    expert_3 = moe.experts(x_flat, 3)
+gap_dense = (dense.view(B, L, D) - ours_moe).abs().max()
+print(f"max |dense - sparse dispatch| = {gap_dense:.1e}")
+torch.testing.assert_close(dense.view(B, L, D), ours_moe)
+torch.testing.assert_close(expert_3, swiglu_3)
+
+# %%
+# Real models, from their published configs
+# -----------------------------------------
+# The routing sizes of three released models, copied from each checkpoint's
+# ``config.json`` on the Hugging Face Hub (``mistralai/Mixtral-8x7B-v0.1``,
+# ``openai/gpt-oss-120b``, ``deepseek-ai/DeepSeek-V3``), and checked against
+# ``transformers``' own defaults, which are these models'. A token runs ``K`` of the
+# ``E`` routed experts; DeepSeek-V3 adds one shared expert that every token runs, and
+# its group limit leaves each token ``topk_group`` of 8 groups of 32 experts to choose
+# from.
+real = {  # E routed experts, K per token, D, Dff of one expert, MoE layers
+    "Mixtral-8x7B-v0.1": dict(E=8, K=2, D=4096, Dff=14336, layers=32),
+    "gpt-oss-120b": dict(E=128, K=4, D=2880, Dff=2880, layers=36),
+    "DeepSeek-V3": dict(E=256, K=8, D=7168, Dff=2048, layers=61 - 3,  # 3 dense
+                        n_group=8, topk_group=4, shared=1, scale=2.5),
+}
+for name, c, cfg in [("Mixtral-8x7B-v0.1", "num_local_experts", MixtralConfig()),
+                     ("gpt-oss-120b", "num_local_experts", GptOssConfig()),
+                     ("DeepSeek-V3", "n_routed_experts", DeepseekV3Config())]:
+    r = real[name]
+    moe_layers = cfg.num_hidden_layers - getattr(cfg, "first_k_dense_replace", 0)
+    assert (getattr(cfg, c), cfg.num_experts_per_tok, cfg.hidden_size) == \
+        (r["E"], r["K"], r["D"]) and moe_layers == r["layers"]
+    assert getattr(cfg, "moe_intermediate_size", cfg.intermediate_size) == r["Dff"]
+ds, ds_cfg_real = real["DeepSeek-V3"], DeepseekV3Config()
+assert (ds_cfg_real.n_group, ds_cfg_real.topk_group, ds_cfg_real.n_shared_experts,
+        ds_cfg_real.routed_scaling_factor) == (8, 4, 1, 2.5)
+for name, r in real.items():
+    per_expert = 3 * r["D"] * r["Dff"]  # gate, up, down: SwiGLU weights
+    print(f"{name:17s} K = {r['K']} of E = {r['E']:3d} experts "
+          f"({r['K'] / r['E']:6.2%}): {r['K'] * per_expert / 1e6:3.0f} M of {r['E'] * per_expert / 1e9:5.2f} G "
+          f"weights a layer")
+ds_candidates = ds["topk_group"] * ds["E"] // ds["n_group"]
+ds_active = ds["K"] + ds["shared"]
+print(f"DeepSeek-V3: a token chooses among {ds_candidates} of {ds['E']} experts and "
+      f"runs {ds_active} (with the shared one)")
+assert ds_candidates == ds["E"] // 2 and ds_active == 9
+
+# %%
+# Try it: Mixtral's router with K = 1. What gradient reaches the router?
+# ----------------------------------------------------------------------
+# With one expert per token, renormalising the top-1 probability gives the gate 1 for
+# every token. Does the router's weight still learn from the loss? Compare the Switch
+# Transformer's gate, the softmax probability itself.
+
+# The gate is p / p = 1 whatever the logits: its gradient is zero (to rounding), the
+# router learns nothing from the output (Mixtral uses K = 2). Switch keeps p, whose
+# gradient is not zero. gpt-oss's top-1 then softmax is a softmax of one logit: 1 too.
+w_r = torch.randn(E, D, device=device, generator=gen, requires_grad=True)  # (E, D)
+x1 = torch.randn(N, D, device=device, generator=gen)  # (N, D)
+target = torch.randn(N, 1, device=device, generator=gen)
+gates_1, _ = mixtral_route(x1 @ w_r.T, 1)  # (N, 1)
+grad_mix, = torch.autograd.grad((gates_1 * target).sum(), w_r)
+switch = (x1 @ w_r.T).softmax(dim=-1).max(dim=-1, keepdim=True).values  # (N, 1)
+grad_switch, = torch.autograd.grad((switch * target).sum(), w_r)
+print(f"K = 1: gates all 1: {bool((gates_1 == 1).all())}; |router grad| Mixtral "
+      f"{grad_mix.abs().max():.1e}, Switch {grad_switch.abs().max():.2f}")
+assert (gates_1 == 1).all()
+assert grad_mix.abs().max() < 1e-5  # zero but for rounding in p / p
+assert grad_switch.abs().max() > 0.1
+assert (gpt_oss_route(x1 @ w_r.T, 1)[0] == 1).all()
+
+# %%
+# Try it: weigh with the biased scores
+# ------------------------------------
+# DeepSeek-V3 adds the bias to choose and gathers the gates from the scores without
+# it. Gather them from the biased scores instead: which tokens' outputs change?
+
+# All of them, wherever the chosen experts' biases differ: the balancing bias, which
+# the update above moves by a fixed step each batch, would then rescale outputs too.
+# And what the balanced bias of the figure does to its router, through our function.
+choice_biased = scores_ds + bias_ds
+wrong = choice_biased.gather(1, idx_ds)
+wrong = 2.5 * wrong / wrong.sum(-1, keepdim=True)
+gap_biased = (wrong - ours_ds).abs().max().item()
+print(f"gates from the biased scores: max |diff| = {gap_biased:.2f}")
+assert gap_biased > 0.05
+_, idx_fig = deepseek_route(x_fig @ W_fig.T, bias_fig, Kf, 1, 1, 1.0)
+assert torch.equal(torch.bincount(idx_fig.flatten(), minlength=Ef), load_after)
+assert busiest_after < busiest_before / 3  # the figure's finding
+
+# %%
+# References
+# ----------
+# The sparsely-gated MoE layer :footcite:p:`Shazeer2017`; Switch Transformer
+# :footcite:p:`Fedus2021`; Mixtral :footcite:p:`Jiang2024`; gpt-oss
+# :footcite:p:`OpenAI2025`; DeepSeekMoE's shared experts :footcite:p:`Dai2024`;
+# auxiliary-loss-free balancing :footcite:p:`Wang2024` and DeepSeek-V3
+# :footcite:p:`DeepSeekAI2024`. APIs: ``transformers.MixtralConfig``,
+# ``transformers.GptOssConfig``, ``transformers.DeepseekV3Config``, with
+# ``MixtralTopKRouter``, ``MixtralSparseMoeBlock``, ``GptOssTopKRouter`` and
+# ``DeepseekV3TopkRouter``.
+#
+# .. footbibliography::
