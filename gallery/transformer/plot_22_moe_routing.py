@@ -181,8 +181,9 @@ torch.testing.assert_close(gates_mix, gates_oss)  # float64 defaults: rtol 1e-7
 # Proof: why the two routers agree
 # --------------------------------
 # With :math:`Z = \sum_{j=1}^{E} e^{\ell_j}`,
-# :math:`\mathrm{softmax}(\ell)_e = e^{\ell_e} / Z` is increasing in :math:`\ell_e`, so the ``K`` largest probabilities belong to the
-# ``K`` largest logits, in the same order; and
+# :math:`\mathrm{softmax}(\ell)_e = e^{\ell_e} / Z` is increasing in :math:`\ell_e`,
+# so the ``K`` largest probabilities belong to the ``K`` largest logits, in the same
+# order; and
 # :math:`\mathrm{softmax}(\ell)_e / \sum_{j \in \mathcal{T}} \mathrm{softmax}(\ell)_j =
 # (e^{\ell_e}/Z) / (\sum_{j \in \mathcal{T}} e^{\ell_j} / Z)`, where :math:`Z` cancels.
 # What renormalising removes is the mass of the experts left out: without it the gates
@@ -442,8 +443,8 @@ assert (ds_cfg_real.n_group, ds_cfg_real.topk_group, ds_cfg_real.n_shared_expert
 for name, r in real.items():
     per_expert = 3 * r["D"] * r["Dff"]  # gate, up, down: SwiGLU weights
     print(f"{name:17s} K = {r['K']} of E = {r['E']:3d} experts "
-          f"({r['K'] / r['E']:6.2%}): {r['K'] * per_expert / 1e6:3.0f} M of {r['E'] * per_expert / 1e9:5.2f} G "
-          f"weights a layer")
+          f"({r['K'] / r['E']:6.2%}): {r['K'] * per_expert / 1e6:3.0f} M of "
+          f"{r['E'] * per_expert / 1e9:5.2f} G weights a layer")
 ds_candidates = ds["topk_group"] * ds["E"] // ds["n_group"]
 ds_active = ds["K"] + ds["shared"]
 print(f"DeepSeek-V3: a token chooses among {ds_candidates} of {ds['E']} experts and "
