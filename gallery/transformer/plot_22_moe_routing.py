@@ -75,7 +75,7 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
 # sigmoid :math:`\sigma` and picks :math:`\mathcal{T}` by :math:`\sigma(\ell) + b`: the
 # bias ``b`` decides *which* experts, never *how much*. Training nudges ``b`` up for
 # experts that received fewer than their share of tokens and down for the busy ones,
-# with no loss term. Below, a router that favours a few experts, before and after 200
+# with no loss term. Below, a router that favours a few experts, before and after 100
 # such nudges (seen on fresh batches; the counts on one held-out batch):
 g = torch.Generator().manual_seed(1)
 Nf, Df, Ef, Kf = 512, 32, 16, 2  # tokens, width, experts, experts per token
@@ -85,22 +85,24 @@ spread = torch.linspace(-1, 1, Ef)[:, None]  # experts lean more or less along i
 W_fig = 0.5 * torch.randn(Ef, Df, generator=g) / Df**0.5 + spread * mu  # (E, D)
 
 
-def batch_fig(n, mu, g):  # n tokens (n, D) around the mean mu (D,)
-    return 3 * torch.randn(n, len(mu), generator=g) / len(mu)**0.5 + 1.5 * mu
+def scores_fig(n, W, mu, g):  # sigmoid scores (.., n, E) of n tokens around mu (D,)
+    x = 3 * torch.randn(n, len(mu), generator=g) / len(mu)**0.5 + 1.5 * mu  # (n, D)
+    return (x @ W.T).sigmoid(), x
 
 
-def load_fig(x, W, b, K):  # tokens per expert: sigmoid scores, biased top-K, counted
-    picked = ((x @ W.T).sigmoid() + b).topk(K, dim=-1).indices  # (n, K)
-    return torch.bincount(picked.flatten(), minlength=len(W))  # (E,)
+def load_fig(scores, b, K):  # tokens per expert: biased top-K of the scores, counted
+    picked = (scores + b).topk(K, dim=-1).indices  # (n, K)
+    return torch.bincount(picked.flatten(), minlength=len(b))  # (E,)
 
 
-x_fig = batch_fig(Nf, mu, g)  # the held-out batch
+s_fig, x_fig = scores_fig(Nf, W_fig, mu, g)  # the held-out batch
+steps, speed = 100, 0.004
+s_train, _ = scores_fig(steps * Nf, W_fig, mu, g)  # (steps * N, E): fresh batches
 bias_fig = torch.zeros(Ef)
-load_before = load_fig(x_fig, W_fig, bias_fig, Kf)
-for _ in range(200):  # DeepSeek-V3's update: b += speed * sign(mean load - load)
-    load = load_fig(batch_fig(Nf, mu, g), W_fig, bias_fig, Kf)
-    bias_fig += 0.002 * torch.sign(load.float().mean() - load)
-load_after = load_fig(x_fig, W_fig, bias_fig, Kf)
+load_before = load_fig(s_fig, bias_fig, Kf)
+for s_batch in s_train.split(Nf):  # DeepSeek-V3: b += speed * sign(mean load - load)
+    bias_fig += speed * (Nf * Kf / Ef - load_fig(s_batch, bias_fig, Kf)).sign()
+load_after = load_fig(s_fig, bias_fig, Kf)
 busiest_before, busiest_after = load_before.max().item(), load_after.max().item()
 fair = Nf * Kf // Ef  # every expert its share
 print(f"tokens per expert, bias 0  : {load_before.tolist()}")
@@ -111,7 +113,7 @@ fig.subplots_adjust(left=0.09, right=0.99, bottom=0.15, top=0.86)
 experts = torch.arange(Ef)
 ax.bar(experts - 0.2, load_before, width=0.4, color="C3", label="bias 0")
 ax.bar(experts + 0.2, load_after, width=0.4, color="C0",
-       label="bias after 200 updates")
+       label=f"bias after {steps} updates")
 ax.axhline(fair, color="gray", linestyle="--", label=f"fair share N K / E = {fair}")
 ax.set(xlabel="expert", ylabel="tokens routed to it", xticks=experts.tolist())
 ax.legend(fontsize=8)
