@@ -63,12 +63,15 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
 # .. math::
 #
 #    y = \sum_{e \in \mathcal{T}} g_e\, \mathrm{MLP}_e(x), \qquad
+#    g_e^\mathrm{DeepSeek} = \gamma\,
+#    \frac{\sigma(\ell_e)}{\sum_{j \in \mathcal{T}} \sigma(\ell_j)},
+#
+# .. math::
+#
 #    g_e^\mathrm{Mixtral} = \frac{\mathrm{softmax}(\ell)_e}
 #    {\sum_{j \in \mathcal{T}} \mathrm{softmax}(\ell)_j}
 #    = \frac{e^{\ell_e}}{\sum_{j \in \mathcal{T}} e^{\ell_j}}
-#    = g_e^\mathrm{gpt\text{-}oss}, \qquad
-#    g_e^\mathrm{DeepSeek} = \gamma\,
-#    \frac{\sigma(\ell_e)}{\sum_{j \in \mathcal{T}} \sigma(\ell_j)} .
+#    = g_e^\mathrm{gpt\text{-}oss} .
 #
 # The softmax's denominator cancels, so renormalising the top ``K`` of a softmax is a
 # softmax over the top ``K`` logits. DeepSeek-V3 scores each expert on its own with a
@@ -108,7 +111,7 @@ fair = Nf * Kf // Ef  # every expert its share
 print(f"tokens per expert, bias 0  : {load_before.tolist()}")
 print(f"tokens per expert, balanced: {load_after.tolist()}")
 
-fig, ax = plt.subplots(figsize=(7.5, 3.2), layout="none")  # fixed margins: faster
+fig, ax = plt.subplots(figsize=(7.5, 3.0), layout="none")  # fixed margins: faster
 fig.subplots_adjust(left=0.09, right=0.99, bottom=0.15, top=0.86)
 experts = torch.arange(Ef)
 ax.bar(experts - 0.2, load_before, width=0.4, color="C3", label="bias 0")
@@ -125,8 +128,8 @@ plt.show()
 # %%
 # From scratch: three routers
 # ---------------------------
-# Each takes the router logits ``(N, E)`` of ``N`` tokens and returns the gates and
-# the indices of the chosen experts, ``(N, K)`` each, best first.
+# Each takes the logits ``(N, E)`` of ``N`` tokens and returns the gates and the
+# chosen experts, ``(N, K)`` each, best first.
 def mixtral_route(logits, K):
     """Softmax over all E experts, keep the K best, renormalise to sum 1."""
     probs = logits.softmax(dim=-1)  # (N, E)
@@ -166,12 +169,13 @@ def deepseek_route(logits, bias, K, n_group, topk_group, scale):
 # ----------------------------------------------
 # On the same logits, in float64 (the claim is an identity, so the tolerance is
 # float64's), the two routers pick the same experts in the same order and give the
-# same gates. (Proof, folded: the softmax is increasing, so it keeps the order of the
+# same gates, for tokens of any leading shape (here ``(B, L)``). (Proof, folded: the
+# softmax is increasing, so it keeps the order of the
 # logits, and its denominator :math:`\sum_{j \le E} e^{\ell_j}` cancels in the
 # renormalisation.)
 gen = torch.Generator(device=device).manual_seed(2)
-N, E, K = 64, 16, 4
-logits64 = 2 * torch.randn(N, E, device=device, dtype=torch.float64, generator=gen)
+B, L, E, K = 2, 32, 16, 4
+logits64 = 2 * torch.randn(B, L, E, device=device, dtype=torch.float64, generator=gen)
 gates_mix, idx_mix = mixtral_route(logits64, K)
 gates_oss, idx_oss = gpt_oss_route(logits64, K)
 print(f"same experts: {torch.equal(idx_mix, idx_oss)}; max |gates difference| = "
@@ -197,16 +201,19 @@ print(f"softmax mass on the {K} chosen of {E}: mean {kept.mean():.3f}, "
 print(f"renormalised gates sum to {gates_mix.sum(dim=-1).min():.6f} .. "
       f"{gates_mix.sum(dim=-1).max():.6f}")
 assert kept.max() < 0.999  # without renormalising, every token loses some mass
+assert kept.min() >= K / E  # the K largest of E probabilities hold at least K / E
 torch.testing.assert_close(gates_mix.sum(dim=-1), torch.ones_like(kept))
-torch.testing.assert_close(gates_oss, logits64.gather(1, idx_oss).softmax(dim=-1))
+torch.testing.assert_close(gates_oss, logits64.gather(-1, idx_oss).softmax(dim=-1))
 
 # %%
-# Equal to Hugging Face's routers
-# -------------------------------
+# Proof: three random Hugging Face routers
+# ----------------------------------------
 # Each Hugging Face router holds the ``(E, D)`` matrix ``weight`` (gpt-oss a bias
 # ``(E,)`` too; DeepSeek-V3 the selection bias ``e_score_correction_bias``), all
-# randomised here; its forward returns the logits, the gates and the indices.
-D = 32
+# randomised here, for 64 tokens of width 32; its forward returns the logits, the gates
+# and the indices. DeepSeek-V3's: 4 groups of 4 experts, 2 groups kept,
+# :math:`\gamma = 2.5`, and a bias the size of the gaps between scores.
+N, D = 64, 32
 x = torch.randn(N, D, device=device, generator=gen)  # (N, D): N tokens
 mix_cfg = MixtralConfig(hidden_size=D, num_local_experts=E, num_experts_per_tok=K)
 oss_cfg = GptOssConfig(hidden_size=D, num_local_experts=E, num_experts_per_tok=K)
@@ -223,38 +230,39 @@ with torch.no_grad():
     logits_mix, ref_mix, ref_idx_mix = hf_mix(x)
     logits_oss, ref_oss, ref_idx_oss = hf_oss(x)
     logits_ds, ref_ds, ref_idx_ds = hf_ds(x)
+ref_idx_ds, order = ref_idx_ds.sort(dim=-1)  # DeepSeek's come unordered: sort them
+ref_ds = ref_ds.gather(1, order)
+torch.testing.assert_close(logits_mix, x @ hf_mix.weight.T)
+torch.testing.assert_close(logits_oss, x @ hf_oss.weight.T + hf_oss.bias)
+torch.testing.assert_close(logits_ds, x @ hf_ds.weight.T)
 
+# %%
+# Equal to Hugging Face's routers
+# -------------------------------
+# On those three random routers (folded above: 64 tokens, 16 experts, ``K = 4``), ours
+# pick the same experts and give the same gates.
 ours_mix, idx_mix = mixtral_route(x @ hf_mix.weight.T, K)
 ours_oss, idx_oss = gpt_oss_route(x @ hf_oss.weight.T + hf_oss.bias, K)
 ours_ds, idx_ds = deepseek_route(x @ hf_ds.weight.T, hf_ds.e_score_correction_bias,
                                  K, n_group=4, topk_group=2, scale=2.5)
-# DeepSeek's router returns its K experts unordered (topk(sorted=False)): sort both.
-ref_idx_ds, order = ref_idx_ds.sort(dim=-1)
-ref_ds = ref_ds.gather(1, order)
 idx_ds, order = idx_ds.sort(dim=-1)
 ours_ds = ours_ds.gather(1, order)
-for name, ours, ref, idx, ref_idx in [
-        ("MixtralTopKRouter   ", ours_mix, ref_mix, idx_mix, ref_idx_mix),
-        ("GptOssTopKRouter    ", ours_oss, ref_oss, idx_oss, ref_idx_oss),
-        ("DeepseekV3TopkRouter", ours_ds, ref_ds, idx_ds, ref_idx_ds)]:
-    print(f"{name}: same experts {torch.equal(idx, ref_idx)}, max |gates - HF's| "
-          f"= {(ours - ref).abs().max():.1e}")
-assert torch.equal(idx_mix, ref_idx_mix)
-torch.testing.assert_close(ours_mix, ref_mix)
-assert torch.equal(idx_oss, ref_idx_oss)
-torch.testing.assert_close(ours_oss, ref_oss)
+for name, ours, ref in [("MixtralTopKRouter", ours_mix, ref_mix),
+                        ("GptOssTopKRouter", ours_oss, ref_oss),
+                        ("DeepseekV3TopkRouter", ours_ds, ref_ds)]:
+    print(f"{name:20s}: max |gates - HF's| = {(ours - ref).abs().max():.1e}")
+assert torch.equal(idx_mix, ref_idx_mix) and torch.equal(idx_oss, ref_idx_oss)
 assert torch.equal(idx_ds, ref_idx_ds)
+torch.testing.assert_close(ours_mix, ref_mix)
+torch.testing.assert_close(ours_oss, ref_oss)
 torch.testing.assert_close(ours_ds, ref_ds)
 
 # %%
-# Proof: the routers' logits, and Mixtral's router is gpt-oss's
-# -------------------------------------------------------------
-# The logits each router returns are ours (gpt-oss's with its bias). Mixtral's and
-# gpt-oss's Hugging Face routers, given the same ``weight`` and a zero bias, pick the
-# same experts with the same gates: the identity above, in Hugging Face's code.
-torch.testing.assert_close(logits_mix, x @ hf_mix.weight.T)
-torch.testing.assert_close(logits_oss, x @ hf_oss.weight.T + hf_oss.bias)
-torch.testing.assert_close(logits_ds, x @ hf_ds.weight.T)
+# Proof: Mixtral's Hugging Face router is gpt-oss's
+# -------------------------------------------------
+# Mixtral's and gpt-oss's Hugging Face routers, given the same ``weight`` and a zero
+# bias, pick the same experts with the same gates: the identity above, in Hugging
+# Face's code.
 oss_like_mix = GptOssTopKRouter(oss_cfg).to(device)
 with torch.no_grad():
     oss_like_mix.weight.copy_(hf_mix.weight)  # bias stays 0
@@ -273,8 +281,8 @@ torch.testing.assert_close(gates_cross, ref_mix)
 # the chosen experts, renormalised, times :math:`\gamma = 2.5`; for every token whose
 # chosen set the bias leaves unchanged, the gates with and without it are the same (to
 # rounding: the sum over the chosen runs in another order), while the bias changes the
-# choice of others. Every token's experts lie in
-# at most 2 groups, and without the limit some tokens would reach into more.
+# choice of others. Every token's experts lie in at most 2 groups, and without the
+# limit some tokens would reach into more.
 bias_ds = hf_ds.e_score_correction_bias
 scores_ds = (x @ hf_ds.weight.T).sigmoid()  # (N, E)
 picked = scores_ds.gather(1, idx_ds)  # (N, K)
@@ -301,34 +309,22 @@ assert torch.equal(idx_free, (scores_ds + bias_ds).topk(K, dim=-1).indices)
 # %%
 # From scratch: the MoE layer
 # ---------------------------
-# Each expert is a SwiGLU MLP, as Llama's. Hugging Face stores the ``E`` experts as two
-# stacked tensors: ``gate_up_proj`` ``(E, 2 Dff, D)``, ``gate_proj``'s rows over
-# ``up_proj``'s, and ``down_proj`` ``(E, D, Dff)``. The layer routes the ``N = B L``
-# tokens, then runs each expert on the tokens routed to it only and adds its output,
-# times the gate, to theirs: an expert's compute is its number of tokens.
+# Each expert is a SwiGLU MLP, as Llama's. Hugging Face stacks the ``E`` experts in
+# two tensors, ``gate_up_proj`` ``(E, 2 Dff, D)`` (``gate_proj``'s rows over
+# ``up_proj``'s) and ``down_proj`` ``(E, D, Dff)``; the router is ``gate``. The layer
+# runs each expert on the tokens routed to it only, and adds its output, times the
+# gate, to theirs: an expert's compute is its number of tokens.
 class MixtralExperts(nn.Module):
     """E SwiGLU MLPs, weights stacked as Hugging Face stores them."""
 
     def __init__(self, E, D, Dff):
         super().__init__()
-        self.gate_up_proj = nn.Parameter(torch.zeros(E, 2 * Dff, D))  # (E, 2 Dff, D)
-        self.down_proj = nn.Parameter(torch.zeros(E, D, Dff))  # (E, D, Dff)
+        self.gate_up_proj = nn.Parameter(torch.empty(E, 2 * Dff, D))  # (E, 2 Dff, D)
+        self.down_proj = nn.Parameter(torch.empty(E, D, Dff))  # (E, D, Dff)
 
     def forward(self, x, e):  # x (n, D), the tokens of expert e -> (n, D)
         gate, up = (x @ self.gate_up_proj[e].T).chunk(2, dim=-1)  # (n, Dff) each
         return (F.silu(gate) * up) @ self.down_proj[e].T
-
-
-class MixtralTopKRouter(nn.Module):
-    """Linear logits, then Mixtral's softmax, top-K, renormalise."""
-
-    def __init__(self, E, D, K):
-        super().__init__()
-        self.K = K
-        self.weight = nn.Parameter(torch.zeros(E, D))  # (E, D)
-
-    def forward(self, x):  # x (N, D) -> gates, indices (N, K)
-        return mixtral_route(x @ self.weight.T, self.K)
 
 
 class MixtralSparseMoeBlock(nn.Module):
@@ -336,49 +332,56 @@ class MixtralSparseMoeBlock(nn.Module):
 
     def __init__(self, E, D, Dff, K):
         super().__init__()
-        self.gate = MixtralTopKRouter(E, D, K)
+        self.K = K
+        self.gate = nn.Linear(D, E, bias=False)  # the router: gate.weight (E, D)
         self.experts = MixtralExperts(E, D, Dff)
 
     def forward(self, x):
         """-> the output (B, L, D) and the tokens each expert ran on (E,)."""
         B, L, D = x.shape
         x = x.reshape(B * L, D)  # (N, D)
-        gates, idx = self.gate(x)  # (N, K) each
+        gates, idx = mixtral_route(self.gate(x), self.K)  # (N, K) each
         y = torch.zeros_like(x)  # (N, D)
-        counts = torch.zeros(self.gate.weight.shape[0], dtype=torch.long)  # (E,)
-        for e in range(len(counts)):
+        counts = []
+        for e in range(self.gate.out_features):
             token, slot = (idx == e).nonzero(as_tuple=True)  # the tokens routed to e
-            counts[e] = len(token)
-            out = self.experts(x[token], e) * gates[token, slot, None]  # (n, D)
-            y.index_add_(0, token, out)
-        return y.view(B, L, D), counts
+            counts.append(len(token))
+            y.index_add_(0, token, self.experts(x[token], e) * gates[token, slot, None])
+        return y.view(B, L, D), torch.tensor(counts)
 
 
 # %%
-# Equal to Hugging Face's MixtralSparseMoeBlock
-# ---------------------------------------------
-# A random ``MixtralSparseMoeBlock`` (``E = 8`` experts, ``K = 2``, ``D = 32``,
-# ``Dff = 48``, the eager loop over experts), every tensor randomised, loads into ours
-# by name; on 2 sequences of 24 tokens ours gives its output, and the tokens per expert
-# sum to ``N K``.
+# Proof: a random MixtralSparseMoeBlock
+# -------------------------------------
+# ``E = 8`` experts, ``K = 2``, ``D = 32``, ``Dff = 48``, the eager loop over experts;
+# every tensor is set here (Hugging Face allocates them with ``torch.empty``). Its
+# state dict carries the names of ours, so it loads with no map.
 E, K, Dff, B, L = 8, 2, 48, 2, 24
 moe_cfg = MixtralConfig(hidden_size=D, intermediate_size=Dff, num_local_experts=E,
                         num_experts_per_tok=K, experts_implementation="eager")
 hf_moe = modeling_mixtral.MixtralSparseMoeBlock(moe_cfg).to(device).eval()
 with torch.no_grad():
-    for p in hf_moe.parameters():  # torch.empty at init: every tensor set here
+    for p in hf_moe.parameters():
         p.copy_(torch.randn(p.shape, device=device, generator=gen) / D**0.5)
 moe = MixtralSparseMoeBlock(E, D, Dff, K).to(device)
-moe.load_state_dict(hf_moe.state_dict(), strict=True)  # the same names: no map
+assert sorted(moe.state_dict()) == sorted(hf_moe.state_dict())  # 3 names alike
+moe.load_state_dict(hf_moe.state_dict())  # strict: every name used, none missing
 x_moe = torch.randn(B, L, D, device=device, generator=gen)  # (B, L, D)
 with torch.no_grad():
     ref_moe = hf_moe(x_moe)
+    _, _, hf_idx = hf_moe.gate(x_moe.view(B * L, D))  # (N, K)
+
+# %%
+# Equal to Hugging Face's MixtralSparseMoeBlock
+# ---------------------------------------------
+# On 2 sequences of 24 tokens, ours gives the random block's output; the tokens each
+# expert ran on are those Hugging Face's router sent it, and they sum to ``N K``.
+with torch.no_grad():
     ours_moe, counts = moe(x_moe)
 print(f"max |ours - MixtralSparseMoeBlock| = {(ours_moe - ref_moe).abs().max():.1e}")
 print(f"tokens per expert: {counts.tolist()} (sum {counts.sum()} = N K = {B * L * K})")
 torch.testing.assert_close(ours_moe, ref_moe)
 assert counts.sum() == B * L * K
-_, _, hf_idx = hf_moe.gate(x_moe.view(B * L, D))
 assert torch.equal(counts, torch.bincount(hf_idx.flatten().cpu(), minlength=E))
 
 # %%
@@ -418,19 +421,35 @@ torch.testing.assert_close(expert_3, swiglu_3)
 # %%
 # Real models, from their published configs
 # -----------------------------------------
-# The routing sizes of three released models, copied from each checkpoint's
-# ``config.json`` on the Hugging Face Hub (``mistralai/Mixtral-8x7B-v0.1``,
-# ``openai/gpt-oss-120b``, ``deepseek-ai/DeepSeek-V3``), and checked against
-# ``transformers``' own defaults, which are these models'. A token runs ``K`` of the
-# ``E`` routed experts; DeepSeek-V3 adds one shared expert that every token runs, and
-# its group limit leaves each token ``topk_group`` of 8 groups of 32 experts to choose
-# from.
+# The routing sizes of three released models, from each checkpoint's ``config.json``
+# on the Hugging Face Hub (``mistralai/Mixtral-8x7B-v0.1``, ``openai/gpt-oss-120b``,
+# ``deepseek-ai/DeepSeek-V3``; checked, folded below, against ``transformers``'
+# defaults, which are these models'). DeepSeek-V3 also runs one shared expert on every
+# token, and its group limit leaves each token ``topk_group`` of 8 groups of 32
+# experts to choose from.
 real = {  # E routed experts, K per token, D, Dff of one expert, MoE layers
     "Mixtral-8x7B-v0.1": dict(E=8, K=2, D=4096, Dff=14336, layers=32),
     "gpt-oss-120b": dict(E=128, K=4, D=2880, Dff=2880, layers=36),
     "DeepSeek-V3": dict(E=256, K=8, D=7168, Dff=2048, layers=61 - 3,  # 3 dense
                         n_group=8, topk_group=4, shared=1, scale=2.5),
 }
+for name, r in real.items():
+    per_expert = 3 * r["D"] * r["Dff"]  # gate, up, down: SwiGLU weights
+    print(f"{name:17s} K = {r['K']} of E = {r['E']:3d} experts "
+          f"({r['K'] / r['E']:6.2%}): {r['K'] * per_expert / 1e6:3.0f} M of "
+          f"{r['E'] * per_expert / 1e9:5.2f} G weights a layer")
+ds = real["DeepSeek-V3"]
+ds_candidates = ds["topk_group"] * ds["E"] // ds["n_group"]
+ds_active = ds["K"] + ds["shared"]
+print(f"DeepSeek-V3: a token chooses among {ds_candidates} of {ds['E']} experts and "
+      f"runs {ds_active} (with the shared one)")
+assert ds_candidates == ds["E"] // 2 and ds_active == 9
+
+# %%
+# Proof: the sizes are those of transformers' configs
+# ---------------------------------------------------
+# ``MixtralConfig()``, ``GptOssConfig()`` and ``DeepseekV3Config()`` default to these
+# three models; every number of the dictionary above equals theirs.
 for name, c, cfg in [("Mixtral-8x7B-v0.1", "num_local_experts", MixtralConfig()),
                      ("gpt-oss-120b", "num_local_experts", GptOssConfig()),
                      ("DeepSeek-V3", "n_routed_experts", DeepseekV3Config())]:
@@ -439,19 +458,11 @@ for name, c, cfg in [("Mixtral-8x7B-v0.1", "num_local_experts", MixtralConfig())
     assert (getattr(cfg, c), cfg.num_experts_per_tok, cfg.hidden_size) == \
         (r["E"], r["K"], r["D"]) and moe_layers == r["layers"]
     assert getattr(cfg, "moe_intermediate_size", cfg.intermediate_size) == r["Dff"]
-ds, ds_cfg_real = real["DeepSeek-V3"], DeepseekV3Config()
+ds_cfg_real = DeepseekV3Config()
 assert (ds_cfg_real.n_group, ds_cfg_real.topk_group, ds_cfg_real.n_shared_experts,
-        ds_cfg_real.routed_scaling_factor) == (8, 4, 1, 2.5)
-for name, r in real.items():
-    per_expert = 3 * r["D"] * r["Dff"]  # gate, up, down: SwiGLU weights
-    print(f"{name:17s} K = {r['K']} of E = {r['E']:3d} experts "
-          f"({r['K'] / r['E']:6.2%}): {r['K'] * per_expert / 1e6:3.0f} M of "
-          f"{r['E'] * per_expert / 1e9:5.2f} G weights a layer")
-ds_candidates = ds["topk_group"] * ds["E"] // ds["n_group"]
-ds_active = ds["K"] + ds["shared"]
-print(f"DeepSeek-V3: a token chooses among {ds_candidates} of {ds['E']} experts and "
-      f"runs {ds_active} (with the shared one)")
-assert ds_candidates == ds["E"] // 2 and ds_active == 9
+        ds_cfg_real.routed_scaling_factor) == \
+    (ds["n_group"], ds["topk_group"], ds["shared"], ds["scale"])
+print("all", sum(len(r) for r in real.values()), "numbers equal transformers' defaults")
 
 # %%
 # Try it: Mixtral's router with K = 1. What gradient reaches the router?
@@ -467,11 +478,12 @@ w_r = torch.randn(E, D, device=device, generator=gen, requires_grad=True)  # (E,
 x1 = torch.randn(N, D, device=device, generator=gen)  # (N, D)
 target = torch.randn(N, 1, device=device, generator=gen)
 gates_1, _ = mixtral_route(x1 @ w_r.T, 1)  # (N, 1)
-grad_mix, = torch.autograd.grad((gates_1 * target).sum(), w_r)
 switch = (x1 @ w_r.T).softmax(dim=-1).max(dim=-1, keepdim=True).values  # (N, 1)
-grad_switch, = torch.autograd.grad((switch * target).sum(), w_r)
+grad_mix, grad_switch = (torch.autograd.grad((gates * target).sum(), w_r)[0]
+                         for gates in (gates_1, switch))  # one loss, two gates
 print(f"K = 1: gates all 1: {bool((gates_1 == 1).all())}; |router grad| Mixtral "
       f"{grad_mix.abs().max():.1e}, Switch {grad_switch.abs().max():.2f}")
+assert switch.shape == gates_1.shape == (N, 1)
 assert (gates_1 == 1).all()
 assert grad_mix.abs().max() < 1e-5  # zero but for rounding in p / p
 assert grad_switch.abs().max() > 0.1
@@ -484,17 +496,30 @@ assert (gpt_oss_route(x1 @ w_r.T, 1)[0] == 1).all()
 # it. Gather them from the biased scores instead: which tokens' outputs change?
 
 # All of them, wherever the chosen experts' biases differ: the balancing bias, which
-# the update above moves by a fixed step each batch, would then rescale outputs too.
-# And what the balanced bias of the figure does to its router, through our function.
-choice_biased = scores_ds + bias_ds
-wrong = choice_biased.gather(1, idx_ds)
+# the updates move by a fixed step each batch, would then rescale outputs too.
+wrong = (scores_ds + bias_ds).gather(1, idx_ds)  # (N, K): biased
 wrong = 2.5 * wrong / wrong.sum(-1, keepdim=True)
 gap_biased = (wrong - ours_ds).abs().max().item()
 print(f"gates from the biased scores: max |diff| = {gap_biased:.2f}")
+torch.testing.assert_close(wrong.sum(-1), ours_ds.sum(-1))  # both sum to 2.5
 assert gap_biased > 0.05
-_, idx_fig = deepseek_route(x_fig @ W_fig.T, bias_fig, Kf, 1, 1, 1.0)
+
+# %%
+# Proof: the figure's routing is DeepSeek-V3's
+# --------------------------------------------
+# The figure counted the biased top-2 of the sigmoid scores with torch built-ins; our
+# router with one group gives the same counts for the balanced bias. The bias moved by
+# at most ``steps * speed``, and after the updates every expert holds between half
+# and one and a half of its fair share (before: some had none, one over six times it).
+gates_fig, idx_fig = deepseek_route(x_fig @ W_fig.T, bias_fig, Kf, 1, 1, 1.0)
 assert torch.equal(torch.bincount(idx_fig.flatten(), minlength=Ef), load_after)
-assert busiest_after < busiest_before / 3  # the figure's finding
+torch.testing.assert_close(gates_fig.sum(-1), torch.ones(Nf))
+print(f"tokens per expert after the updates: {load_after.min()} .. {load_after.max()}"
+      f" (fair {fair}); |bias| <= {bias_fig.abs().max():.3f}")
+assert load_after.sum() == load_before.sum() == Nf * Kf
+assert fair / 2 < load_after.min() and load_after.max() < 1.5 * fair
+assert load_before.min() == 0 and load_before.max() > 6 * fair
+assert bias_fig.abs().max() <= steps * speed + 1e-6  # float32 sums of steps
 
 # %%
 # References
