@@ -109,8 +109,8 @@ load_after = load_fig(s_fig, bias_fig, Kf)
 busiest_before, busiest_after = load_before.max().item(), load_after.max().item()
 fair = Nf * Kf // Ef  # every expert its share
 
-fig, ax = plt.subplots(figsize=(7.5, 2.8), layout="none")  # fixed margins: faster
-fig.subplots_adjust(left=0.09, right=0.99, bottom=0.16, top=0.85)
+fig, ax = plt.subplots(figsize=(7.5, 2.6), layout="none")  # fixed margins: faster
+fig.subplots_adjust(left=0.09, right=0.99, bottom=0.17, top=0.84)
 experts = torch.arange(Ef)
 ax.bar(experts - 0.2, load_before, width=0.4, color="C3", label="bias 0")
 ax.bar(experts + 0.2, load_after, width=0.4, color="C0",
@@ -232,8 +232,10 @@ with torch.no_grad():
     logits_oss, ref_oss, ref_idx_oss = hf_oss(x)
     logits_ds, ref_ds, ref_idx_ds = hf_ds(x)
     _, gates_cross, idx_cross = oss_like_mix(x)
-ref_idx_ds, order = ref_idx_ds.sort(dim=-1)  # DeepSeek's come unordered: sort them
-ref_ds = ref_ds.gather(1, order)
+# DeepSeek's come unordered (topk(sorted=False)): best first, by the biased score.
+biased = (x @ hf_ds.weight.T).sigmoid() + hf_ds.e_score_correction_bias  # (N, E)
+order = biased.gather(1, ref_idx_ds).argsort(dim=-1, descending=True)  # (N, K)
+ref_idx_ds, ref_ds = ref_idx_ds.gather(1, order), ref_ds.gather(1, order)
 torch.testing.assert_close(logits_mix, x @ hf_mix.weight.T)
 torch.testing.assert_close(logits_oss, x @ hf_oss.weight.T + hf_oss.bias)
 torch.testing.assert_close(logits_ds, x @ hf_ds.weight.T)
@@ -263,8 +265,6 @@ ours_mix, idx_mix = mixtral_route(x @ hf_mix.weight.T, K)
 ours_oss, idx_oss = gpt_oss_route(x @ hf_oss.weight.T + hf_oss.bias, K)
 ours_ds, idx_ds = deepseek_route(x @ hf_ds.weight.T, hf_ds.e_score_correction_bias,
                                  K, n_group=4, topk_group=2, scale=2.5)
-idx_ds, order = idx_ds.sort(dim=-1)
-ours_ds = ours_ds.gather(1, order)
 print(f"max |gates - HF's|: Mixtral {(ours_mix - ref_mix).abs().max():.0e}, gpt-oss "
       f"{(ours_oss - ref_oss).abs().max():.0e}, DeepSeek-V3 "
       f"{(ours_ds - ref_ds).abs().max():.0e}")
@@ -290,14 +290,15 @@ picked = scores_ds.gather(1, idx_ds)  # (N, K)
 torch.testing.assert_close(ours_ds, 2.5 * picked / picked.sum(-1, keepdim=True))
 torch.testing.assert_close(ours_ds.sum(dim=-1), torch.full((N,), 2.5, device=device))
 g0, i0 = deepseek_route(x @ hf_ds.weight.T, torch.zeros_like(bias_ds), K, 4, 2, 2.5)
-i0, order = i0.sort(dim=-1)
-g0 = g0.gather(1, order)
-same_set = (i0 == idx_ds).all(dim=-1)  # (N,): tokens whose choice the bias kept
+i0, order0 = i0.sort(dim=-1)  # compare as sets: sorted by expert
+i1, order1 = idx_ds.sort(dim=-1)
+g0, g1 = g0.gather(1, order0), ours_ds.gather(1, order1)
+same_set = (i0 == i1).all(dim=-1)  # (N,): tokens whose choice the bias kept
 print(f"the bias changes the experts of {(~same_set).sum()} of {N} tokens; on the "
       f"{same_set.sum()} others, gates move by "
-      f"{(g0 - ours_ds)[same_set].abs().max():.0e}")
+      f"{(g0 - g1)[same_set].abs().max():.0e}")
 assert (~same_set).sum() >= 5  # the bias matters for selection
-torch.testing.assert_close(g0[same_set], ours_ds[same_set])  # never for weighting
+torch.testing.assert_close(g0[same_set], g1[same_set])  # never for weighting
 wrong = (scores_ds + bias_ds).gather(1, idx_ds)  # (N, K): biased
 wrong = 2.5 * wrong / wrong.sum(-1, keepdim=True)
 gap_biased = (wrong - ours_ds).abs().max().item()
@@ -478,9 +479,7 @@ assert (gpt_oss_route(x1 @ w_r.T, 1)[0] == 1).all()
 # :footcite:p:`Fedus2021`; Mixtral :footcite:p:`Jiang2024`; gpt-oss
 # :footcite:p:`OpenAI2025`; DeepSeekMoE's shared experts :footcite:p:`Dai2024`;
 # auxiliary-loss-free balancing :footcite:p:`Wang2024` and DeepSeek-V3
-# :footcite:p:`DeepSeekAI2024`. APIs: ``transformers.MixtralConfig``,
-# ``transformers.GptOssConfig``, ``transformers.DeepseekV3Config``, with
-# ``MixtralTopKRouter``, ``MixtralSparseMoeBlock``, ``GptOssTopKRouter`` and
-# ``DeepseekV3TopkRouter``.
+# :footcite:p:`DeepSeekAI2024`. APIs: ``transformers``' ``MixtralTopKRouter``,
+# ``MixtralSparseMoeBlock``, ``GptOssTopKRouter`` and ``DeepseekV3TopkRouter``.
 #
 # .. footbibliography::
