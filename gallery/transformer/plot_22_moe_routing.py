@@ -163,44 +163,6 @@ def deepseek_route(logits, bias, K, n_group, topk_group, scale):
 
 
 # %%
-# Softmax-top-K-renormalise equals top-K-softmax
-# ----------------------------------------------
-# On the same float64 logits of ``(B, L)`` tokens, the two routers pick the same
-# experts in the same order and give the same gates (an identity: float64's
-# tolerance).
-gen = torch.Generator(device=device).manual_seed(2)
-B, L, E, K = 2, 32, 16, 4
-logits64 = 2 * torch.randn(B, L, E, device=device, dtype=torch.float64, generator=gen)
-gates_mix, idx_mix = mixtral_route(logits64, K)
-gates_oss, idx_oss = gpt_oss_route(logits64, K)
-print(f"same experts: {torch.equal(idx_mix, idx_oss)}; max |gates difference| = "
-      f"{(gates_mix - gates_oss).abs().max():.1e}")
-assert torch.equal(idx_mix, idx_oss)
-torch.testing.assert_close(gates_mix, gates_oss)  # float64 defaults: rtol 1e-7
-
-# %%
-# Proof: why the two routers agree
-# --------------------------------
-# With :math:`Z = \sum_{j=1}^{E} e^{\ell_j}`,
-# :math:`\mathrm{softmax}(\ell)_e = e^{\ell_e} / Z` is increasing in :math:`\ell_e`,
-# so the ``K`` largest probabilities belong to the ``K`` largest logits, in the same
-# order; and
-# :math:`\mathrm{softmax}(\ell)_e / \sum_{j \in \mathcal{T}} \mathrm{softmax}(\ell)_j =
-# (e^{\ell_e}/Z) / (\sum_{j \in \mathcal{T}} e^{\ell_j} / Z)`, where :math:`Z` cancels.
-# What renormalising removes is the mass of the experts left out: without it the gates
-# sum to less than one (and never less than ``K / E``).
-probs = logits64.softmax(dim=-1)  # (B, L, E)
-kept = probs.topk(K, dim=-1).values.sum(dim=-1)  # (B, L): mass of the K chosen
-print(f"softmax mass on the {K} chosen of {E}: mean {kept.mean():.3f}, "
-      f"min {kept.min():.3f}, max {kept.max():.3f}")
-print(f"renormalised gates sum to {gates_mix.sum(dim=-1).min():.6f} .. "
-      f"{gates_mix.sum(dim=-1).max():.6f}")
-assert kept.max() < 0.999  # without renormalising, every token loses some mass
-assert kept.min() >= K / E  # the K largest of E probabilities hold at least K / E
-torch.testing.assert_close(gates_mix.sum(dim=-1), torch.ones_like(kept))
-torch.testing.assert_close(gates_oss, logits64.gather(-1, idx_oss).softmax(dim=-1))
-
-# %%
 # Proof: random Hugging Face routers and MoE block
 # ------------------------------------------------
 # Each Hugging Face router holds the ``(E, D)`` matrix ``weight`` (gpt-oss a bias
@@ -212,7 +174,8 @@ torch.testing.assert_close(gates_oss, logits64.gather(-1, idx_oss).softmax(dim=-
 # with the same gates: the identity above, in Hugging Face's code. The
 # ``MixtralSparseMoeBlock`` (``E = 8`` experts, ``K = 2``, ``Dff = 48``, the eager loop
 # over experts) allocates its tensors with ``torch.empty``: every one is set here.
-N, D = 64, 32
+gen = torch.Generator(device=device).manual_seed(2)
+E, K, N, D = 16, 4, 64, 32
 x = torch.randn(N, D, device=device, generator=gen)  # (N, D): N tokens
 mix_cfg = MixtralConfig(hidden_size=D, num_local_experts=E, num_experts_per_tok=K)
 oss_cfg = GptOssConfig(hidden_size=D, num_local_experts=E, num_experts_per_tok=K)
@@ -257,10 +220,20 @@ with torch.no_grad():
     _, _, hf_idx = hf_moe.gate(x_moe.view(Bm * Lm, D))  # (N, K)
 
 # %%
-# Equal to Hugging Face's routers
-# -------------------------------
-# On those random routers (64 tokens, 16 experts, ``K = 4``), ours pick the same
-# experts and give the same gates.
+# Equal to each other and to Hugging Face's routers
+# -------------------------------------------------
+# On float64 logits of ``(B, L)`` tokens, Mixtral's and gpt-oss's routers pick the same
+# experts in the same order with the same gates (an identity: float64's tolerance).
+# On three random Hugging Face routers (folded above: 64 tokens, 16 experts,
+# ``K = 4``), ours pick their experts and give their gates.
+logits64 = 2 * torch.randn(2, 32, E, device=device, dtype=torch.float64, generator=gen)
+gates64_mix, idx64_mix = mixtral_route(logits64, K)  # (B, L, K)
+gates64_oss, idx64_oss = gpt_oss_route(logits64, K)
+print(f"Mixtral vs gpt-oss: same experts {torch.equal(idx64_mix, idx64_oss)}, "
+      f"max |gates difference| = {(gates64_mix - gates64_oss).abs().max():.1e}")
+assert torch.equal(idx64_mix, idx64_oss)
+torch.testing.assert_close(gates64_mix, gates64_oss)  # float64 defaults: rtol 1e-7
+
 ours_mix, idx_mix = mixtral_route(x @ hf_mix.weight.T, K)
 ours_oss, idx_oss = gpt_oss_route(x @ hf_oss.weight.T + hf_oss.bias, K)
 ours_ds, idx_ds = deepseek_route(x @ hf_ds.weight.T, hf_ds.e_score_correction_bias,
@@ -273,6 +246,28 @@ assert torch.equal(idx_ds, ref_idx_ds)
 torch.testing.assert_close(ours_mix, ref_mix)
 torch.testing.assert_close(ours_oss, ref_oss)
 torch.testing.assert_close(ours_ds, ref_ds)
+
+# %%
+# Proof: why the two routers agree
+# --------------------------------
+# With :math:`Z = \sum_{j=1}^{E} e^{\ell_j}`,
+# :math:`\mathrm{softmax}(\ell)_e = e^{\ell_e} / Z` is increasing in :math:`\ell_e`,
+# so the ``K`` largest probabilities belong to the ``K`` largest logits, in the same
+# order; and
+# :math:`\mathrm{softmax}(\ell)_e / \sum_{j \in \mathcal{T}} \mathrm{softmax}(\ell)_j =
+# (e^{\ell_e}/Z) / (\sum_{j \in \mathcal{T}} e^{\ell_j} / Z)`, where :math:`Z` cancels.
+# What renormalising removes is the mass of the experts left out: without it the gates
+# sum to less than one (and never less than ``K / E``).
+probs = logits64.softmax(dim=-1)  # (B, L, E)
+kept = probs.topk(K, dim=-1).values.sum(dim=-1)  # (B, L): mass of the K chosen
+print(f"softmax mass on the {K} chosen of {E}: mean {kept.mean():.3f}, "
+      f"min {kept.min():.3f}, max {kept.max():.3f}")
+print(f"renormalised gates sum to {gates64_mix.sum(dim=-1).min():.6f} .. "
+      f"{gates64_mix.sum(dim=-1).max():.6f}")
+assert kept.max() < 0.999  # without renormalising, every token loses some mass
+assert kept.min() >= K / E  # the K largest of E probabilities hold at least K / E
+torch.testing.assert_close(gates64_mix.sum(dim=-1), torch.ones_like(kept))
+torch.testing.assert_close(gates64_oss, logits64.gather(-1, idx64_oss).softmax(dim=-1))
 
 # %%
 # Proof: DeepSeek-V3's bias selects and does not weigh; its groups limit the choice
@@ -367,8 +362,8 @@ class MixtralSparseMoeBlock(nn.Module):
 
 
 # %%
-# Equal to Hugging Face's MixtralSparseMoeBlock
-# ---------------------------------------------
+# Equal to Hugging Face's MoE block
+# ---------------------------------
 # The random block's state dict loads into ours by name. On 2 sequences of 24 tokens,
 # ours gives its output; the tokens each expert ran on are those Hugging Face's router
 # sent it, and they sum to ``N K``.
