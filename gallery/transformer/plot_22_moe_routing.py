@@ -1,11 +1,11 @@
 """
-Mixture-of-experts routing: which experts read each token
-=========================================================
+Mixture-of-experts routing
+==========================
 
-A mixture-of-experts (MoE) layer replaces the one MLP of a decoder layer by ``E``
-experts, and a router sends each token to ``K`` of them. This page writes the three
-routers of today's open models (Mixtral's, gpt-oss's, DeepSeek-V3's), proves the first
-two the same function, and proves each, and a whole MoE layer, equal to Hugging Face's.
+A mixture-of-experts (MoE) layer replaces a decoder layer's MLP by ``E`` experts, and a
+router sends each token to ``K`` of them. This page writes the routers of Mixtral,
+gpt-oss and DeepSeek-V3, proves the first two one function, and each router, and an
+MoE layer, equal to Hugging Face's.
 
 **You will learn**
 
@@ -64,22 +64,18 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
 #
 #    y = \sum_{e \in \mathcal{T}} g_e\, \mathrm{MLP}_e(x), \qquad
 #    g_e^\mathrm{DeepSeek} = \gamma\,
-#    \frac{\sigma(\ell_e)}{\sum_{j \in \mathcal{T}} \sigma(\ell_j)},
-#
-# .. math::
-#
+#    \frac{\sigma(\ell_e)}{\sum_{j \in \mathcal{T}} \sigma(\ell_j)}, \\
 #    g_e^\mathrm{Mixtral} = \frac{\mathrm{softmax}(\ell)_e}
 #    {\sum_{j \in \mathcal{T}} \mathrm{softmax}(\ell)_j}
 #    = \frac{e^{\ell_e}}{\sum_{j \in \mathcal{T}} e^{\ell_j}}
 #    = g_e^\mathrm{gpt\text{-}oss} .
 #
-# The softmax's denominator cancels, so renormalising the top ``K`` of a softmax is a
-# softmax over the top ``K`` logits. DeepSeek-V3 scores each expert on its own with a
-# sigmoid :math:`\sigma` and picks :math:`\mathcal{T}` by :math:`\sigma(\ell) + b`: the
-# bias ``b`` decides *which* experts, never *how much*. Training nudges ``b`` up for
-# experts that got fewer than their share of tokens and down for the busy ones, with no
-# loss term. A router that favours a few experts, before and after 100 such nudges
-# (made on fresh batches; counted on one held-out batch):
+# The softmax's denominator cancels: renormalising the top ``K`` of a softmax is a
+# softmax over the top ``K`` logits. DeepSeek-V3 scores each expert with a sigmoid
+# :math:`\sigma` and picks :math:`\mathcal{T}` by :math:`\sigma(\ell) + b`: the bias
+# ``b`` decides *which* experts, never *how much*. Training nudges ``b`` up for experts
+# short of their share of tokens, down for busy ones, with no loss term. A router that
+# favours a few experts, before and after 100 nudges (on fresh batches):
 g = torch.Generator().manual_seed(1)
 Nf, Df, Ef, Kf = 512, 32, 16, 2  # tokens, width, experts, experts per token
 mu = torch.randn(Df, generator=g)
@@ -220,8 +216,8 @@ with torch.no_grad():
     _, _, hf_idx = hf_moe.gate(x_moe.view(Bm * Lm, D))  # (N, K)
 
 # %%
-# Equal to each other and to Hugging Face's routers
-# -------------------------------------------------
+# Equal to Hugging Face's routers
+# -------------------------------
 # On float64 logits of ``(B, L)`` tokens, Mixtral's and gpt-oss's routers pick the same
 # experts in the same order with the same gates (an identity: float64's tolerance).
 # On three random Hugging Face routers (folded above: 64 tokens, 16 experts,
@@ -229,8 +225,6 @@ with torch.no_grad():
 logits64 = 2 * torch.randn(2, 32, E, device=device, dtype=torch.float64, generator=gen)
 gates64_mix, idx64_mix = mixtral_route(logits64, K)  # (B, L, K)
 gates64_oss, idx64_oss = gpt_oss_route(logits64, K)
-print(f"Mixtral vs gpt-oss: same experts {torch.equal(idx64_mix, idx64_oss)}, "
-      f"max |gates difference| = {(gates64_mix - gates64_oss).abs().max():.1e}")
 assert torch.equal(idx64_mix, idx64_oss)
 torch.testing.assert_close(gates64_mix, gates64_oss)  # float64 defaults: rtol 1e-7
 
@@ -238,6 +232,8 @@ ours_mix, idx_mix = mixtral_route(x @ hf_mix.weight.T, K)
 ours_oss, idx_oss = gpt_oss_route(x @ hf_oss.weight.T + hf_oss.bias, K)
 ours_ds, idx_ds = deepseek_route(x @ hf_ds.weight.T, hf_ds.e_score_correction_bias,
                                  K, n_group=4, topk_group=2, scale=2.5)
+gap_identity = (gates64_mix - gates64_oss).abs().max()
+print(f"max |Mixtral's - gpt-oss's gates| = {gap_identity:.0e}")
 print(f"max |gates - HF's|: Mixtral {(ours_mix - ref_mix).abs().max():.0e}, gpt-oss "
       f"{(ours_oss - ref_oss).abs().max():.0e}, DeepSeek-V3 "
       f"{(ours_ds - ref_ds).abs().max():.0e}")
@@ -362,11 +358,9 @@ class MixtralSparseMoeBlock(nn.Module):
 
 
 # %%
-# Equal to Hugging Face's MoE block
-# ---------------------------------
-# The random block's state dict loads into ours by name. On 2 sequences of 24 tokens,
-# ours gives its output; the tokens each expert ran on are those Hugging Face's router
-# sent it, and they sum to ``N K``.
+# Equal to the random ``MixtralSparseMoeBlock`` (folded above), whose state dict loads
+# into ours by name: on 2 sequences of 24 tokens, the same output; each expert ran on
+# the tokens Hugging Face's router sent it, ``N K`` in all.
 moe = MixtralSparseMoeBlock(Em, D, Dff, Km).to(device)
 moe.load_state_dict(hf_moe.state_dict())  # strict: the same 3 names, no map
 with torch.no_grad():
