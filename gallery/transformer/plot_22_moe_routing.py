@@ -79,7 +79,7 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
 g = torch.Generator().manual_seed(1)
 Nf, Df, Ef, Kf = 512, 32, 16, 2  # tokens, width, experts, experts per token
 mu = torch.randn(Df, generator=g)
-mu = mu / mu.norm()  # (Df,): a direction every token shares
+mu = mu / mu.norm()  # (D,): a direction every token shares
 spread = torch.linspace(-1, 1, Ef)[:, None]  # experts lean more or less along it
 W_fig = 0.5 * torch.randn(Ef, Df, generator=g) / Df**0.5 + spread * mu  # (E, D)
 
