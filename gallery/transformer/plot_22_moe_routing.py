@@ -4,8 +4,8 @@ Mixture-of-experts routing
 
 A mixture-of-experts (MoE) layer replaces a decoder layer's MLP by ``E`` experts, and a
 router sends each token to ``K`` of them. This page writes the routers of Mixtral,
-gpt-oss and DeepSeek-V3, proves the first two one function, and each router, and an
-MoE layer, equal to Hugging Face's.
+gpt-oss and DeepSeek-V3, proves the first two one function, and each router, and the
+MoE layers of Mixtral and DeepSeek-V3, equal to Hugging Face's.
 
 **You will learn**
 
@@ -44,6 +44,7 @@ import torch.nn.functional as F
 import transformers
 from torch import nn
 from transformers import DeepseekV3Config, GptOssConfig, MixtralConfig
+from transformers.models.deepseek_v3 import modeling_deepseek_v3
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3TopkRouter
 from transformers.models.gpt_oss.modeling_gpt_oss import GptOssTopKRouter
 from transformers.models.mixtral import modeling_mixtral
@@ -399,6 +400,72 @@ assert sorted(moe.state_dict()) == sorted(hf_moe.state_dict())  # 3 names alike
 torch.testing.assert_close(dense.view(Bm, Lm, D), ours_moe)
 
 # %%
+# Proof: DeepSeek-V3's MoE layer, with shared experts
+# ---------------------------------------------------
+# DeepSeek-V3's layer adds to the routed sum a *shared* SwiGLU that every token runs
+# (DeepSeekMoE), of width ``n_shared * Dff``; its router is the one above. Written with
+# Hugging Face's names, our layer takes a random ``DeepseekV3MoE``'s state dict (two
+# shared experts here, where DeepSeek-V3 has one) and gives its output; without the
+# shared part it would not.
+class DeepseekV3MoE(nn.Module):
+    """Routed experts, DeepSeek-V3's router, plus shared: (B, L, D) -> (B, L, D)."""
+
+    def __init__(self, E, D, Dff, K, n_group, topk_group, scale, n_shared):
+        super().__init__()
+        self.route = dict(K=K, n_group=n_group, topk_group=topk_group, scale=scale)
+        self.gate = nn.Linear(D, E, bias=False)  # gate.weight (E, D)
+        self.gate.register_buffer("e_score_correction_bias", torch.zeros(E))  # (E,)
+        self.experts = nn.ParameterDict({
+            "gate_up_proj": nn.Parameter(torch.empty(E, 2 * Dff, D)),  # (E, 2 Dff, D)
+            "down_proj": nn.Parameter(torch.empty(E, D, Dff)),  # (E, D, Dff)
+        })
+        self.shared_experts = nn.ModuleDict({  # one SwiGLU, n_shared experts wide
+            "gate_proj": nn.Linear(D, n_shared * Dff, bias=False),
+            "up_proj": nn.Linear(D, n_shared * Dff, bias=False),
+            "down_proj": nn.Linear(n_shared * Dff, D, bias=False),
+        })
+
+    def forward(self, x):
+        B, L, D = x.shape
+        x = x.reshape(B * L, D)  # (N, D)
+        logits = self.gate(x)  # (N, E)
+        gates, idx = deepseek_route(logits, self.gate.e_score_correction_bias,
+                                    **self.route)  # (N, K) each
+        dense = torch.zeros_like(logits).scatter(1, idx, gates)  # (N, E)
+        hidden = torch.einsum("nd,efd->enf", x, self.experts.gate_up_proj)
+        gate, up = hidden.chunk(2, dim=-1)  # (E, N, Dff) each
+        y = torch.einsum("ne,enf,edf->nd", dense, F.silu(gate) * up,
+                         self.experts.down_proj)  # (N, D)
+        s = self.shared_experts  # every token, no gate
+        y = y + s.down_proj(F.silu(s.gate_proj(x)) * s.up_proj(x))
+        return y.view(B, L, D)
+
+
+# %%
+import copy
+
+dsm_cfg = DeepseekV3Config(hidden_size=D, moe_intermediate_size=24, n_routed_experts=E,
+                           num_experts_per_tok=K, n_group=4, topk_group=2,
+                           routed_scaling_factor=2.5, n_shared_experts=2,
+                           experts_implementation="eager")
+hf_dsm = modeling_deepseek_v3.DeepseekV3MoE(dsm_cfg).to(device).eval()
+with torch.no_grad():
+    for t in [*hf_dsm.parameters(), *hf_dsm.buffers()]:
+        t.copy_(torch.randn(t.shape, device=device, generator=gen) / D**0.5)
+    ref_dsm = hf_dsm(x_moe)
+    dsm = DeepseekV3MoE(E, D, 24, K, 4, 2, 2.5, n_shared=2).to(device)
+    dsm.load_state_dict(hf_dsm.state_dict())  # strict: Hugging Face's 7 names
+    ours_dsm = dsm(x_moe)
+    routed_only = copy.deepcopy(dsm)
+    routed_only.shared_experts.down_proj.weight.zero_()  # the shared part gives 0
+    gap_shared = (routed_only(x_moe) - ref_dsm).abs().max().item()
+print(f"max |ours - DeepseekV3MoE| = {(ours_dsm - ref_dsm).abs().max():.1e}; "
+      f"without the shared experts {gap_shared:.2f}")
+assert sorted(dsm.state_dict()) == sorted(hf_dsm.state_dict())
+torch.testing.assert_close(ours_dsm, ref_dsm)
+assert gap_shared > 0.1
+
+# %%
 # Proof: real models, from their published configs
 # ------------------------------------------------
 # The routing sizes of three released models, from each checkpoint's ``config.json``
@@ -469,6 +536,7 @@ assert (gpt_oss_route(x1 @ w_r.T, 1)[0] == 1).all()
 # :footcite:p:`OpenAI2025`; DeepSeekMoE's shared experts :footcite:p:`Dai2024`;
 # auxiliary-loss-free balancing :footcite:p:`Wang2024` and DeepSeek-V3
 # :footcite:p:`DeepSeekAI2024`. APIs: ``transformers``' ``MixtralTopKRouter``,
-# ``MixtralSparseMoeBlock``, ``GptOssTopKRouter`` and ``DeepseekV3TopkRouter``.
+# ``MixtralSparseMoeBlock``, ``GptOssTopKRouter``, ``DeepseekV3TopkRouter`` and
+# ``DeepseekV3MoE``.
 #
 # .. footbibliography::
