@@ -405,8 +405,8 @@ torch.testing.assert_close(dense.view(Bm, Lm, D), ours_moe)
 # DeepSeek-V3's layer adds to the routed sum a *shared* SwiGLU that every token runs
 # (DeepSeekMoE), of width ``n_shared * Dff``; its router is the one above. Written with
 # Hugging Face's names, our layer takes a random ``DeepseekV3MoE``'s state dict (two
-# shared experts here, where DeepSeek-V3 has one) and gives its output; without the
-# shared part it would not.
+# shared experts and :math:`\gamma = 1.5` here, where DeepSeek-V3 has one and 2.5) and
+# gives its output; without the shared part it would not.
 class DeepseekV3MoE(nn.Module):
     """Routed experts, DeepSeek-V3's router, plus shared: (B, L, D) -> (B, L, D)."""
 
@@ -414,7 +414,7 @@ class DeepseekV3MoE(nn.Module):
         super().__init__()
         self.route = dict(K=K, n_group=n_group, topk_group=topk_group, scale=scale)
         self.gate = nn.Linear(D, E, bias=False)  # gate.weight (E, D)
-        self.gate.register_buffer("e_score_correction_bias", torch.zeros(E))  # (E,)
+        self.gate.register_buffer("e_score_correction_bias", torch.empty(E))  # (E,)
         self.experts = nn.ParameterDict({
             "gate_up_proj": nn.Parameter(torch.empty(E, 2 * Dff, D)),  # (E, 2 Dff, D)
             "down_proj": nn.Parameter(torch.empty(E, D, Dff)),  # (E, D, Dff)
@@ -446,14 +446,14 @@ import copy
 
 dsm_cfg = DeepseekV3Config(hidden_size=D, moe_intermediate_size=24, n_routed_experts=E,
                            num_experts_per_tok=K, n_group=4, topk_group=2,
-                           routed_scaling_factor=2.5, n_shared_experts=2,
+                           routed_scaling_factor=1.5, n_shared_experts=2,
                            experts_implementation="eager")
 hf_dsm = modeling_deepseek_v3.DeepseekV3MoE(dsm_cfg).to(device).eval()
 with torch.no_grad():
     for t in [*hf_dsm.parameters(), *hf_dsm.buffers()]:
         t.copy_(torch.randn(t.shape, device=device, generator=gen) / D**0.5)
     ref_dsm = hf_dsm(x_moe)
-    dsm = DeepseekV3MoE(E, D, 24, K, 4, 2, 2.5, n_shared=2).to(device)
+    dsm = DeepseekV3MoE(E, D, 24, K, 4, 2, 1.5, n_shared=2).to(device)
     dsm.load_state_dict(hf_dsm.state_dict())  # strict: Hugging Face's 7 names
     ours_dsm = dsm(x_moe)
     routed_only = copy.deepcopy(dsm)
