@@ -563,10 +563,10 @@ def deepseek_softmax_scale(Dn, Dr, max_seq_len, original_seq_len, rope_factor,
 
 
 # Copied from positional/plot_09_rope_scaling.py: yarn
-def yarn(Dh, base, s, M, beta_fast=32.0, beta_slow=1.0, rounded=True, device=None):
+def yarn(Dh, base, s, L0, beta_fast=32.0, beta_slow=1.0, rounded=True, device=None):
     """(inv_freq (Dh/2,), mscale): the ramp from the reference code, in pair indices."""
-    def index_of(turns):  # the (fractional) i where M / lambda_i == turns
-        return Dh * math.log(M / (2 * math.pi * turns)) / (2 * math.log(base))
+    def index_of(turns):  # the (fractional) i where L0 / lambda_i == turns
+        return Dh * math.log(L0 / (2 * math.pi * turns)) / (2 * math.log(base))
 
     inv_freq = rope_inv_freq(Dh, base, torch.float64).to(device)  # (Dh/2,)
     i = torch.arange(Dh // 2, dtype=torch.float64, device=device)  # (Dh/2,)
@@ -580,12 +580,12 @@ def yarn(Dh, base, s, M, beta_fast=32.0, beta_slow=1.0, rounded=True, device=Non
 
 
 # %%
-S_YARN, M_YARN = 40.0, 4096  # DeepSeek-V3's rope_scaling: factor, original positions
+S_YARN, L0_YARN = 40.0, 4096  # DeepSeek-V3's rope_scaling: factor, original positions
 YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": S_YARN,
-        "original_max_position_embeddings": M_YARN, "beta_fast": 32.0,
+        "original_max_position_embeddings": L0_YARN, "beta_fast": 32.0,
         "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}
 mscale_sq = (0.1 * math.log(40) + 1) ** 2
-ref_scale = deepseek_softmax_scale(Dn, Dr, 16384, M_YARN, S_YARN, 1.0)
+ref_scale = deepseek_softmax_scale(Dn, Dr, 16384, L0_YARN, S_YARN, 1.0)
 print(f"(0.1 ln 40 + 1)^2 = {mscale_sq:.6f}; yarn_get_mscale(40, 1)^2 = "
       f"{yarn_get_mscale(S_YARN, 1.0) ** 2:.6f}")
 assert round(mscale_sq, 6) == 1.873854
@@ -594,16 +594,16 @@ torch.testing.assert_close(yarn_apply_mscale(YARN, (Dn + Dr) ** -0.5), ref_scale
 # the reference reads mscale, Hugging Face mscale_all_dim: equal in V3's config
 half = {**YARN, "mscale": 0.5, "mscale_all_dim": 0.5}
 torch.testing.assert_close(yarn_apply_mscale(half, (Dn + Dr) ** -0.5),
-                           deepseek_softmax_scale(Dn, Dr, 16384, M_YARN, S_YARN, 0.5))
+                           deepseek_softmax_scale(Dn, Dr, 16384, L0_YARN, S_YARN, 0.5))
 # the reference switches YaRN off when it serves no more than the original 4096 tokens
-assert deepseek_softmax_scale(Dn, Dr, 4096, M_YARN, S_YARN, 1.0) == (Dn + Dr) ** -0.5
+assert deepseek_softmax_scale(Dn, Dr, 4096, L0_YARN, S_YARN, 1.0) == (Dn + Dr) ** -0.5
 assert yarn_apply_mscale({"rope_type": "default"}, 0.5) == 0.5  # plain RoPE: unchanged
 
 cfg_yarn = tiny_config(SIZES, BASE, rope_parameters=YARN,
                        max_position_embeddings=163840)
 hf_yarn, rotary_yarn = hf_attention(cfg_yarn, device)
 cos_y, sin_y = rotary_yarn(x, 1000 * pos)  # positions far past 4096: YaRN at work
-inv_freq, g = yarn(Dr, 10000.0, S_YARN, M_YARN, device=device)
+inv_freq, g = yarn(Dr, 10000.0, S_YARN, L0_YARN, device=device)
 assert g ** 2 == mscale_sq  # the scaling page's temperature, squared
 angles = (1000 * pos)[..., None].double() * inv_freq  # (B, L, Dr/2)
 cos_ours, sin_ours = torch.cat([angles, angles], dim=-1).cos(), torch.cat(
