@@ -135,9 +135,9 @@ ax2.text(flat32 - 0.2, 1e-2, f"float32: exactly 0\nfrom x = {flat32:.2f} c",
          ha="right", fontsize=8)
 ax2.set(xlabel="x / c", ylabel="slope d softcap / dx", ylim=(1e-9, 2))
 ax2.legend(fontsize=8, loc="lower left")
-fig.suptitle(f"Soft-capping keeps small logits and flattens large ones: slope "
-             f"{slope64[400]:.2f} at x = c, {slope64[800]:.3f} at 2c, 0 in float32 past "
-             f"{flat32:.1f}c", fontsize=10)
+fig.suptitle(f"Soft-capping keeps small logits and flattens large ones: its slope is "
+             f"{1 - math.tanh(1) ** 2:.2f} at x = c,\n{1 - math.tanh(2) ** 2:.3f} at 2c, and exactly 0 "
+             f"in float32 from {flat32:.2f}c", fontsize=10)
 plt.show()
 
 
@@ -222,7 +222,7 @@ assert abs(flat_fp32 - flat32) < 0.01  # the figure's float32 curve ends there t
 # logits are scaled by ``query_pre_attn_scalar ** -0.5`` and capped before the mask.
 # The modules carry Hugging Face's names, so its state dict loads strictly.
 class SoftcapAttention(nn.Module):
-    """Causal GQA with RoPE, scaled logits soft-capped at `cap`; Hugging Face's names."""
+    """Causal GQA with RoPE, scaled logits capped at `cap`; Hugging Face's names."""
 
     def __init__(self, D, Nh, Nkv, Dh, query_pre_attn_scalar, cap):
         super().__init__()
