@@ -135,9 +135,10 @@ ax2.text(flat32 - 0.2, 1e-2, f"float32: exactly 0\nfrom x = {flat32:.2f} c",
          ha="right", fontsize=8)
 ax2.set(xlabel="x / c", ylabel="slope d softcap / dx", ylim=(1e-9, 2))
 ax2.legend(fontsize=8, loc="lower left")
+slope_c, slope_2c_fig = 1 - math.tanh(1) ** 2, 1 - math.tanh(2) ** 2
 fig.suptitle(f"Soft-capping keeps small logits and flattens large ones: its slope is "
-             f"{1 - math.tanh(1) ** 2:.2f} at x = c,\n{1 - math.tanh(2) ** 2:.3f} at 2c, and exactly 0 "
-             f"in float32 from {flat32:.2f}c", fontsize=10)
+             f"{slope_c:.2f} at x = c,\n{slope_2c_fig:.3f} at 2c, and exactly 0 in "
+             f"float32 from {flat32:.2f}c", fontsize=10)
 plt.show()
 
 
