@@ -182,25 +182,33 @@ torch.testing.assert_close(softcap(-x, c), -capped)  # odd
 # :math:`4 e^{-2x/c}` beyond the cap.
 xg = x.clone().requires_grad_(True)
 (auto_slope,) = torch.autograd.grad(softcap(xg, c).sum(), xg)
-at = {k: softcap_slope(torch.tensor(k * c, dtype=torch.float64), c).item()
-      for k in (0.5, 1, 2, 3)}
-slope_2c = at[2]
-print("slope at x = " + ", ".join(f"{k}c: {s:.4f}" for k, s in at.items()))
+ks = (0.5, 1, 2, 3)  # x in units of c
+at = softcap_slope(torch.tensor(ks, dtype=torch.float64) * c, c)  # (4,)
+print("slope at x = " + ", ".join(f"{k}c: {s:.4f}" for k, s in zip(ks, at.tolist())))
 torch.testing.assert_close(auto_slope, softcap_slope(x, c))
-assert at[0.5] > 0.78 and 0.41 < at[1] < 0.43 and 0.07 < at[2] < 0.071 < at[3] * 8
+torch.testing.assert_close(at, torch.tensor([1 - math.tanh(k) ** 2 for k in ks],
+                                            dtype=torch.float64))  # float64 exactly
+assert at[0] > 0.78 and 0.41 < at[1] < 0.43 and 0.07 < at[2] < 0.071 < at[3] * 8
 assert abs(at[3] - 4 * math.exp(-6)) < 1e-3  # the tail 4 exp(-2x/c)
 
 
 # %%
 # **Rounding ends the gradient.** Where ``tanh(x / c)`` rounds to exactly 1, the
-# capped logit is exactly ``c`` and autograd's slope ``1 - 1**2`` exactly 0. The first
-# such ``x / c`` depends on the dtype: the gap below 1 is :math:`2^{-24}` in float32,
-# :math:`2^{-8}` in bfloat16, the dtype Gemma 2 ships in.
-def first_flat(dtype, device, hi=40.0, steps=40001):
-    """The smallest x / c on a grid of [0, hi] where autograd's slope of tanh is 0."""
-    u = torch.linspace(0.0, hi, steps, device=device).to(dtype).requires_grad_(True)
-    (g,) = torch.autograd.grad(torch.tanh(u).sum(), u)
-    return u[g == 0].min().item()
+# capped logit is exactly ``c`` and autograd's slope ``1 - 1**2`` exactly 0. That
+# happens once :math:`1 - \tanh u \approx 2 e^{-2u}` falls below half the gap under 1,
+# :math:`\epsilon / 4` for a dtype whose machine epsilon is :math:`\epsilon`: from
+# :math:`u = \tfrac12 \ln(8 / \epsilon)` on, about 9 in float32 and 3.5 in bfloat16,
+# the dtype Gemma 2 ships in.
+def first_flat(dtype, device):
+    """The smallest u >= 0 (to 1e-6, on dtype's grid) where autograd's d tanh(u)/du
+    is exactly 0, found by bisection."""
+    lo, hi = 0.0, 40.0  # the slope is 1 at 0 and 0 at 40 in every float dtype
+    while hi - lo > 1e-6:
+        mid = (lo + hi) / 2
+        u = torch.tensor(mid, device=device).to(dtype).requires_grad_(True)
+        (g,) = torch.autograd.grad(torch.tanh(u), u)
+        lo, hi = (lo, mid) if g == 0 else (mid, hi)
+    return hi
 
 
 # %%
@@ -211,7 +219,10 @@ print("slope exactly 0 from x / c = " + ", ".join(
     f"{str(dt).removeprefix('torch.')}: {u:.2f}" for dt, u in flat.items()))
 print(f"for Gemma 2's attention cap (c = 50): from a raw logit of {50 * flat_bf16:.0f}"
       f" in bfloat16, {50 * flat_fp32:.0f} in float32")
-assert 3.0 < flat_bf16 < 3.6 and 9.0 < flat_fp32 < 9.02 and 19.0 < flat[torch.float64]
+for dt, u in flat.items():  # the closed form, to one step of dt's grid near u
+    eps = torch.finfo(dt).eps
+    assert abs(u - math.log(8 / eps) / 2) < 1e-4 + u * eps
+assert 3.4 < flat_bf16 < 3.5 and 9.0 < flat_fp32 < 9.02 and 19.0 < flat[torch.float64]
 assert abs(flat_fp32 - flat32) < 0.01  # the figure's float32 curve ends there too
 
 
@@ -268,7 +279,7 @@ class SoftcapAttention(nn.Module):
 def softcap_score_mod(cap):
     """A FlexAttention score_mod capping each scaled logit at cap."""
     def capped(score, b, h, q_idx, kv_idx):
-        return cap * torch.tanh(score / cap)
+        return cap * (score / cap).tanh()  # a method: no global looked up when traced
     return capped
 
 
@@ -293,7 +304,7 @@ cfg = Gemma2Config(
     vocab_size=V, hidden_size=D, intermediate_size=64, num_hidden_layers=2,
     num_attention_heads=Nh, num_key_value_heads=Nkv, head_dim=Dh,
     query_pre_attn_scalar=QPAS, attn_logit_softcapping=ATTN_CAP,
-    final_logit_softcapping=FINAL_CAP, pad_token_id=0,
+    final_logit_softcapping=FINAL_CAP,
     rope_parameters={"rope_type": "default", "rope_theta": 1000.0},
     attn_implementation="eager",
 )
@@ -325,13 +336,22 @@ ours, weights = attn(h0, cos, sin)
 ref, weights_hf = seen["out"]
 q, k, v = attn.qkv(h0, cos, sin)
 raw = (q.reshape(B, Nkv, -1, Dh) @ k.mT) * QPAS ** -0.5  # (B, Nkv, G * L, L) uncapped
-max_raw_attn = raw.abs().max().item()
-print(f"raw attention logits up to {max_raw_attn:.0f} (cap {ATTN_CAP:.0f})")
+lo_raw, hi_raw = raw.min().item(), raw.max().item()
+max_raw_attn = max(-lo_raw, hi_raw)
+print(f"raw attention logits from {lo_raw:.0f} to {hi_raw:.0f} (cap {ATTN_CAP:.0f})")
 print(f"max |ours - Gemma2Attention| = {(ours - ref).abs().max():.1e}, weights "
       f"{(weights - weights_hf).abs().max():.1e}")
 torch.testing.assert_close(ours, ref)
 torch.testing.assert_close(weights, weights_hf)
-assert max_raw_attn > 3 * ATTN_CAP  # the cap binds on these inputs
+assert lo_raw < -3 * ATTN_CAP and hi_raw > 3 * ATTN_CAP  # the cap binds, both sides
+assert torch.equal(weights.eq(0), weights_hf.eq(0))  # the future exactly 0 in both
+
+# %%
+# The cap keeps attention causal: the first 7 tokens of one sequence alone give the
+# first 7 outputs.
+ours_7, _ = attn(h0[:1, :7], cos[:1, :7], sin[:1, :7])
+print(f"first 7 tokens alone: max |diff| = {(ours_7 - ref[:1, :7]).abs().max():.1e}")
+torch.testing.assert_close(ours_7, ref[:1, :7])
 
 # %%
 # **Equal to a FlexAttention** ``score_mod``: the same ``q``, ``k``, ``v`` through
@@ -350,13 +370,13 @@ with torch.no_grad():
     out_flex = attn.o_proj(y_flex.transpose(1, 2).reshape(B, L, Nh * Dh))  # (B, L, D)
 print(f"max |flex score_mod - Gemma2Attention| = {(out_flex - ref).abs().max():.1e}")
 torch.testing.assert_close(out_flex, ref)
-if device == "cpu":
-    try:
-        flex_attention(q, k, v, **flex_kw)  # q, k, v carry the projections' graph
-    except NotImplementedError as e:
-        print(f"with gradients on CPU: {str(e)[:62]}...")
-    else:
-        raise AssertionError("flex_attention ran backward-ready inputs on CPU")
+try:
+    flex_attention(q, k, v, **flex_kw)  # q, k, v carry the projections' graph
+    refused = ""
+except NotImplementedError as e:
+    refused = str(e)
+print(f"inputs that require grad, on {device}: {refused[:44] or 'accepted'}...")
+assert bool(refused) == (device == "cpu")  # CUDA takes them
 
 # %%
 # **Equal to** ``Gemma2ForCausalLM`` **'s final logits**: the head applied to the
@@ -388,6 +408,10 @@ bound = 2 * FINAL_CAP + math.log(V)
 print(f"worst token loss: capped {loss_tok.max():.1f}, uncapped {loss_raw.max():.1f},"
       f" bound 2c + ln V = {bound:.1f} nats")
 assert loss_tok.max() <= bound < loss_raw.max()
+extreme = torch.full((1, V), FINAL_CAP)  # every other token at +c ...
+extreme[0, 0] = -FINAL_CAP  # ... and the label at -c: the worst case
+worst = F.cross_entropy(extreme, torch.tensor([0])).item()
+assert 0 < bound - worst < math.log(V / (V - 1)) + 1e-5  # attained, up to ln V/(V-1)
 torch.testing.assert_close(loss_tok.mean(), out_hf.loss)
 
 # %%
@@ -413,12 +437,13 @@ assert sorted(attn.state_dict()) == sorted(hf_attn.state_dict())  # 4 names alik
 capped_w = softcap(raw, ATTN_CAP).view(B, Nkv, -1, L, L).masked_fill(
     future, -math.inf).softmax(-1).view(B, Nh, L, L)
 torch.testing.assert_close(capped_w, weights_hf)  # scale, then cap, then mask
+assert capped_w.masked_select(future).eq(0).all()  # -inf: the future exactly 0
 beyond = (raw.abs() > ATTN_CAP)[..., ~future.repeat(Nh // Nkv, 1)].float().mean().item()
 print(f"share of the visible raw logits beyond the cap: {beyond:.2f}")
-assert beyond > 0.25
+assert 0.25 < beyond < 0.6
 
 # %%
-h0g = h0.detach().requires_grad_(True)
+h0g = h0  # a tensor of the model's graph: its gradient is taken below
 hf_out, _ = hf_attn(h0g, position_embeddings=seen["position_embeddings"],
                     attention_mask=mask_hf)
 target = torch.randn_like(hf_out)
@@ -430,6 +455,7 @@ print("max |grad ours - grad HF|:\n  " + ", ".join(
     f"{n.removesuffix('.weight')} {(a - b).abs().max():.1e}"
     for n, a, b in zip(names, our_grads, hf_grads)))
 rel = max_raw_attn * 2**-24  # a float32 logit of size x is known to x * 2**-24
+assert rel < 2e-5  # the gradients agree to 2e-5 of their size
 for a, b in zip(our_grads, hf_grads):  # so is each gradient, relative to its size
     torch.testing.assert_close(a, b, rtol=1.3e-6, atol=rel * b.abs().max().item())
 
@@ -476,9 +502,12 @@ def cap_after_mask(logits, cap):
 low = torch.full((1, 1, 4, 4), -200.0, device=device)  # every raw logit far below -c
 leak = cap_after_mask(low, ATTN_CAP)[0, 0, 0, 1:].sum().item()  # query 0's future
 print(f"cap after the mask: masked logits become "
-      f"{softcap(torch.tensor(-math.inf), 50).item()}; query 0 gives its future keys "
-      f"{leak:.2f} of its weight")
-assert leak > 0.7  # 3 future keys at -c against 1 visible at about -c
+      f"{softcap(torch.tensor(-math.inf), 50).item()};\n  query 0 gives its future "
+      f"keys {leak:.2f} of its weight")
+visible = softcap(torch.tensor(-200.0), ATTN_CAP).item()  # key 0, a bit above -c
+expected = 3 * math.exp(-ATTN_CAP) / (3 * math.exp(-ATTN_CAP) + math.exp(visible))
+torch.testing.assert_close(leak, expected)  # 3 future keys at -c, 1 visible near -c
+assert leak > 0.7
 
 # %%
 # Try it: scale by ``Dh ** -0.5``. Does anyone notice?
