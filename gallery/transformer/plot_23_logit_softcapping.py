@@ -180,8 +180,7 @@ torch.testing.assert_close(softcap(-x, c), -capped)  # odd
 # %%
 # **The slope is** :math:`1 - \tanh^2`, as autograd computes it, and falls fast: about
 # :math:`4 e^{-2x/c}` beyond the cap.
-xg = x.clone().requires_grad_(True)
-(auto_slope,) = torch.autograd.grad(softcap(xg, c).sum(), xg)
+auto_slope = torch.func.vmap(torch.func.grad(softcap), in_dims=(0, None))(x, c)
 ks = (0.5, 1, 2, 3)  # x in units of c
 at = softcap_slope(torch.tensor(ks, dtype=torch.float64) * c, c)  # (4,)
 print("slope at x = " + ", ".join(f"{k}c: {s:.4f}" for k, s in zip(ks, at.tolist())))
@@ -217,8 +216,8 @@ flat = {dt: first_flat(dt, device) for dt in (torch.bfloat16, torch.float32,
 flat_bf16, flat_fp32 = flat[torch.bfloat16], flat[torch.float32]
 print("slope exactly 0 from x / c = " + ", ".join(
     f"{str(dt).removeprefix('torch.')}: {u:.2f}" for dt, u in flat.items()))
-print(f"for Gemma 2's attention cap (c = 50): from a raw logit of {50 * flat_bf16:.0f}"
-      f" in bfloat16, {50 * flat_fp32:.0f} in float32")
+print(f"for c = 50 (Gemma 2's attention): from a raw logit of {50 * flat_bf16:.0f} in "
+      f"bfloat16, {50 * flat_fp32:.0f} in float32")
 for dt, u in flat.items():  # the closed form, to one step of dt's grid near u
     eps = torch.finfo(dt).eps
     assert abs(u - math.log(8 / eps) / 2) < 1e-4 + u * eps
