@@ -138,7 +138,7 @@ ax2.legend(fontsize=8, loc="lower left")
 slope_c, slope_2c_fig = 1 - math.tanh(1) ** 2, 1 - math.tanh(2) ** 2
 fig.suptitle(f"Soft-capping keeps small logits and flattens large ones: its slope is "
              f"{slope_c:.2f} at x = c,\n{slope_2c_fig:.3f} at 2c, and exactly 0 in "
-             f"float32 from {flat32:.2f}c", fontsize=10)
+             f"float32 from {flat32:.1f}c", fontsize=10)
 plt.show()
 
 
@@ -176,54 +176,6 @@ assert 0.015 < rel_quarter < 0.021  # about (1/4)**2 / 3 = 2.1 %
 assert (capped.abs() <= c).all() and (capped.diff() > 0).all()  # bounded, increasing
 assert softcap(torch.tensor([math.inf, -math.inf]), c).tolist() == [c, -c]
 torch.testing.assert_close(softcap(-x, c), -capped)  # odd
-
-# %%
-# **The slope is** :math:`1 - \tanh^2`, as autograd computes it, and falls fast: about
-# :math:`4 e^{-2x/c}` beyond the cap.
-auto_slope = torch.func.vmap(torch.func.grad(softcap), in_dims=(0, None))(x, c)
-ks = (0.5, 1, 2, 3)  # x in units of c
-at = softcap_slope(torch.tensor(ks, dtype=torch.float64) * c, c)  # (4,)
-print("slope at x = " + ", ".join(f"{k}c: {s:.4f}" for k, s in zip(ks, at.tolist())))
-torch.testing.assert_close(auto_slope, softcap_slope(x, c))
-torch.testing.assert_close(at, torch.tensor([1 - math.tanh(k) ** 2 for k in ks],
-                                            dtype=torch.float64))  # float64 exactly
-assert at[0] > 0.78 and 0.41 < at[1] < 0.43 and 0.07 < at[2] < 0.071 < at[3] * 8
-assert abs(at[3] - 4 * math.exp(-6)) < 1e-3  # the tail 4 exp(-2x/c)
-
-
-# %%
-# **Rounding ends the gradient.** Where ``tanh(x / c)`` rounds to exactly 1, the
-# capped logit is exactly ``c`` and autograd's slope ``1 - 1**2`` exactly 0. That
-# happens once :math:`1 - \tanh u \approx 2 e^{-2u}` falls below half the gap under 1,
-# :math:`\epsilon / 4` for a dtype whose machine epsilon is :math:`\epsilon`: from
-# :math:`u = \tfrac12 \ln(8 / \epsilon)` on, about 9 in float32 and 3.5 in bfloat16,
-# the dtype Gemma 2 ships in.
-def first_flat(dtype, device):
-    """The smallest u >= 0 (to 1e-6, on dtype's grid) where autograd's d tanh(u)/du
-    is exactly 0, found by bisection."""
-    lo, hi = 0.0, 40.0  # the slope is 1 at 0 and 0 at 40 in every float dtype
-    while hi - lo > 1e-6:
-        mid = (lo + hi) / 2
-        u = torch.tensor(mid, device=device).to(dtype).requires_grad_(True)
-        (g,) = torch.autograd.grad(torch.tanh(u), u)
-        lo, hi = (lo, mid) if g == 0 else (mid, hi)
-    return hi
-
-
-# %%
-flat = {dt: first_flat(dt, device) for dt in (torch.bfloat16, torch.float32,
-                                              torch.float64)}
-flat_bf16, flat_fp32 = flat[torch.bfloat16], flat[torch.float32]
-print("slope exactly 0 from x / c = " + ", ".join(
-    f"{str(dt).removeprefix('torch.')}: {u:.2f}" for dt, u in flat.items()))
-print(f"for c = 50 (Gemma 2's attention): from a raw logit of {50 * flat_bf16:.0f} in "
-      f"bfloat16, {50 * flat_fp32:.0f} in float32")
-for dt, u in flat.items():  # the closed form, to one step of dt's grid near u
-    eps = torch.finfo(dt).eps
-    assert abs(u - math.log(8 / eps) / 2) < 1e-4 + u * eps
-assert 3.4 < flat_bf16 < 3.5 and 9.0 < flat_fp32 < 9.02 and 19.0 < flat[torch.float64]
-assert abs(flat_fp32 - flat32) < 0.01  # the figure's float32 curve ends there too
-
 
 # %%
 # Soft-capped attention
@@ -289,8 +241,8 @@ def causal_mod(b, h, q_idx, kv_idx):
 
 
 # %%
-# A random Gemma 2
-# ----------------
+# Proof: a random Gemma 2, watched by a hook
+# ------------------------------------------
 # Two layers, ``D = 48``, ``Nh = 4`` query heads of ``Dh = 16``, ``Nkv = 2``, and
 # ``query_pre_attn_scalar = 24``, not ``Dh``, so a scale of ``Dh ** -0.5`` fails. Every
 # weight moves off its initialization; the query and key projections and the final
@@ -324,6 +276,8 @@ out_hf = model(ids, labels=ids)
 hook.remove()
 
 # %%
+# Equal to Gemma 2 and to FlexAttention
+# -------------------------------------
 # **Equal to** ``Gemma2Attention``: the first layer's weights load into ours, which
 # gives the hooked output and attention weights from the same hidden states.
 attn = SoftcapAttention(D, Nh, Nkv, Dh, QPAS, ATTN_CAP).to(device)
@@ -346,18 +300,11 @@ assert lo_raw < -3 * ATTN_CAP and hi_raw > 3 * ATTN_CAP  # the cap binds, both s
 assert torch.equal(weights.eq(0), weights_hf.eq(0))  # the future exactly 0 in both
 
 # %%
-# The cap keeps attention causal: the first 7 tokens of one sequence alone give the
-# first 7 outputs.
-ours_7, _ = attn(h0[:1, :7], cos[:1, :7], sin[:1, :7])
-print(f"first 7 tokens alone: max |diff| = {(ours_7 - ref[:1, :7]).abs().max():.1e}")
-torch.testing.assert_close(ours_7, ref[:1, :7])
-
-# %%
 # **Equal to a FlexAttention** ``score_mod``: the same ``q``, ``k``, ``v`` through
 # ``flex_attention`` with the cap as a ``score_mod``, Gemma 2's scale and the causal
 # block mask, then ``o_proj``. On CPU it runs eagerly (an unfused path that builds the
-# full ``(B, Nh, L, L)`` scores, traced by Dynamo's eager backend) and forward only:
-# torch 2.13 refuses CPU inputs that require a gradient, so they are detached.
+# full ``(B, Nh, L, L)`` scores, traced by Dynamo's eager backend) and forward only
+# (proof below), so ``q``, ``k``, ``v`` are detached.
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
@@ -369,14 +316,6 @@ with torch.no_grad():
     out_flex = attn.o_proj(y_flex.transpose(1, 2).reshape(B, L, Nh * Dh))  # (B, L, D)
 print(f"max |flex score_mod - Gemma2Attention| = {(out_flex - ref).abs().max():.1e}")
 torch.testing.assert_close(out_flex, ref)
-try:
-    flex_attention(q, k, v, **flex_kw)  # q, k, v carry the projections' graph
-    refused = ""
-except NotImplementedError as e:
-    refused = str(e)
-print(f"inputs that require grad, on {device}: {refused[:44] or 'accepted'}...")
-assert bool(refused) == (device == "cpu")  # CUDA takes them
-
 # %%
 # **Equal to** ``Gemma2ForCausalLM`` **'s final logits**: the head applied to the
 # model's last hidden state, then capped at 30. The cap keeps the order, so greedy
@@ -395,7 +334,9 @@ assert raw_logits.abs().max() > 2 * FINAL_CAP and logits.abs().max() < FINAL_CAP
 assert torch.equal(logits.argmax(-1), raw_logits.argmax(-1)) and p_gap > 0.1
 
 # %%
-# **A bound on the loss.** A capped logit lies in ``[-c, c]``, so a token's probability
+# Proof: the final cap bounds every token's loss
+# ----------------------------------------------
+# A capped logit lies in ``[-c, c]``, so a token's probability
 # is at least :math:`e^{-c} / (e^{-c} + (V - 1) e^{c})` and its cross-entropy at most
 # :math:`2c + \ln V` nats, whatever the model. Hugging Face's loss is taken on the
 # capped logits.
@@ -457,6 +398,76 @@ rel = max_raw_attn * 2**-24  # a float32 logit of size x is known to x * 2**-24
 assert rel < 2e-5  # the gradients agree to 2e-5 of their size
 for a, b in zip(our_grads, hf_grads):  # so is each gradient, relative to its size
     torch.testing.assert_close(a, b, rtol=1.3e-6, atol=rel * b.abs().max().item())
+
+# %%
+# The cap keeps attention causal: the first 7 tokens of one sequence alone give the
+# first 7 outputs.
+ours_7, _ = attn(h0[:1, :7], cos[:1, :7], sin[:1, :7])
+print(f"first 7 tokens alone: max |diff| = {(ours_7 - ref[:1, :7]).abs().max():.1e}")
+torch.testing.assert_close(ours_7, ref[:1, :7])
+
+# %%
+# Proof: FlexAttention on CPU computes no gradient
+# ------------------------------------------------
+# torch 2.13 refuses, on CPU, inputs that require a gradient (the eager path has no CPU
+# backward); on CUDA it takes them.
+try:
+    flex_attention(q, k, v, **flex_kw)  # q, k, v carry the projections' graph
+    refused = ""
+except NotImplementedError as e:
+    refused = str(e)
+print(f"inputs that require grad, on {device}: {refused[:44] or 'accepted'}...")
+assert bool(refused) == (device == "cpu")  # CUDA takes them
+
+# %%
+# Proof: the slope, and where rounding makes it exactly zero
+# ----------------------------------------------------------
+# **The slope is** :math:`1 - \tanh^2`, as autograd computes it, and falls fast: about
+# :math:`4 e^{-2x/c}` beyond the cap.
+auto_slope = torch.func.vmap(torch.func.grad(softcap), in_dims=(0, None))(x, c)
+ks = (0.5, 1, 2, 3)  # x in units of c
+at = softcap_slope(torch.tensor(ks, dtype=torch.float64) * c, c)  # (4,)
+print("slope at x = " + ", ".join(f"{k}c: {s:.4f}" for k, s in zip(ks, at.tolist())))
+torch.testing.assert_close(auto_slope, softcap_slope(x, c))
+torch.testing.assert_close(at, torch.tensor([1 - math.tanh(k) ** 2 for k in ks],
+                                            dtype=torch.float64))  # float64 exactly
+assert at[0] > 0.78 and 0.41 < at[1] < 0.43 and 0.07 < at[2] < 0.071 < at[3] * 8
+assert abs(at[3] - 4 * math.exp(-6)) < 1e-3  # the tail 4 exp(-2x/c)
+
+
+# %%
+# **Rounding ends the gradient.** Where ``tanh(x / c)`` rounds to exactly 1, the
+# capped logit is exactly ``c`` and autograd's slope ``1 - 1**2`` exactly 0. That
+# happens once :math:`1 - \tanh u \approx 2 e^{-2u}` falls below half the gap under 1,
+# :math:`\epsilon / 4` for a dtype whose machine epsilon is :math:`\epsilon`: from
+# :math:`u = \tfrac12 \ln(8 / \epsilon)` on, about 9 in float32 and 3.5 in bfloat16,
+# the dtype Gemma 2 ships in.
+def first_flat(dtype, device):
+    """The smallest u >= 0 (to 1e-6, on dtype's grid) where autograd's d tanh(u)/du
+    is exactly 0, found by bisection."""
+    lo, hi = 0.0, 40.0  # the slope is 1 at 0 and 0 at 40 in every float dtype
+    while hi - lo > 1e-6:
+        mid = (lo + hi) / 2
+        u = torch.tensor(mid, device=device).to(dtype).requires_grad_(True)
+        (g,) = torch.autograd.grad(torch.tanh(u), u)
+        lo, hi = (lo, mid) if g == 0 else (mid, hi)
+    return hi
+
+
+# %%
+flat = {dt: first_flat(dt, device) for dt in (torch.bfloat16, torch.float32,
+                                              torch.float64)}
+flat_bf16, flat_fp32 = flat[torch.bfloat16], flat[torch.float32]
+print("slope exactly 0 from x / c = " + ", ".join(
+    f"{str(dt).removeprefix('torch.')}: {u:.2f}" for dt, u in flat.items()))
+print(f"for c = 50 (Gemma 2's attention): from a raw logit of {50 * flat_bf16:.0f} in "
+      f"bfloat16, {50 * flat_fp32:.0f} in float32")
+for dt, u in flat.items():  # the closed form, to one step of dt's grid near u
+    eps = torch.finfo(dt).eps
+    assert abs(u - math.log(8 / eps) / 2) < 1e-4 + u * eps
+assert 3.4 < flat_bf16 < 3.5 and 9.0 < flat_fp32 < 9.02 and 19.0 < flat[torch.float64]
+assert abs(flat_fp32 - flat32) < 0.01  # the figure's float32 curve ends there too
+
 
 # %%
 # Proof: Gemma 2's published caps and scales
