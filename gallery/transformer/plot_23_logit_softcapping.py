@@ -2,26 +2,20 @@
 Logit soft-capping: c tanh(x / c) on attention and final logits
 ===============================================================
 
-Gemma 2 bounds two kinds of logits smoothly: each scaled attention logit is passed
-through :math:`50 \\tanh(x / 50)` before the mask and the softmax, and each final logit
-through :math:`30 \\tanh(x / 30)` before the loss. This page writes both from scratch,
-proves them equal to Hugging Face's ``Gemma2Attention`` (eager) and
-``Gemma2ForCausalLM`` and to a FlexAttention ``score_mod``, and measures what the cap
-does to the gradient.
+Gemma 2 passes each scaled attention logit through :math:`50 \\tanh(x / 50)` before the
+mask, and each final logit through :math:`30 \\tanh(x / 30)`. This page writes both from
+scratch and proves them equal to Hugging Face's Gemma 2 and to a FlexAttention
+``score_mod``.
 
 **You will learn**
 
 - why :math:`c \\tanh(x / c)` is almost the identity below the cap and flat beyond it
-- where Gemma 2 caps: after the attention scale and before the mask, and on the head
+- where Gemma 2 caps: after the attention scale, before the mask, and on the head
 - how to write the cap as a FlexAttention ``score_mod``
-- how the gradient of a capped logit falls near the cap, and where rounding zeroes it
-- what the final cap guarantees: a bound on every token's loss
+- where the cap's gradient fades, and what the final cap bounds
 
-**Prerequisites:** :doc:`/generated/transformer/plot_04_causal_attention` (the causal
-mask), :doc:`/generated/transformer/plot_10_gqa_mqa` (grouped-query attention),
-:doc:`/generated/transformer/plot_11_llama_decoder_layer` (a decoder layer against
-Hugging Face), :doc:`/generated/transformer/plot_13_sdpa_backends_flex`
-(FlexAttention).
+**Prerequisites:** :doc:`/generated/transformer/plot_11_llama_decoder_layer`,
+:doc:`/generated/transformer/plot_13_sdpa_backends_flex`.
 
 .. index:: ! soft-capping
 .. index:: ! logit soft-capping
@@ -56,8 +50,8 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
       f"{transformers.__version__}")
 
 # %%
-# Gemma 2 rotates queries and keys as Llama does; the rotary pieces are copied from
-# :doc:`/generated/positional/plot_04_rope`, where they are taught.
+# The rotary pieces are copied from :doc:`/generated/positional/plot_04_rope` and the
+# causal ``mask_mod`` from :doc:`/generated/transformer/plot_13_sdpa_backends_flex`.
 
 
 # Copied from positional/plot_04_rope.py: rope_inv_freq
@@ -91,30 +85,31 @@ def rope(x, cos, sin):
     return x * cos + rotate_half(x) * sin
 
 
+# Copied from transformer/plot_13_sdpa_backends_flex.py: causal_mod
+def causal_mod(b, h, q_idx, kv_idx):
+    """FlexAttention mask_mod: key kv_idx visible from query q_idx when not later."""
+    return q_idx >= kv_idx
+
+
 # %%
 # The idea
 # --------
-# A logit far above the others takes all of the softmax, and its gradient with it. Soft-
-# capping bounds a logit smoothly: it keeps small values almost as they are, bends
-# values near the cap ``c`` and squeezes everything beyond into ``(-c, c)``, without
-# changing their order:
+# A logit far above the others takes all of the softmax. Soft-capping keeps small
+# values almost as they are and squeezes all others into ``(-c, c)``, in order:
 #
 # .. math::
 #
 #    \mathrm{softcap}_c(x) = c \tanh\Big(\frac{x}{c}\Big), \qquad
 #    \frac{d}{dx}\,\mathrm{softcap}_c(x) = 1 - \tanh^2\Big(\frac{x}{c}\Big).
 #
-# Gemma 2 caps twice: the scaled attention logits at :math:`c = 50`, before the mask
-# :math:`M` (its scale is :math:`s = \mathrm{query\_pre\_attn\_scalar}^{-1/2}`, not
+# Gemma 2 caps the scaled attention logits at :math:`c = 50`, before the mask
+# :math:`M` (its scale :math:`s = \mathrm{query\_pre\_attn\_scalar}^{-1/2}` is not
 # always :math:`D_h^{-1/2}`), and the final logits at :math:`c = 30`:
 #
 # .. math::
 #
 #    y = \mathrm{softmax}\big(\mathrm{softcap}_{50}(s\, q k^\top) + M\big)\, v,
 #    \qquad \mathrm{logits} = \mathrm{softcap}_{30}(h\, W_\mathrm{head}^\top).
-#
-# The slope is what learning sees: a logit at twice the cap passes on a few percent of
-# its gradient, and far enough out ``tanh`` rounds to exactly 1, so nothing at all.
 xs = torch.linspace(-150.0, 150.0, 601, dtype=torch.float64)  # raw logits
 us = torch.linspace(0.0, 12.0, 2401, requires_grad=True)  # x / c, float32
 (slope32,) = torch.autograd.grad(torch.tanh(us).sum(), us)  # float32 autograd
@@ -145,7 +140,7 @@ plt.show()
 # %%
 # From scratch
 # ------------
-# The cap itself is one line. Its slope, written out, is what autograd must give.
+# The cap is one line; its slope, written out, is what autograd must give.
 def softcap(x, cap):
     """cap * tanh(x / cap), elementwise: any shape, values in [-cap, cap]."""
     return cap * torch.tanh(x / cap)
@@ -157,41 +152,32 @@ def softcap_slope(x, cap):
 
 
 # %%
-# **Near the identity, bounded, order kept.** Since :math:`u - u^3/3 \le \tanh u \le u`
-# for :math:`u \ge 0`, a logit moves by at most :math:`|x|^3 / (3c^2)`: a quarter of
-# the way to the cap, by :measured:`rel_quarter:.1%`. Every value stays within
-# ``[-c, c]`` and the order of the logits is kept, so the largest stays the largest
-# (checked in float64, where ``tanh`` is exact to the last bits).
+# **Near the identity, bounded, order kept.** As :math:`u - u^3/3 \le \tanh u \le u`
+# for :math:`u \ge 0`, a logit moves by at most :math:`|x|^3 / (3c^2)`: by
+# :measured:`rel_quarter:.1%` at a quarter of the cap (float64).
 c = 50.0
 x = torch.linspace(-10 * c, 10 * c, 20001, dtype=torch.float64, device=device)
 capped = softcap(x, c)
 moved = (capped - x).abs()
 rel_quarter = (1 - softcap(torch.tensor(c / 4), c) / (c / 4)).item()
-print(f"at x = c/4 the cap moves a logit by {100 * rel_quarter:.1f} %; at x = c by "
-      f"{100 * (1 - math.tanh(1)):.0f} %")
-print(f"max |softcap(x)| on [-10c, 10c] = {capped.abs().max():.6f} (c = {c:.0f}); "
-      f"softcap(+-inf) = {softcap(torch.tensor([math.inf, -math.inf]), c).tolist()}")
+print(f"moved by {100 * rel_quarter:.1f} % at c/4, {100 * (1 - math.tanh(1)):.0f} % at "
+      f"c; max |softcap| on [-10c, 10c] = {capped.abs().max():.6f} (c = {c:.0f})")
 assert (moved <= x.abs() ** 3 / (3 * c**2) + 1e-9).all()  # the Taylor bound
 assert 0.015 < rel_quarter < 0.021  # about (1/4)**2 / 3 = 2.1 %
 assert (capped.abs() <= c).all() and (capped.diff() > 0).all()  # bounded, increasing
-assert softcap(torch.tensor([math.inf, -math.inf]), c).tolist() == [c, -c]
-torch.testing.assert_close(softcap(-x, c), -capped)  # odd
+
 
 # %%
-# Soft-capped attention
-# ---------------------
-# Gemma 2's attention is Llama's grouped-query attention with RoPE (see
-# :doc:`/generated/transformer/plot_11_llama_decoder_layer`) and two changes: the
-# logits are scaled by ``query_pre_attn_scalar ** -0.5`` and capped before the mask.
-# The modules carry Hugging Face's names, so its state dict loads strictly.
+# **Soft-capped attention** is Llama's grouped-query attention with RoPE (see
+# :doc:`/generated/transformer/plot_11_llama_decoder_layer`), its logits scaled by
+# ``query_pre_attn_scalar ** -0.5`` and capped before the mask. Hugging Face's names.
 class SoftcapAttention(nn.Module):
-    """Causal GQA with RoPE, scaled logits capped at `cap`; Hugging Face's names."""
+    """Causal GQA with RoPE, scaled logits capped at `cap` (None: no cap)."""
 
     def __init__(self, D, Nh, Nkv, Dh, query_pre_attn_scalar, cap):
         super().__init__()
-        self.Nh, self.Nkv, self.Dh = Nh, Nkv, Dh
+        self.Nh, self.Nkv, self.Dh, self.cap = Nh, Nkv, Dh, cap
         self.scale = query_pre_attn_scalar ** -0.5  # Gemma 2: not always Dh ** -0.5
-        self.cap = cap  # None: no cap
         self.q_proj = nn.Linear(D, Nh * Dh, bias=False)
         self.k_proj = nn.Linear(D, Nkv * Dh, bias=False)
         self.v_proj = nn.Linear(D, Nkv * Dh, bias=False)
@@ -224,20 +210,12 @@ class SoftcapAttention(nn.Module):
 
 
 # %%
-# The same cap as a FlexAttention ``score_mod``, which rewrites each scaled logit
-# (``flex_attention`` scales by its ``scale`` argument first); the causal ``mask_mod``
-# is copied from :doc:`/generated/transformer/plot_13_sdpa_backends_flex`.
+# In FlexAttention the cap is a ``score_mod``, rewriting each logit after the scale.
 def softcap_score_mod(cap):
     """A FlexAttention score_mod capping each scaled logit at cap."""
     def capped(score, b, h, q_idx, kv_idx):
         return cap * (score / cap).tanh()  # a method: no global looked up when traced
     return capped
-
-
-# Copied from transformer/plot_13_sdpa_backends_flex.py: causal_mod
-def causal_mod(b, h, q_idx, kv_idx):
-    """FlexAttention mask_mod: key kv_idx visible from query q_idx when not later."""
-    return q_idx >= kv_idx
 
 
 # %%
@@ -247,8 +225,7 @@ def causal_mod(b, h, q_idx, kv_idx):
 # ``query_pre_attn_scalar = 24``, not ``Dh``, so a scale of ``Dh ** -0.5`` fails. Every
 # weight moves off its initialization; the query and key projections and the final
 # norm are scaled up so that the raw logits reach far beyond both caps, as they must for
-# a cap to show. The first layer's attention is watched by a hook, which keeps the
-# inputs the model hands it and its output.
+# a cap to show. A hook keeps what the first layer's attention receives and returns.
 V, D, Nh, Nkv, Dh, QPAS = 96, 48, 4, 2, 16, 24
 ATTN_CAP, FINAL_CAP = 50.0, 30.0  # Gemma 2's
 cfg = Gemma2Config(
@@ -274,97 +251,57 @@ B, L = 2, 10
 ids = torch.randint(1, V, (B, L), device=device)  # (B, L), no padding token
 out_hf = model(ids, labels=ids)
 hook.remove()
+with torch.no_grad():
+    hidden = model.model(ids).last_hidden_state  # (B, L, D), after the final norm
+    raw_logits = model.lm_head(hidden)  # (B, L, V), uncapped
+h0 = seen["hidden_states"]  # (B, L, D): the normed input of layer 0
+ref, weights_hf = seen["out"]  # Gemma2Attention's output and weights
+pos = torch.arange(L, device=device).expand(B, L)  # (B, L)
 
 # %%
-# Equal to Gemma 2 and to FlexAttention
-# -------------------------------------
-# **Equal to** ``Gemma2Attention``: the first layer's weights load into ours, which
-# gives the hooked output and attention weights from the same hidden states.
+# Equal to Gemma 2
+# ----------------
+# The first layer's weights load into ours, strictly, and from the same hidden states
+# ours gives its output; the head's raw logits capped at 30 give the model's.
 attn = SoftcapAttention(D, Nh, Nkv, Dh, QPAS, ATTN_CAP).to(device)
 attn.load_state_dict(hf_attn.state_dict(), strict=True)  # the same names: no map
-h0 = seen["hidden_states"]  # (B, L, D): the normed input of layer 0
-pos = torch.arange(L, device=device).expand(B, L)  # (B, L)
 cos, sin = rope_cos_sin(pos, Dh, 1000.0)  # (B, L, Dh) each, computed by us
 ours, weights = attn(h0, cos, sin)
-ref, weights_hf = seen["out"]
+logits = softcap(raw_logits, FINAL_CAP)  # (B, L, V)
+print(f"max |ours - Gemma2Attention| = {(ours - ref).abs().max():.1e}; final logits: "
+      f"{(logits - out_hf.logits).abs().max():.1e}")
+torch.testing.assert_close(ours, ref)
+torch.testing.assert_close(logits, out_hf.logits)
+
+# %%
+# Proof: the cap binds, the future stays zero, and the wiring
+# -----------------------------------------------------------
+# The raw logits reach far beyond both caps on both sides; the weights equal Hugging
+# Face's and are exactly 0 on the future. The cap keeps the order, so greedy decoding
+# picks the same tokens, yet the probabilities are others.
 q, k, v = attn.qkv(h0, cos, sin)
 raw = (q.reshape(B, Nkv, -1, Dh) @ k.mT) * QPAS ** -0.5  # (B, Nkv, G * L, L) uncapped
 lo_raw, hi_raw = raw.min().item(), raw.max().item()
 max_raw_attn = max(-lo_raw, hi_raw)
-print(f"raw attention logits from {lo_raw:.0f} to {hi_raw:.0f} (cap {ATTN_CAP:.0f})")
-print(f"max |ours - Gemma2Attention| = {(ours - ref).abs().max():.1e}, weights "
-      f"{(weights - weights_hf).abs().max():.1e}")
-torch.testing.assert_close(ours, ref)
+p_gap = (logits.softmax(-1) - raw_logits.softmax(-1)).abs().max().item()
+print(f"raw attention logits from {lo_raw:.0f} to {hi_raw:.0f} (cap {ATTN_CAP:.0f}); "
+      f"max |weights - HF| = {(weights - weights_hf).abs().max():.1e}")
+print(f"raw final logits up to {raw_logits.abs().max():.0f}; same greedy tokens: "
+      f"{torch.equal(logits.argmax(-1), raw_logits.argmax(-1))}, probabilities moved "
+      f"by up to {p_gap:.2f}")
 torch.testing.assert_close(weights, weights_hf)
 assert lo_raw < -3 * ATTN_CAP and hi_raw > 3 * ATTN_CAP  # the cap binds, both sides
 assert torch.equal(weights.eq(0), weights_hf.eq(0))  # the future exactly 0 in both
-
-# %%
-# **Equal to a FlexAttention** ``score_mod``: the same ``q``, ``k``, ``v`` through
-# ``flex_attention`` with the cap as a ``score_mod``, Gemma 2's scale and the causal
-# block mask, then ``o_proj``. On CPU it runs eagerly (an unfused path that builds the
-# full ``(B, Nh, L, L)`` scores, traced by Dynamo's eager backend) and forward only
-# (proof below), so ``q``, ``k``, ``v`` are detached.
-from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
-warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
-block_mask = create_block_mask(causal_mod, None, None, L, L, device=device)
-flex_kw = dict(score_mod=softcap_score_mod(ATTN_CAP), block_mask=block_mask,
-               scale=QPAS ** -0.5, enable_gqa=True)
-with torch.no_grad():
-    y_flex = flex_attention(q.detach(), k.detach(), v.detach(), **flex_kw)
-    out_flex = attn.o_proj(y_flex.transpose(1, 2).reshape(B, L, Nh * Dh))  # (B, L, D)
-print(f"max |flex score_mod - Gemma2Attention| = {(out_flex - ref).abs().max():.1e}")
-torch.testing.assert_close(out_flex, ref)
-# %%
-# **Equal to** ``Gemma2ForCausalLM`` **'s final logits**: the head applied to the
-# model's last hidden state, then capped at 30. The cap keeps the order, so greedy
-# decoding picks the same tokens, yet the probabilities are others.
-with torch.no_grad():
-    hidden = model.model(ids).last_hidden_state  # (B, L, D), after the final norm
-    raw_logits = model.lm_head(hidden)  # (B, L, V), uncapped
-logits = softcap(raw_logits, FINAL_CAP)
-p_gap = (logits.softmax(-1) - raw_logits.softmax(-1)).abs().max().item()
-print(f"raw final logits up to {raw_logits.abs().max():.0f}; max |ours - "
-      f"Gemma2ForCausalLM| = {(logits - out_hf.logits).abs().max():.1e}")
-print(f"same greedy tokens: {torch.equal(logits.argmax(-1), raw_logits.argmax(-1))}, "
-      f"probabilities moved by up to {p_gap:.2f}")
-torch.testing.assert_close(logits, out_hf.logits)
 assert raw_logits.abs().max() > 2 * FINAL_CAP and logits.abs().max() < FINAL_CAP
 assert torch.equal(logits.argmax(-1), raw_logits.argmax(-1)) and p_gap > 0.1
 
 # %%
-# Proof: the final cap bounds every token's loss
-# ----------------------------------------------
-# A capped logit lies in ``[-c, c]``, so a token's probability
-# is at least :math:`e^{-c} / (e^{-c} + (V - 1) e^{c})` and its cross-entropy at most
-# :math:`2c + \ln V` nats, whatever the model. Hugging Face's loss is taken on the
-# capped logits.
-loss_tok = F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1),
-                           reduction="none")  # (B * (L - 1),) next-token losses
-loss_raw = F.cross_entropy(raw_logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1),
-                           reduction="none")
-bound = 2 * FINAL_CAP + math.log(V)
-print(f"worst token loss: capped {loss_tok.max():.1f}, uncapped {loss_raw.max():.1f},"
-      f" bound 2c + ln V = {bound:.1f} nats")
-assert loss_tok.max() <= bound < loss_raw.max()
-extreme = torch.full((1, V), FINAL_CAP)  # every other token at +c ...
-extreme[0, 0] = -FINAL_CAP  # ... and the label at -c: the worst case
-worst = F.cross_entropy(extreme, torch.tensor([0])).item()
-assert 0 < bound - worst < math.log(V / (V - 1)) + 1e-5  # attained, up to ln V/(V-1)
-torch.testing.assert_close(loss_tok.mean(), out_hf.loss)
-
-# %%
-# Proof: the wiring of Gemma 2's attention, and its gradient
-# ----------------------------------------------------------
 # What the hook saw: the eager path, and an additive mask in which the future holds the
 # most negative float32, not :math:`-\infty`; capped before it is added, that number
 # still masks. The cap sits after the scale: the raw logits divided by
-# ``query_pre_attn_scalar ** 0.5`` then capped give Hugging Face's weights. With the
-# gradients of a next-token loss through all four projections equal to Hugging Face's,
-# the gradient near the cap is checked too: on these inputs a share of
+# ``query_pre_attn_scalar ** 0.5`` then capped give Hugging Face's weights. A share of
 # :measured:`beyond:.2f` of the visible raw logits lies past ``c``, where the slope is
-# under :math:`1 - \tanh^2 1`.
+# under :math:`1 - \tanh^2 1`: there the gradients below are checked too.
 mask_hf = seen["attention_mask"]  # (B, 1, L, L)
 future = torch.ones(L, L, dtype=torch.bool, device=device).triu(1)
 print(f"{cfg._attn_implementation} attention; the mask holds "
@@ -383,6 +320,8 @@ print(f"share of the visible raw logits beyond the cap: {beyond:.2f}")
 assert 0.25 < beyond < 0.6
 
 # %%
+# The gradients of a loss through all four projections, and the input's, equal
+# Hugging Face's.
 h0g = h0  # a tensor of the model's graph: its gradient is taken below
 hf_out, _ = hf_attn(h0g, position_embeddings=seen["position_embeddings"],
                     attention_mask=mask_hf)
@@ -407,10 +346,25 @@ print(f"first 7 tokens alone: max |diff| = {(ours_7 - ref[:1, :7]).abs().max():.
 torch.testing.assert_close(ours_7, ref[:1, :7])
 
 # %%
-# Proof: FlexAttention on CPU computes no gradient
-# ------------------------------------------------
-# torch 2.13 refuses, on CPU, inputs that require a gradient (the eager path has no CPU
-# backward); on CUDA it takes them.
+# Proof: the cap as a FlexAttention ``score_mod``
+# -----------------------------------------------
+# The same ``q``, ``k``, ``v`` through ``flex_attention`` with the cap as a
+# ``score_mod``, Gemma 2's scale and the causal block mask, then ``o_proj``, give
+# Gemma 2's output. One call: on CPU, Dynamo traces it once for an unfused eager path
+# that builds the full ``(B, Nh, L, L)`` scores. That path has no backward: torch 2.13
+# refuses, on CPU, inputs that require a gradient (CUDA takes them), so the forward
+# runs on detached inputs.
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
+block_mask = create_block_mask(causal_mod, None, None, L, L, device=device)
+flex_kw = dict(score_mod=softcap_score_mod(ATTN_CAP), block_mask=block_mask,
+               scale=QPAS ** -0.5, enable_gqa=True)
+with torch.no_grad():
+    y_flex = flex_attention(q.detach(), k.detach(), v.detach(), **flex_kw)
+    out_flex = attn.o_proj(y_flex.transpose(1, 2).reshape(B, L, Nh * Dh))  # (B, L, D)
+print(f"max |flex score_mod - Gemma2Attention| = {(out_flex - ref).abs().max():.1e}")
+torch.testing.assert_close(out_flex, ref)
 try:
     flex_attention(q, k, v, **flex_kw)  # q, k, v carry the projections' graph
     refused = ""
@@ -420,8 +374,35 @@ print(f"inputs that require grad, on {device}: {refused[:44] or 'accepted'}...")
 assert bool(refused) == (device == "cpu")  # CUDA takes them
 
 # %%
-# Proof: the slope, and where rounding makes it exactly zero
-# ----------------------------------------------------------
+# Proof: the final cap bounds every token's loss
+# ----------------------------------------------
+# A capped logit lies in ``[-c, c]``, so a token's probability
+# is at least :math:`e^{-c} / (e^{-c} + (V - 1) e^{c})` and its cross-entropy at most
+# :math:`2c + \ln V` nats, whatever the model. Hugging Face's loss is taken on the
+# capped logits.
+loss_tok = F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1),
+                           reduction="none")  # (B * (L - 1),) next-token losses
+loss_raw = F.cross_entropy(raw_logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1),
+                           reduction="none")
+bound = 2 * FINAL_CAP + math.log(V)
+print(f"worst token loss: capped {loss_tok.max():.1f}, uncapped {loss_raw.max():.1f},"
+      f" bound 2c + ln V = {bound:.1f} nats")
+assert loss_tok.max() <= bound < loss_raw.max()
+extreme = torch.full((1, V), FINAL_CAP)  # every other token at +c ...
+extreme[0, 0] = -FINAL_CAP  # ... and the label at -c: the worst case
+worst = F.cross_entropy(extreme, torch.tensor([0])).item()
+assert 0 < bound - worst < math.log(V / (V - 1)) + 1e-5  # attained, up to ln V/(V-1)
+torch.testing.assert_close(loss_tok.mean(), out_hf.loss)
+
+# %%
+# Proof: odd, its limits, its slope, and where rounding makes that zero
+# ----------------------------------------------------------------------
+# **Odd, and** :math:`\pm c` **at** :math:`\pm\infty`.
+print(f"softcap(+-inf) = {softcap(torch.tensor([math.inf, -math.inf]), c).tolist()}")
+assert softcap(torch.tensor([math.inf, -math.inf]), c).tolist() == [c, -c]
+torch.testing.assert_close(softcap(-x, c), -capped)  # odd
+
+# %%
 # **The slope is** :math:`1 - \tanh^2`, as autograd computes it, and falls fast: about
 # :math:`4 e^{-2x/c}` beyond the cap.
 auto_slope = torch.func.vmap(torch.func.grad(softcap), in_dims=(0, None))(x, c)
@@ -497,8 +478,8 @@ assert 0.94 < ratio_27b < 0.95 and 72.4 < loss_bound_gemma2 < 72.5
 # %%
 # Try it: cap after the mask. Does the mask still hold?
 # -----------------------------------------------------
-# Swap two lines of ``SoftcapAttention``: mask first, then cap. What weight does a
-# future key get when a query's visible logits are all close to ``-c``?
+# Mask first, then cap: what weight does a future key get when the visible logits
+# are all near ``-c``?
 
 # After the mask, tanh(-inf) = -1 turns every masked logit into exactly -c: a finite
 # logit. Where the visible logits sit near -c too, the future takes a large share.
@@ -523,8 +504,8 @@ assert leak > 0.7
 # %%
 # Try it: scale by ``Dh ** -0.5``. Does anyone notice?
 # ----------------------------------------------------
-# Many implementations hard-code ``1 / sqrt(Dh)``. With ``query_pre_attn_scalar = 24``
-# and ``Dh = 16``, how far is such a model from Gemma 2's?
+# With ``query_pre_attn_scalar = 24`` and ``Dh = 16``, how far is a hard-coded
+# ``1 / sqrt(Dh)`` from Gemma 2? And no cap at all?
 wrong = SoftcapAttention(D, Nh, Nkv, Dh, Dh, ATTN_CAP).to(device)
 wrong.load_state_dict(hf_attn.state_dict())
 gap_scale = (wrong(h0, cos, sin)[0] - ref).abs().max().item()
@@ -539,11 +520,8 @@ assert gap_scale > 0.1 and gap_nocap > 0.1  # other models, not rounding
 # ----------
 # Gemma 2 :footcite:p:`Team2024b` (soft-capping of attention and final logits);
 # FlexAttention :footcite:p:`Dong2024`. Bello et al., Neural Combinatorial Optimization
-# with Reinforcement Learning, 2016, arXiv:1611.09940 (the tanh clipping of logits
-# :math:`C \tanh(\cdot)`). APIs: ``transformers.Gemma2Config``,
-# ``transformers.Gemma2ForCausalLM`` with ``Gemma2Attention`` and
-# ``eager_attention_forward`` inside it,
-# ``torch.nn.attention.flex_attention.flex_attention``,
-# ``torch.nn.attention.flex_attention.create_block_mask``.
+# with Reinforcement Learning, 2016, arXiv:1611.09940 (logits clipped by
+# :math:`C \tanh(\cdot)`). APIs: ``transformers.Gemma2ForCausalLM`` (its
+# ``Gemma2Attention``), ``torch.nn.attention.flex_attention.flex_attention``.
 #
 # .. footbibliography::
