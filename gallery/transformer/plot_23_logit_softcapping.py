@@ -374,8 +374,8 @@ print(f"inputs that require grad, on {device}: {refused[:44] or 'accepted'}...")
 assert bool(refused) == (device == "cpu")  # CUDA takes them
 
 # %%
-# Proof: the final cap bounds every token's loss
-# ----------------------------------------------
+# Proof: the final cap bounds every token's loss, in Gemma 2's sizes too
+# ----------------------------------------------------------------------
 # A capped logit lies in ``[-c, c]``, so a token's probability
 # is at least :math:`e^{-c} / (e^{-c} + (V - 1) e^{c})` and its cross-entropy at most
 # :math:`2c + \ln V` nats, whatever the model. Hugging Face's loss is taken on the
@@ -393,6 +393,29 @@ extreme[0, 0] = -FINAL_CAP  # ... and the label at -c: the worst case
 worst = F.cross_entropy(extreme, torch.tensor([0])).item()
 assert 0 < bound - worst < math.log(V / (V - 1)) + 1e-5  # attained, up to ln V/(V-1)
 torch.testing.assert_close(loss_tok.mean(), out_hf.loss)
+
+# %%
+# **Gemma 2's published caps and scales**, from the ``config.json`` of
+# ``google/gemma-2-2b``, ``-9b`` and ``-27b`` on the Hugging Face Hub.
+# ``Gemma2Config()``'s defaults are the 2B's. The 27B scales its logits by
+# ``144 ** -0.5`` with ``Dh = 128``, a few percent smaller than ``Dh ** -0.5``. With
+# Gemma 2's 256000-token vocabulary, the loss of one token is bounded by
+# ``2 * 30 + ln 256000`` nats.
+GEMMA2 = {  # name: (head_dim, query_pre_attn_scalar, attention cap, final cap, vocab)
+    "gemma-2-2b": (256, 256, 50.0, 30.0, 256000),
+    "gemma-2-9b": (256, 256, 50.0, 30.0, 256000),
+    "gemma-2-27b": (128, 144, 50.0, 30.0, 256000),
+}
+d = Gemma2Config()
+assert GEMMA2["gemma-2-2b"] == (d.head_dim, d.query_pre_attn_scalar,
+                                d.attn_logit_softcapping, d.final_logit_softcapping,
+                                d.vocab_size)
+ratio_27b = (144 / 128) ** -0.5
+loss_bound_gemma2 = 2 * 30.0 + math.log(256000)
+print(f"27B: scale 144**-0.5 = {ratio_27b:.3f} x 128**-0.5; "
+      f"loss bound {loss_bound_gemma2:.2f} nats")
+assert all(m[2:4] == (ATTN_CAP, FINAL_CAP) for m in GEMMA2.values())
+assert 0.94 < ratio_27b < 0.95 and 72.4 < loss_bound_gemma2 < 72.5
 
 # %%
 # Proof: odd, its limits, its slope, and where rounding makes that zero
@@ -452,34 +475,9 @@ assert abs(flat_fp32 - flat32) < 0.01  # the figure's float32 curve ends there t
 
 
 # %%
-# Proof: Gemma 2's published caps and scales
-# ------------------------------------------
-# From the ``config.json`` of ``google/gemma-2-2b``, ``-9b`` and ``-27b`` on the
-# Hugging Face Hub. ``Gemma2Config()``'s defaults are the 2B's. The 27B scales its
-# logits by ``144 ** -0.5`` with ``Dh = 128``, a few percent smaller than
-# ``Dh ** -0.5``. With Gemma 2's 256000-token vocabulary, the loss of one token is
-# bounded by ``2 * 30 + ln 256000`` nats.
-GEMMA2 = {  # name: (head_dim, query_pre_attn_scalar, attention cap, final cap, vocab)
-    "gemma-2-2b": (256, 256, 50.0, 30.0, 256000),
-    "gemma-2-9b": (256, 256, 50.0, 30.0, 256000),
-    "gemma-2-27b": (128, 144, 50.0, 30.0, 256000),
-}
-d = Gemma2Config()
-assert GEMMA2["gemma-2-2b"] == (d.head_dim, d.query_pre_attn_scalar,
-                                d.attn_logit_softcapping, d.final_logit_softcapping,
-                                d.vocab_size)
-ratio_27b = (144 / 128) ** -0.5
-loss_bound_gemma2 = 2 * 30.0 + math.log(256000)
-print(f"27B: scale 144**-0.5 = {ratio_27b:.3f} x 128**-0.5; "
-      f"loss bound {loss_bound_gemma2:.2f} nats")
-assert all(m[2:4] == (ATTN_CAP, FINAL_CAP) for m in GEMMA2.values())
-assert 0.94 < ratio_27b < 0.95 and 72.4 < loss_bound_gemma2 < 72.5
-
-# %%
 # Try it: cap after the mask. Does the mask still hold?
 # -----------------------------------------------------
-# Mask first, then cap: what weight does a future key get when the visible logits
-# are all near ``-c``?
+# Mask first, then cap: what weight goes to the future when all logits are near -c?
 
 # After the mask, tanh(-inf) = -1 turns every masked logit into exactly -c: a finite
 # logit. Where the visible logits sit near -c too, the future takes a large share.
@@ -504,8 +502,7 @@ assert leak > 0.7
 # %%
 # Try it: scale by ``Dh ** -0.5``. Does anyone notice?
 # ----------------------------------------------------
-# With ``query_pre_attn_scalar = 24`` and ``Dh = 16``, how far is a hard-coded
-# ``1 / sqrt(Dh)`` from Gemma 2? And no cap at all?
+# Here ``query_pre_attn_scalar = 24``, ``Dh = 16``: how far off is it? And no cap?
 wrong = SoftcapAttention(D, Nh, Nkv, Dh, Dh, ATTN_CAP).to(device)
 wrong.load_state_dict(hf_attn.state_dict())
 gap_scale = (wrong(h0, cos, sin)[0] - ref).abs().max().item()
