@@ -322,7 +322,8 @@ ours = proportional(DHG_T, 300_000.0, P_T, S_T, device)
 rot = ours > 0  # (Dh/2,) the rotating pairs
 err = (ours[rot].float().double() / ref[rot].double() - 1).abs().max().item()
 print(f"proportional: max|ours / HF - 1| on the {int(rot.sum())} rotating pairs = "
-      f"{err:.1e}, zeros equal: {torch.equal(ref == 0, ours == 0)}, factor {ref_factor}")
+      f"{err:.1e}, zeros equal: {torch.equal(ref == 0, ours == 0)}, "
+      f"factor {ref_factor}")
 torch.testing.assert_close(ours.float(), ref, rtol=F32_RTOL, atol=0)
 assert int((ours > 0).sum()) == 6 and ref_factor == 1.0, "R = floor(0.375 * 32 / 2)"
 
