@@ -471,7 +471,7 @@ torch.testing.assert_close(partial[0], prop[0])  # the fastest pair agrees
 
 # %%
 # Try it: switch at ``L >= L0`` instead of ``L > L0``. Which length disagrees?
-# ---------------------------------------------------------------------------
+# ----------------------------------------------------------------------------
 # Write the comparison with ``>=`` and run it against the library at ``L = L0``.
 
 # %%
