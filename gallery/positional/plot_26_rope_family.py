@@ -119,6 +119,7 @@ PHI35 = {  # microsoft/Phi-3.5-mini-instruct, config.json (Hugging Face Hub), th
 GEMMA4_P = 0.25  # Gemma4TextConfig's default full_attention partial_rotary_factor
 Dh, BASE, L0 = PHI35["Dh"], PHI35["base"], PHI35["L0"]
 S = PHI35["max_pos"] / L0  # 32
+F32_RTOL = 1.3e-6  # float32's default rtol: the library computes in float32
 
 
 def hf_config(rope_type, Dh, base, L0, s, **extra):
@@ -180,6 +181,21 @@ ax.legend(fontsize=8, ncol=2)
 plt.show()
 
 # %%
+# What the figure shows, at the fastest and the slowest pair: every rule but linear
+# keeps the fastest pair (LongRoPE's lists nearly), linear, dynamic (at this length),
+# YaRN and Llama 3 stretch the slowest by exactly ``s``, LongRoPE by its list's last
+# factor, and proportional RoPE stops it.
+ENDS = {"default": (1, 1), "linear": (S, S), f"dynamic (L = {L_NTK})": (1, S),
+        "yarn": (1, S), "llama3": (1, S),
+        "longrope, L <= L0": (PHI35["short"][0], PHI35["short"][-1]),
+        "longrope, L > L0": (PHI35["long"][0], PHI35["long"][-1]),
+        "proportional": (1, math.inf)}
+for label, sc in scale_fig.items():
+    print(f"{label:22s} fastest pair {sc[0].item():6.2f}, slowest {sc[-1].item():6.2f}")
+    torch.testing.assert_close(sc[[0, -1]], torch.tensor(ENDS[label], dtype=sc.dtype),
+                               rtol=F32_RTOL, atol=0)  # the library's float32
+
+# %%
 # From scratch: LongRoPE
 # ----------------------
 # The inverse frequencies of RoPE divided pair by pair by the list of the current
@@ -214,7 +230,6 @@ def proportional(Dh, base, p, s=1.0, device=None):
 # float32 values), ``atol = 0`` because the slow pairs' frequencies lie far below
 # float32's default ``atol``. Phi-3.5's attention factor is
 # :math:`\sqrt{1 + \ln 32 / \ln 4096} = \sqrt{17/12} =` :measured:`phi_factor:.4f`.
-F32_RTOL = 1.3e-6  # float32's default rtol
 short_ours, phi_factor = longrope(Dh, BASE, PHI35["short"], PHI35["long"], L0, S)
 long_ours, _ = longrope(Dh, BASE, PHI35["short"], PHI35["long"], L0, S, L=L0 + 1)
 prop_ours = proportional(Dh, BASE, GEMMA4_P)
@@ -242,7 +257,8 @@ long_min, long_max = min(PHI35["long"]), max(PHI35["long"])
 print(f"short factors 1 .. {short_max:.2f}; long factors {long_min:.2f} .. "
       f"{long_max:.2f}, {long_max / S:.2f} s")
 assert short_max > 2 and long_max > 2 * S and long_min < 1.1, "Phi-3.5's lists?"
-assert all(a <= b for a, b in zip(PHI35["long"], PHI35["long"][1:])), "not monotone?"
+for lst in (PHI35["short"], PHI35["long"]):  # one factor per pair, slower pairs more
+    assert len(lst) == Dh // 2 and all(a <= b for a, b in zip(lst, lst[1:]))
 
 # %%
 # Proof: equal to Hugging Face's rules and rotary modules
@@ -267,7 +283,7 @@ def phi3_config(Dh, base, L0, max_pos, short, long, **extra):
               "long_factor": long, **extra}
     return Phi3Config(hidden_size=2 * Dh, num_attention_heads=2, num_hidden_layers=1,
                       intermediate_size=4 * Dh, vocab_size=64, pad_token_id=0,
-                      bos_token_id=1, eos_token_id=2, initializer_range=0.1,
+                      initializer_range=0.1,
                       max_position_embeddings=max_pos,
                       original_max_position_embeddings=L0, rope_parameters=params)
 
@@ -282,18 +298,22 @@ LR_CASES = {  # name: (config, seq_len, s)
     "s = 1 (no scaling)": (phi3_config(DH_T, BASE_T, L0_T, L0_T, SHORT_T, LONG_T),
                            None, 1.0),
 }
-lr_factors = {}  # name: our attention factor
+lr_factors, lr_refs = {}, {}  # name: our attention factor, HF's inv_freq
 for name, (cfg, seq_len, s) in LR_CASES.items():
     ours, factor = longrope(DH_T, BASE_T, SHORT_T, LONG_T, L0_T, s, L=seq_len,
                             device=device)
     lr_factors[name] = factor
     ref, ref_factor = ROPE_INIT_FUNCTIONS["longrope"](cfg, device, seq_len=seq_len)
+    lr_refs[name] = ref
     err = (ours.float().double() / ref.double() - 1).abs().max().item()
     print(f"longrope {name:22s} max|ours / HF - 1| = {err:.1e}, factor {factor:.4f}"
           f" (HF {ref_factor:.4f})")
     torch.testing.assert_close(ours.float(), ref, rtol=F32_RTOL, atol=0)
     torch.testing.assert_close(factor, ref_factor)  # both Python floats
 assert lr_factors["s = 1 (no scaling)"] == 1.0, "s = 1 scales?"
+# past L0 each of the library's frequencies moves by exactly long / short
+switch = lr_refs["s from lengths, short"] / lr_refs["s from lengths, long"]  # (Dh/2,)
+torch.testing.assert_close(switch, torch.tensor(LONG_T) / torch.tensor(SHORT_T))
 assert lr_factors["factor 8, long"] > lr_factors["s from lengths, long"] > 1.0
 cfg = phi3_config(DH_T, BASE_T, L0_T, 64, SHORT_T, LONG_T, attention_factor=0.7)
 ref_factor = ROPE_INIT_FUNCTIONS["longrope"](cfg, device)[1]
@@ -394,8 +414,9 @@ assert not torch.equal(q_rot[1:, :R_T], q[1:, :R_T]), "the first pairs still?"
 # Proof: LongRoPE's switch and a KV cache
 # ---------------------------------------
 # The switch acts like dynamic NTK's (:doc:`scaling page <plot_09_rope_scaling>`): a
-# one-layer ``Phi3ForCausalLM`` (the tiny config above, ``L0 = 16``, ``s = 4``) decodes
-# 24 tokens after a prefill of 8 with a ``DynamicCache``. Up to position 15 the cached
+# one-layer ``Phi3ForCausalLM`` (the tiny config above, ``L0 = 16``, ``s = 4``) takes a
+# prefill of 8 tokens, then decodes 16 one at a time with a ``DynamicCache``, to
+# position 23. Up to position 15 the cached
 # keys were rotated with the short list; from 16 on, queries get the long list. One
 # full pass over the 24 tokens uses the long list everywhere. The cached logits agree
 # with the full pass's to float32's rounding while the sequence stays within ``L0``
@@ -481,10 +502,11 @@ torch.testing.assert_close(partial[0], prop[0])  # the fastest pair agrees
 wrong, _ = longrope(DH_T, BASE_T, SHORT_T, LONG_T, L0_T, 4.0, L=L0_T + 1)  # as if >=
 ref, _ = ROPE_INIT_FUNCTIONS["longrope"](LR_CASES["s from lengths, short"][0], "cpu",
                                           seq_len=L0_T)
-off_by_one = (ref[-1] / wrong[-1]).item()
+off_by_one = (ref[-1] / wrong[-1]).item()  # = long / short factor of that pair
 print(f"at L = L0: library's slowest frequency {ref[-1]:.2e}, the >= rule's "
       f"{wrong[-1]:.2e} ({off_by_one:.1f} times)")
 assert off_by_one > 10, "the lists agree at L0?"
+torch.testing.assert_close(off_by_one, LONG_T[-1] / SHORT_T[-1], rtol=F32_RTOL, atol=0)
 
 # %%
 # References
