@@ -259,6 +259,8 @@ print(f"short factors 1 .. {short_max:.2f}; long factors {long_min:.2f} .. "
 assert short_max > 2 and long_max > 2 * S and long_min < 1.1, "Phi-3.5's lists?"
 for lst in (PHI35["short"], PHI35["long"]):  # one factor per pair, slower pairs more
     assert len(lst) == Dh // 2 and all(a <= b for a, b in zip(lst, lst[1:]))
+# the published lists, checked against a typo: their sums
+assert (round(sum(PHI35["short"]), 2), round(sum(PHI35["long"]), 2)) == (83.47, 1828.04)
 
 # %%
 # Proof: equal to Hugging Face's rules and rotary modules
@@ -282,7 +284,7 @@ def phi3_config(Dh, base, L0, max_pos, short, long, **extra):
     params = {"rope_type": "longrope", "rope_theta": base, "short_factor": short,
               "long_factor": long, **extra}
     return Phi3Config(hidden_size=2 * Dh, num_attention_heads=2, num_hidden_layers=1,
-                      intermediate_size=4 * Dh, vocab_size=64, pad_token_id=0,
+                      intermediate_size=4 * Dh, vocab_size=64, pad_token_id=None,
                       initializer_range=0.1,
                       max_position_embeddings=max_pos,
                       original_max_position_embeddings=L0, rope_parameters=params)
@@ -326,8 +328,7 @@ def gemma4_config(Dh_local, Dh_global, p, s):
     """A two-layer Gemma4TextConfig: a sliding layer and a global (proportional) one."""
     return Gemma4TextConfig(
         hidden_size=64, num_attention_heads=2, num_key_value_heads=1,
-        head_dim=Dh_local, global_head_dim=Dh_global, intermediate_size=64,
-        num_hidden_layers=2, vocab_size=64, pad_token_id=0,
+        head_dim=Dh_local, global_head_dim=Dh_global, num_hidden_layers=2,
         rope_parameters={
             "sliding_attention": {"rope_type": "default", "rope_theta": 20_000.0},
             "full_attention": {"rope_type": "proportional", "rope_theta": 300_000.0,
@@ -400,8 +401,8 @@ for layer_type, f in tables.items():
     torch.testing.assert_close(cos[0], angles.cos().float())
     torch.testing.assert_close(sin[0], angles.sin().float())
 R_T = int(P_T * DHG_T // 2)  # 6 rotating pairs
-stopped = torch.cat([torch.arange(R_T, DHG_T // 2), torch.arange(R_T, DHG_T // 2)
-                     + DHG_T // 2])  # channels of the stopped pairs
+half = DHG_T // 2
+stopped = torch.cat([torch.arange(R_T, half), torch.arange(half + R_T, DHG_T)])
 q = torch.randn(24, DHG_T, dtype=torch.float64, device=device)  # (L, Dh)
 q_rot = rope(q, cos[0].double(), sin[0].double())  # (L, Dh)
 print(f"stopped channels: {len(stopped)} of {DHG_T}, cos there all 1: "
@@ -409,6 +410,22 @@ print(f"stopped channels: {len(stopped)} of {DHG_T}, cos there all 1: "
       f"{torch.equal(q_rot[:, stopped], q[:, stopped])}")
 assert torch.equal(q_rot[:, stopped], q[:, stopped]), "the stopped pairs move?"
 assert not torch.equal(q_rot[1:, :R_T], q[1:, :R_T]), "the first pairs still?"
+
+# %%
+# The logits stay relative: with our float64 table, a query and a key rotated at
+# positions 0 to 23 give logits that depend on :math:`m - n` only (every diagonal
+# constant), the stopped pairs adding the same plain dot product everywhere.
+angles = pos[0, :, None].double() * tables["full_attention"]  # (L, Dh/2)
+emb = torch.cat([angles, angles], dim=-1)  # (L, Dh)
+qk = torch.randn(2, DHG_T, dtype=torch.float64, device=device)  # (2, Dh)
+q_all = rope(qk[0].expand(24, -1), emb.cos(), emb.sin())  # (L, Dh)
+k_all = rope(qk[1].expand(24, -1), emb.cos(), emb.sin())  # (L, Dh)
+logits = q_all @ k_all.T  # (L, L)
+shift_gap = (logits[1:, 1:] - logits[:-1, :-1]).abs().max().item()
+print(f"max|logit(m+1, n+1) - logit(m, n)| = {shift_gap:.1e}, logits span "
+      f"{(logits.max() - logits.min()).item():.2f}")
+torch.testing.assert_close(logits[1:, 1:], logits[:-1, :-1])  # float64 defaults
+assert (logits.max() - logits.min()).item() > 0.5, "no position at all?"
 
 # %%
 # Proof: LongRoPE's switch and a KV cache
@@ -487,7 +504,10 @@ partial = rope_inv_freq(2 * R_g, base_g, torch.float64)  # (R,) over Dr = 2R
 partial_vs_prop = (prop[R_g - 1] / partial[-1]).item()
 print(f"{R_g} rotating pairs; slowest: partial {partial[-1]:.2e}, proportional "
       f"{prop[R_g - 1]:.2e} rad/token ({partial_vs_prop:,.0f} times slower)")
-assert R_g == 64 and partial_vs_prop > 1000, "the same frequencies?"
+assert R_g == 64 and len(partial) == R_g and partial_vs_prop > 1000, "the same?"
+# b ** (2 (R - 1) (1 / Dr - 1 / Dh)), Dr = 2R: the closed form of the gap
+torch.testing.assert_close(partial_vs_prop,
+                           base_g ** (2 * (R_g - 1) * (1 / (2 * R_g) - 1 / Dh_g)))
 torch.testing.assert_close(partial[0], prop[0])  # the fastest pair agrees
 
 # %%
