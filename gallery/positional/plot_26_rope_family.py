@@ -244,6 +244,10 @@ for label, ours in (("longrope, L <= L0", short_ours), ("longrope, L > L0", long
     torch.testing.assert_close(sc[fin], scale_fig[label][fin], rtol=F32_RTOL, atol=0)
     assert torch.equal(fin, scale_fig[label].isfinite()), "other pairs stopped?"
 print(f"attention factor {phi_factor:.6f}; sqrt(17/12) = {math.sqrt(17 / 12):.6f}")
+# and our scales are the published factors to float64's rounding, not float32's
+for ours, lst in ((short_ours, PHI35["short"]), (long_ours, PHI35["long"])):
+    torch.testing.assert_close(omega / ours, torch.tensor(lst, dtype=torch.float64),
+                               rtol=1e-12, atol=0)  # float32 factors: 1e-8 off
 torch.testing.assert_close(phi_factor, math.sqrt(17 / 12))
 assert R_gemma == 12, "Gemma 4's p = 0.25 of 48 pairs"
 
@@ -327,7 +331,6 @@ assert ref_factor == 0.7, "the library recomputes it?"
 def gemma4_config(Dh_local, Dh_global, p, s):
     """A two-layer Gemma4TextConfig: a sliding layer and a global (proportional) one."""
     return Gemma4TextConfig(
-        hidden_size=64, num_attention_heads=2, num_key_value_heads=1,
         head_dim=Dh_local, global_head_dim=Dh_global, num_hidden_layers=2,
         rope_parameters={
             "sliding_attention": {"rope_type": "default", "rope_theta": 20_000.0},
@@ -364,11 +367,11 @@ cfg = LR_CASES["s from lengths, short"][0]
 rotary = Phi3RotaryEmbedding(cfg).to(device)
 x = torch.empty(0, device=device)  # only its dtype and device are read
 for L in (L0_T, L0_T + 1, 40, L0_T // 2):
-    pos = torch.arange(L, device=device)[None]  # (1, L)
-    cos, sin = rotary(x, pos)  # (1, L, Dh) each
+    pos = torch.arange(L, device=device)  # (L,)
+    cos, sin = rotary(x, pos[None])  # (1, L, Dh) each
     ours, factor = longrope(DH_T, BASE_T, SHORT_T, LONG_T, L0_T, 4.0, L=L,
                             device=device)
-    angles = pos[0, :, None].double() * ours  # (L, Dh/2)
+    angles = pos[:, None].double() * ours  # (L, Dh/2)
     angles = torch.cat([angles, angles], dim=-1)  # (L, Dh)
     which = "long" if L > L0_T else "short"
     err = (cos[0].double() - factor * angles.cos()).abs().max().item()
@@ -389,13 +392,13 @@ assert rotary.attention_scaling > 1.05, "short lengths unscaled?"
 from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
 
 g_rotary = Gemma4TextRotaryEmbedding(g_cfg).to(device)
-pos = torch.arange(24, device=device)[None]  # (1, 24)
+pos24 = torch.arange(24, device=device)  # (L,)
 tables = {"sliding_attention": rope_inv_freq(16, 20_000.0, torch.float64).to(device),
           "full_attention": proportional(DHG_T, 300_000.0, P_T, S_T, device)}
 for layer_type, f in tables.items():
-    cos, sin = g_rotary(x, pos, layer_type=layer_type)  # (1, 24, Dh) each
-    angles = pos[0, :, None].double() * f  # (24, Dh/2)
-    angles = torch.cat([angles, angles], dim=-1)  # (24, Dh)
+    cos, sin = g_rotary(x, pos24[None], layer_type=layer_type)  # (1, L, Dh) each
+    angles = pos24[:, None].double() * f  # (L, Dh/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (L, Dh)
     print(f"{layer_type:17s} Dh = {cos.shape[-1]}: max|cos - ours| = "
           f"{(cos[0].double() - angles.cos()).abs().max():.1e}")
     torch.testing.assert_close(cos[0], angles.cos().float())
@@ -415,11 +418,12 @@ assert not torch.equal(q_rot[1:, :R_T], q[1:, :R_T]), "the first pairs still?"
 # The logits stay relative: with our float64 table, a query and a key rotated at
 # positions 0 to 23 give logits that depend on :math:`m - n` only (every diagonal
 # constant), the stopped pairs adding the same plain dot product everywhere.
-angles = pos[0, :, None].double() * tables["full_attention"]  # (L, Dh/2)
+angles = pos24[:, None].double() * tables["full_attention"]  # (L, Dh/2)
 emb = torch.cat([angles, angles], dim=-1)  # (L, Dh)
-qk = torch.randn(2, DHG_T, dtype=torch.float64, device=device)  # (2, Dh)
-q_all = rope(qk[0].expand(24, -1), emb.cos(), emb.sin())  # (L, Dh)
-k_all = rope(qk[1].expand(24, -1), emb.cos(), emb.sin())  # (L, Dh)
+q1 = torch.randn(DHG_T, dtype=torch.float64, device=device)  # (Dh,)
+k1 = torch.randn(DHG_T, dtype=torch.float64, device=device)  # (Dh,)
+q_all = rope(q1.expand(24, -1), emb.cos(), emb.sin())  # (L, Dh)
+k_all = rope(k1.expand(24, -1), emb.cos(), emb.sin())  # (L, Dh)
 logits = q_all @ k_all.T  # (L, L)
 shift_gap = (logits[1:, 1:] - logits[:-1, :-1]).abs().max().item()
 print(f"max|logit(m+1, n+1) - logit(m, n)| = {shift_gap:.1e}, logits span "
@@ -453,6 +457,10 @@ with torch.no_grad():
     for t in range(PREFILL, L_KV):
         steps.append(model(tokens[:, t:t + 1], past_key_values=cache).logits[0])
 cached = torch.cat(steps)  # (L_KV, vocab)
+D_T, I_T, V_T = 2 * DH_T, 4 * DH_T, 64  # Phi-3 fuses qkv and gate/up projections
+n_params = sum(p.numel() for p in model.parameters())
+print(f"one Phi-3 layer and its embeddings: {n_params:,} parameters")
+assert n_params == 2 * V_T * D_T + 4 * D_T * D_T + 3 * D_T * I_T + 3 * D_T, n_params
 kv_gap_within = (cached[:L0_T] - full_short).abs().max().item()
 kv_gap_past = (cached[L0_T:] - full[L0_T:]).abs().max().item()
 prefix_gap = (full[:L0_T] - full_short).abs().max().item()
