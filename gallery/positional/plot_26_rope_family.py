@@ -148,7 +148,7 @@ FIG = {  # label: (rope_type, extra rope parameters, seq_len)
     "proportional": ("proportional", {"partial_rotary_factor": GEMMA4_P}, None),
 }
 covered = {rope_type for rope_type, _, _ in FIG.values()}
-print(f"rope types drawn: {sorted(covered)}")
+print(f"rope types drawn: {', '.join(sorted(covered))}")
 assert covered == set(ROPE_INIT_FUNCTIONS) | {"default"}, "a new rope_type?"
 
 omega = rope_inv_freq(Dh, BASE, torch.float64)  # (Dh/2,)
@@ -161,7 +161,7 @@ for label, (rope_type, extra, seq_len) in FIG.items():
     inv_freq, _ = ROPE_INIT_FUNCTIONS[rope_type](cfg, "cpu", seq_len=seq_len)
     scale_fig[label] = omega / inv_freq.double()
 
-fig, ax = plt.subplots(figsize=(7, 3.6))
+fig, ax = plt.subplots(figsize=(7, 4.4))
 TOP = 200.0  # where frequency 0 (an infinite scale) is drawn
 for label, sc in scale_fig.items():
     ls = "--" if label.startswith("longrope") else "-"
@@ -177,7 +177,7 @@ ax.set_xlabel("pair index i (fast to slow)")
 ax.set_ylabel(r"scale $\omega_i / \omega_i'$")
 ax.set_title("Past L0 LongRoPE stretches Phi-3.5's slow pairs by twice s;\n"
              "proportional RoPE keeps 12 pairs as they are and stops the other 36")
-ax.legend(fontsize=8, ncol=2)
+ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.2))
 plt.show()
 
 # %%
@@ -436,7 +436,7 @@ assert (logits.max() - logits.min()).item() > 0.5, "no position at all?"
 # ---------------------------------------
 # The switch acts like dynamic NTK's (:doc:`scaling page <plot_09_rope_scaling>`): a
 # one-layer ``Phi3ForCausalLM`` (the tiny config above, ``L0 = 16``, ``s = 4``) takes a
-# prefill of 8 tokens, then decodes 16 one at a time with a ``DynamicCache``, to
+# prefill of 12 tokens, then decodes 12 one at a time with a ``DynamicCache``, to
 # position 23. Up to position 15 the cached
 # keys were rotated with the short list; from 16 on, queries get the long list. One
 # full pass over the 24 tokens uses the long list everywhere. The cached logits agree
@@ -444,7 +444,7 @@ assert (logits.max() - logits.min()).item() > 0.5, "no position at all?"
 # (float32 defaults), and differ far beyond it once past.
 from transformers import DynamicCache, Phi3ForCausalLM
 
-L_KV, PREFILL = 24, 8
+L_KV, PREFILL = 24, 12
 tokens = torch.randint(0, 64, (1, L_KV), generator=torch.Generator().manual_seed(0))
 tokens = tokens.to(device)  # (1, L_KV)
 torch.manual_seed(0)
