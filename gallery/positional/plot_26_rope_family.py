@@ -122,6 +122,7 @@ S = PHI35["max_pos"] / L0  # 32
 F32_RTOL = 1.3e-6  # float32's default rtol: the library computes in float32
 
 
+# %%
 def hf_config(rope_type, Dh, base, L0, s, **extra):
     """A small LlamaConfig whose rope_parameters select `rope_type` (2 heads of Dh)."""
     params = {"rope_type": rope_type, "rope_theta": base, **extra}
@@ -134,6 +135,7 @@ def hf_config(rope_type, Dh, base, L0, s, **extra):
                        max_position_embeddings=max_pos, rope_parameters=params)
 
 
+# %%
 L_NTK = int(L0 * (2 * S - 1) / S)  # dynamic's length where s(L) = s
 FIG = {  # label: (rope_type, extra rope parameters, seq_len)
     "default": ("default", {}, None),
@@ -283,6 +285,7 @@ SHORT_T = [1.0 + 0.15 * j for j in range(DH_T // 2)]  # (Dh/2,) all different
 LONG_T = [1.5 * 1.6 ** j for j in range(DH_T // 2)]
 
 
+# %%
 def phi3_config(Dh, base, L0, max_pos, short, long, **extra):
     """A one-layer Phi3Config with LongRoPE; `extra` goes into rope_parameters."""
     params = {"rope_type": "longrope", "rope_theta": base, "short_factor": short,
@@ -294,6 +297,7 @@ def phi3_config(Dh, base, L0, max_pos, short, long, **extra):
                       original_max_position_embeddings=L0, rope_parameters=params)
 
 
+# %%
 LR_CASES = {  # name: (config, seq_len, s)
     "s from lengths, short": (phi3_config(DH_T, BASE_T, L0_T, 64, SHORT_T, LONG_T),
                               None, 4.0),
@@ -338,6 +342,7 @@ def gemma4_config(Dh_local, Dh_global, p, s):
                                "partial_rotary_factor": p, "factor": s}})
 
 
+# %%
 DHG_T, P_T, S_T = 32, 0.375, 2.0
 g_cfg = gemma4_config(16, DHG_T, P_T, S_T)
 ref, ref_factor = ROPE_INIT_FUNCTIONS["proportional"](
@@ -508,12 +513,12 @@ assert "axial" not in ROPE_INIT_FUNCTIONS and len(named) == 3, "axial moved?"
 Dh_g, base_g = 512, 1_000_000.0  # Gemma4TextConfig defaults: global_head_dim, theta
 prop = proportional(Dh_g, base_g, GEMMA4_P)  # (Dh/2,)
 R_g = int((prop > 0).sum())
-partial = rope_inv_freq(2 * R_g, base_g, torch.float64)  # (R,) over Dr = 2R
+partial = rope_inv_freq(2 * R_g, base_g, torch.float64)  # (Dr/2,), Dr = 2 R_g
 partial_vs_prop = (prop[R_g - 1] / partial[-1]).item()
 print(f"{R_g} rotating pairs; slowest: partial {partial[-1]:.2e}, proportional "
       f"{prop[R_g - 1]:.2e} rad/token ({partial_vs_prop:,.0f} times slower)")
 assert R_g == 64 and len(partial) == R_g and partial_vs_prop > 1000, "the same?"
-# b ** (2 (R - 1) (1 / Dr - 1 / Dh)), Dr = 2R: the closed form of the gap
+# the closed form of the gap: base ** 2(R_g - 1)(1/Dr - 1/Dh), Dr = 2 R_g
 torch.testing.assert_close(partial_vs_prop,
                            base_g ** (2 * (R_g - 1) * (1 / (2 * R_g) - 1 / Dh_g)))
 torch.testing.assert_close(partial[0], prop[0])  # the fastest pair agrees
