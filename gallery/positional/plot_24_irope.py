@@ -60,8 +60,9 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
 
 # %%
 # The blocks this page shares with others, copied verbatim: the causal mask (from
-# :doc:`/generated/transformer/plot_04_causal_attention`) and RoPE on adjacent pairs as
-# complex numbers, the form Llama 4 uses (from :doc:`/generated/positional/plot_04_rope`).
+# :doc:`/generated/transformer/plot_04_causal_attention`) and RoPE on adjacent pairs
+# as complex numbers, the form Llama 4 uses (from
+# :doc:`/generated/positional/plot_04_rope`).
 
 
 # Copied from transformer/plot_04_causal_attention.py: causal_mask
@@ -93,8 +94,9 @@ def rope_complex(x, pos, base=10000.0):
 # The idea
 # --------
 # A RoPE layer knows relative positions but, trained on contexts up to some length,
-# meets unseen angles beyond it; a :doc:`NoPE layer </generated/positional/plot_07_nope_causal>`
-# has no angles to go wrong, and reads order from the causal mask alone. Llama 4's
+# meets unseen angles beyond it; a
+# :doc:`NoPE layer </generated/positional/plot_07_nope_causal>` has no angles to go
+# wrong, and reads order from the causal mask alone. Llama 4's
 # *interleaved* RoPE (iRoPE) takes both :footcite:p:`Meta2025`: layer ``l`` rotates
 # when :math:`(l + 1) \bmod 4 \neq 0`, and each kind gets its own mask and scale.
 # A RoPE layer attends only within its chunk of :math:`L_c` tokens (Hugging Face's
@@ -199,29 +201,32 @@ def attn_temperature(pos, attn_scale=0.1, floor_scale=8192):
 # position ``p``. A registered attention function records the query it is handed;
 # divided by the plain projection ``q_proj(x)``, that is the scale Hugging Face
 # applied, at Scout's ``attn_scale`` and ``floor_scale`` (the defaults).
-tiny = dict(vocab_size=64, hidden_size=32, intermediate_size=16, intermediate_size_mlp=16,
-            num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-            head_dim=8, num_local_experts=2, pad_token_id=0, rms_norm_eps=1e-3)
+tiny = dict(vocab_size=64, hidden_size=32, intermediate_size=16,
+            intermediate_size_mlp=16, num_hidden_layers=4, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=8, num_local_experts=2, pad_token_id=0,
+            rms_norm_eps=1e-3)
 hf_masks = {}
 for L_check in (10, 4):
     cfg_mask = Llama4TextConfig(**tiny, attention_chunk_size=4,
                                 attn_implementation="eager")
     embeds = torch.zeros(1, L_check, 32, device=device)  # only its shape matters
     kw = dict(config=cfg_mask, inputs_embeds=embeds, attention_mask=None,
-              past_key_values=None, position_ids=torch.arange(L_check, device=device)[None])
+              past_key_values=None,
+              position_ids=torch.arange(L_check, device=device)[None])
     hf_masks[L_check] = (create_chunked_causal_mask(**kw, allow_is_causal_skip=False),
                          create_causal_mask(**kw, allow_is_causal_skip=False))
 
+def query_recorder(seen):
+    """An attention function: eager attention that keeps its query in seen."""
+    def record_query(module, query, key, value, attention_mask, **kwargs):
+        seen["query"] = query  # (B, Nh, L, Dh): after RoPE or the temperature
+        return modeling_llama4.eager_attention_forward(module, query, key, value,
+                                                       attention_mask, **kwargs)
+    return record_query
+
+
 seen = {}
-
-
-def record_query(module, query, key, value, attention_mask, **kwargs):
-    seen["query"] = query  # (B, Nh, L, Dh): after RoPE or the temperature
-    return modeling_llama4.eager_attention_forward(module, query, key, value,
-                                                   attention_mask, **kwargs)
-
-
-AttentionInterface.register("record_query", record_query)
+AttentionInterface.register("record_query", query_recorder(seen))
 cfg_temp = Llama4TextConfig(**tiny, attn_implementation="record_query")
 hf_nope = modeling_llama4.Llama4TextAttention(cfg_temp, layer_idx=3).to(device)
 assert hf_nope.use_rope == 0 and cfg_temp.floor_scale == 8192
@@ -260,7 +265,8 @@ for p, t in zip((8190, 8191, 65535), tau.tolist()):
           f"{hf_scale[p].min():.4f} to {hf_scale[p].max():.4f}")
     torch.testing.assert_close(hf_scale[p], torch.full_like(hf_scale[p], t))
 tau_8190, tau_8191, tau_65535 = tau.tolist()
-assert tau_8190 == 1.0 and round(tau_8191, 4) == 1.0693 and round(tau_65535, 4) == 1.2197
+assert tau_8190 == 1.0 and round(tau_8191, 4) == 1.0693
+assert round(tau_65535, 4) == 1.2197
 assert abs(tau_65535 - (1 + 0.1 * math.log(9))) < 1e-6  # 1 + s ln 9: float32's eps
 
 # %%
@@ -331,14 +337,16 @@ hf_model = modeling_llama4.Llama4TextModel(cfg).to(device).eval()
 with torch.no_grad():
     for prm in hf_model.parameters():
         prm.copy_(torch.randn(prm.shape, device=device, generator=gen) / 4)
+def attention_recorder(records):
+    """A forward hook: appends (input, mask, output, weights) of an attention."""
+    def record(module, args, kwargs, output):
+        records.append((kwargs["hidden_states"], kwargs["attention_mask"], *output))
+    return record
+
+
 records = []
-
-
-def record(module, args, kwargs, output):
-    records.append((kwargs["hidden_states"], kwargs["attention_mask"], *output))
-
-
-hooks = [layer.self_attn.register_forward_hook(record, with_kwargs=True)
+hooks = [layer.self_attn.register_forward_hook(attention_recorder(records),
+                                               with_kwargs=True)
          for layer in hf_model.layers]
 L_hf = 10
 ids = torch.randint(1, 64, (2, L_hf), device=device, generator=gen)  # (B, L)
@@ -373,3 +381,147 @@ for layer_idx, (h_in, mask_hf, out_hf, w_hf) in enumerate(records):
     assert torch.equal(mask_hf[0, 0] == 0, keep)
     torch.testing.assert_close(out, out_hf)
     torch.testing.assert_close(w, w_hf)
+
+# %%
+# Proof: the qk norm is an RMS norm, and commutes with RoPE
+# ---------------------------------------------------------
+# After ``rms_unit`` every head of ``q`` has norm :math:`\sqrt{D_h}` (the mean square
+# is 1, less the eps), not 1: "L2 norm" names the norm it divides by, not its result.
+# A rotation keeps each pair's length, hence the mean square: normalising before or
+# after RoPE gives the same vector, so Hugging Face's order (RoPE first) is one choice
+# of two equal ones.
+q_try = torch.randn(2, 4, 10, 8, device=device, generator=gen)  # (B, Nh, L, Dh)
+pos10 = torch.arange(10, device=device)
+after = rms_unit(rope_complex(q_try, pos10, 50.0), 1e-3)  # (B, Nh, L, Dh)
+before = rope_complex(rms_unit(q_try, 1e-3), pos10, 50.0)
+norms = after.norm(dim=-1)  # (B, Nh, L)
+print(f"qk norm: head norms {norms.min():.3f} to {norms.max():.3f}, sqrt(Dh) = "
+      f"{math.sqrt(8):.3f}")
+print(f"max |norm then RoPE - RoPE then norm| = {(after - before).abs().max():.1e}")
+torch.testing.assert_close(after, before)
+assert norms.max() < math.sqrt(8) and norms.min() > 0.99 * math.sqrt(8)
+
+# %%
+# SmolLM3: the same flags, plain NoPE layers
+# ------------------------------------------
+# SmolLM3 :footcite:p:`HuggingFace2025` shares Llama 4's layout: ``SmolLM3Config``
+# builds ``no_rope_layers`` with the same rule (1 = RoPE, every fourth layer NoPE,
+# :measured:`n_rope_smol` RoPE layers of its 36), and its attention reads the flag
+# the same way. It shares nothing else: no chunks, no temperature, no qk norm, and RoPE
+# on rotate-half pairs.
+# A NoPE layer of SmolLM3 is ours with the temperature off:
+smol = SmolLM3Config()
+n_rope_smol = sum(smol.no_rope_layers)
+print(f"SmolLM3: {n_rope_smol} RoPE layers of {smol.num_hidden_layers}, flags == "
+      f"rope_layers: {smol.no_rope_layers == rope_layers(smol.num_hidden_layers)}")
+assert smol.no_rope_layers == rope_layers(36) and n_rope_smol == 27
+smol_cfg = SmolLM3Config(vocab_size=64, hidden_size=32, intermediate_size=16,
+                         num_hidden_layers=4, num_attention_heads=4,
+                         num_key_value_heads=2, pad_token_id=0, bos_token_id=1,
+                         eos_token_id=2,
+                         attn_implementation="eager")
+hf_smol = SmolLM3Attention(smol_cfg, layer_idx=3).to(device)
+assert hf_smol.use_rope == 0 and not hasattr(hf_smol, "qk_norm")
+with torch.no_grad():
+    for prm in hf_smol.parameters():
+        prm.copy_(torch.randn(prm.shape, device=device, generator=gen) / 4)
+h_smol = torch.randn(2, L_hf, 32, device=device, generator=gen)  # (B, L, D)
+additive = torch.zeros(L_hf, L_hf, device=device).masked_fill(
+    ~causal_mask(L_hf, device), float("-inf"))  # (L, L): 0 kept, -inf dropped
+ours_smol = Llama4Attention(32, 4, 2, 8, 0, Lc=4, base=50.0, eps=1e-3,
+                            attn_scale=0.5, floor_scale=4, temperature=False)
+ours_smol.to(device).load_state_dict(hf_smol.state_dict(), strict=True)
+with torch.no_grad():
+    out_smol, _ = hf_smol(h_smol, position_embeddings=None,
+                          attention_mask=additive[None, None])
+    mine_smol, _ = ours_smol(h_smol)
+print(f"SmolLM3 NoPE layer: max |ours, no temperature - SmolLM3Attention| = "
+      f"{(mine_smol - out_smol).abs().max():.1e}")
+torch.testing.assert_close(mine_smol, out_smol)
+
+# %%
+# Try it: is the chunked mask a sliding window of Lc tokens?
+# ----------------------------------------------------------
+# Both keep at most ``Lc`` keys per query. Compare the two masks, and the tokens three
+# stacked layers of each can reach (the
+# :doc:`sliding-window page </generated/transformer/plot_12_sliding_window_sinks>`
+# proves that two windowed layers reach ``2 (W - 1)`` tokens back).
+
+# %%
+# They differ: the window slides, the chunk restarts. The first query of a chunk keeps
+# only itself; a window keeps its ``Lc - 1`` predecessors too. Through stacked layers a
+# window's reach grows, a chunk's never does: no token ever reads across a chunk
+# boundary in a RoPE layer, which is why every fourth layer (NoPE, global) has to.
+L_try, Lc_try = 16, 4
+i_t = torch.arange(L_try)[:, None]  # (L, 1)
+window = causal_mask(L_try) & (torch.arange(L_try)[None, :] > i_t - Lc_try)  # (L, L)
+chunk = chunked_mask(L_try, Lc_try)
+differ = int((window != chunk).sum())
+print(f"L = {L_try}, Lc = {Lc_try}: pairs kept by the window only {differ}, by the "
+      f"chunk only {int((chunk & ~window).sum())}; keys per query: window "
+      f"{window.sum(-1).float().mean():.2f}, chunk {chunk.sum(-1).float().mean():.2f}")
+assert differ > 0 and not (chunk & ~window).any()  # the chunk is inside the window
+
+
+def reach(keep, n_layers):
+    """(L, L) bool: which keys reach which query through n_layers of this mask."""
+    out = keep
+    for _ in range(n_layers - 1):
+        out = (out.float() @ keep.float()) > 0  # a path through one more layer
+    return out
+
+
+print(f"three layers reach back: window {int((reach(window, 3).sum(-1) - 1).max())} "
+      f"tokens, chunk {int((reach(chunk, 3).sum(-1) - 1).max())}")
+assert torch.equal(reach(chunk, 3), chunk)  # the chunk never grows
+assert int((reach(window, 3).sum(-1) - 1).max()) == 3 * (Lc_try - 1)
+
+# %%
+# Try it: turn the temperature off. Which queries change?
+# -------------------------------------------------------
+# Run the random model's NoPE layer (layer 3) with ``temperature=False`` and compare it
+# with Hugging Face's output, query by query.
+
+# %%
+# The first three queries agree (:math:`\tau = 1` while ``p + 1 < floor_scale``, 4
+# here); from position 3 on the scaled queries give other outputs, so the check above
+# would fail without the temperature.
+ours_cold = ours_layers[3]
+ours_cold.temperature = False
+with torch.no_grad():
+    out_cold, _ = ours_cold(records[3][0])
+ours_cold.temperature = True
+gap_rows = (out_cold - records[3][2]).abs().amax(dim=(0, 2))  # (L,)
+print("max |no temperature - HF| per query: "
+      + " ".join(f"{g:.0e}" for g in gap_rows.tolist()))
+assert (gap_rows[:3] < 1e-6).all() and (gap_rows[3:] > 1e-3).all()
+
+# %%
+# Try it: write ``no_rope_layers=[]``. Which layers rotate?
+# --------------------------------------------------------
+# An empty list looks like "no flags"; ask both configs.
+
+# %%
+# ``Llama4TextConfig`` reads an empty list as unset (``if self.no_rope_layers``) and
+# builds the every-fourth pattern; ``SmolLM3Config`` only fills ``None`` in and then
+# fails indexing the empty list.
+empty = Llama4TextConfig(no_rope_layers=[], num_hidden_layers=8).no_rope_layers
+print(f"Llama4TextConfig(no_rope_layers=[]): {empty}")
+assert empty == rope_layers(8)
+try:
+    SmolLM3Config(no_rope_layers=[], num_hidden_layers=8)
+except IndexError:
+    print("SmolLM3Config(no_rope_layers=[]): IndexError")
+else:
+    raise AssertionError("SmolLM3Config accepted an empty no_rope_layers")
+
+# %%
+# References
+# ----------
+# Llama 4's iRoPE :footcite:p:`Meta2025`; NoPE :footcite:p:`Kazemnejad2023`; the
+# temperature's source, Scalable-Softmax :footcite:p:`Nakanishi2025`; RoPE layers with
+# a local window beside global NoPE layers :footcite:p:`Yang2025b`; SmolLM3
+# :footcite:p:`HuggingFace2025`; RoPE :footcite:p:`Su2021`. Hugging Face's
+# ``Llama4TextAttention``, ``SmolLM3Attention``, ``create_chunked_causal_mask``.
+#
+# .. footbibliography::
