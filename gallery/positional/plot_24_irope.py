@@ -498,7 +498,7 @@ assert (gap_rows[:3] < 1e-6).all() and (gap_rows[3:] > 1e-3).all()
 
 # %%
 # Try it: write ``no_rope_layers=[]``. Which layers rotate?
-# --------------------------------------------------------
+# ---------------------------------------------------------
 # An empty list looks like "no flags"; ask both configs.
 
 # %%
