@@ -165,6 +165,7 @@ nope_scout = [layer for layer, f in enumerate(flags) if f == 0]
 n_rope_scout = sum(flags)
 print(f"Scout: {n_rope_scout} RoPE layers of {len(flags)}; NoPE layers {nope_scout}")
 assert flags == scout.no_rope_layers and n_rope_scout == 36
+assert nope_scout == list(range(3, 48, 4))
 kinds = ["chunked_attention" if f else "full_attention" for f in flags]
 assert scout.layer_types == kinds  # each RoPE layer chunked, each NoPE layer full
 
@@ -203,8 +204,7 @@ def attn_temperature(pos, attn_scale=0.1, floor_scale=8192):
 # applied, at Scout's ``attn_scale`` and ``floor_scale`` (the defaults).
 tiny = dict(vocab_size=64, hidden_size=32, intermediate_size=16,
             intermediate_size_mlp=16, num_hidden_layers=4, num_attention_heads=4,
-            num_key_value_heads=2, head_dim=8, num_local_experts=2, pad_token_id=0,
-            rms_norm_eps=1e-3)
+            num_key_value_heads=2, head_dim=8, num_local_experts=2, rms_norm_eps=1e-3)
 hf_masks = {}
 for L_check in (10, 4):
     cfg_mask = Llama4TextConfig(**tiny, attention_chunk_size=4,
@@ -243,12 +243,8 @@ with torch.no_grad():
         plain = hf_nope.q_proj(x1).view(1, 1, 4, 8).transpose(1, 2)  # (B, Nh, 1, Dh)
         hf_scale[p] = (seen["query"] / plain).flatten()  # (Nh Dh,)
 
-# %%
-# Equal to Hugging Face's masks and temperature
-# ---------------------------------------------
-# Ours are Hugging Face's chunked and causal masks; on a single chunk the chunked mask
-# is the causal one; query ``i`` keeps ``i mod Lc + 1`` keys. The temperature is
-# Hugging Face's at each position, and its values are the ones the equation gives.
+# Ours are both masks; on a single chunk the chunked mask is the causal one; query
+# ``i`` keeps ``i mod Lc + 1`` keys.
 for L_check, (hf_chunked, hf_causal) in hf_masks.items():
     ours = chunked_mask(L_check, 4, device)
     print(f"L = {L_check}: chunked mask == HF's: "
@@ -259,6 +255,12 @@ for L_check, (hf_chunked, hf_causal) in hf_masks.items():
 assert torch.equal(chunked_mask(4, 4), causal_mask(4))  # one chunk: the causal mask
 assert torch.equal(chunked_mask(10, 4).sum(dim=-1), torch.arange(10) % 4 + 1)
 
+# %%
+# Equal to Hugging Face's temperature
+# -----------------------------------
+# Our temperature is the scale ``Llama4TextAttention`` gives its queries (read in the
+# folded proof above, which also proves our masks equal to Hugging Face's), and at
+# Scout's constants it is 1 up to position 8190, then 1.0693 and 1.2197:
 tau = attn_temperature(torch.tensor([8190, 8191, 65535], device=device))  # (3,)
 for p, t in zip((8190, 8191, 65535), tau.tolist()):
     print(f"p = {p:5d}: tau = {t:.4f}, Llama4TextAttention's scale "
@@ -407,33 +409,46 @@ assert norms.max() < math.sqrt(8) and norms.min() > 0.99 * math.sqrt(8)
 # SmolLM3 :footcite:p:`HuggingFace2025` shares Llama 4's layout: ``SmolLM3Config``
 # builds ``no_rope_layers`` with the same rule (1 = RoPE, every fourth layer NoPE,
 # :measured:`n_rope_smol` RoPE layers of its 36), and its attention reads the flag
-# the same way. It shares nothing else: no chunks, no temperature, no qk norm, and RoPE
-# on rotate-half pairs.
-# A NoPE layer of SmolLM3 is ours with the temperature off:
+# the same way. It shares nothing else: no chunks, no temperature, no qk norm, RoPE on
+# rotate-half pairs; with ``use_sliding_window`` its *NoPE* layers get the window
+# (Llama 4 puts its local mask on the RoPE layers). A NoPE layer of SmolLM3 is ours
+# with the temperature off (proved in the fold below).
 smol = SmolLM3Config()
 n_rope_smol = sum(smol.no_rope_layers)
 print(f"SmolLM3: {n_rope_smol} RoPE layers of {smol.num_hidden_layers}, flags == "
       f"rope_layers: {smol.no_rope_layers == rope_layers(smol.num_hidden_layers)}")
 assert smol.no_rope_layers == rope_layers(36) and n_rope_smol == 27
-smol_cfg = SmolLM3Config(vocab_size=64, hidden_size=32, intermediate_size=16,
-                         num_hidden_layers=4, num_attention_heads=4,
-                         num_key_value_heads=2, pad_token_id=0, bos_token_id=1,
-                         eos_token_id=2,
+smol_sw = SmolLM3Config(num_hidden_layers=8, use_sliding_window=True, sliding_window=4)
+windowed = [layer for layer, t in enumerate(smol_sw.layer_types)
+            if t == "sliding_attention"]
+print(f"SmolLM3 with use_sliding_window, 8 layers: windowed layers {windowed}")
+assert windowed == [layer for layer, f in enumerate(rope_layers(8)) if f == 0]
+
+# %%
+# Proof: SmolLM3's NoPE layer is ours without the temperature
+# -----------------------------------------------------------
+# A random ``SmolLM3Attention`` at layer 3 (NoPE: no rotary, no qk norm), every weight
+# off its initialization, eager attention with the additive causal mask
+# ``SmolLM3Model`` would build, loads strictly into ours with ``temperature=False``.
+smol_cfg = SmolLM3Config(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
                          attn_implementation="eager")
+assert smol_cfg._attn_implementation == "eager"
 hf_smol = SmolLM3Attention(smol_cfg, layer_idx=3).to(device)
 assert hf_smol.use_rope == 0 and not hasattr(hf_smol, "qk_norm")
 with torch.no_grad():
     for prm in hf_smol.parameters():
         prm.copy_(torch.randn(prm.shape, device=device, generator=gen) / 4)
 h_smol = torch.randn(2, L_hf, 32, device=device, generator=gen)  # (B, L, D)
-additive = torch.zeros(L_hf, L_hf, device=device).masked_fill(
-    ~causal_mask(L_hf, device), float("-inf"))  # (L, L): 0 kept, -inf dropped
-ours_smol = Llama4Attention(32, 4, 2, 8, 0, Lc=4, base=50.0, eps=1e-3,
+smol_mask = create_causal_mask(config=smol_cfg, inputs_embeds=h_smol,
+                               attention_mask=None, past_key_values=None,
+                               position_ids=torch.arange(L_hf, device=device)[None],
+                               allow_is_causal_skip=False)  # (1, 1, L, L), additive
+ours_smol = Llama4Attention(32, 4, 2, 8, 0, Lc=4, base=50.0, eps=smol_cfg.rms_norm_eps,
                             attn_scale=0.5, floor_scale=4, temperature=False)
 ours_smol.to(device).load_state_dict(hf_smol.state_dict(), strict=True)
 with torch.no_grad():
     out_smol, _ = hf_smol(h_smol, position_embeddings=None,
-                          attention_mask=additive[None, None])
+                          attention_mask=smol_mask)
     mine_smol, _ = ours_smol(h_smol)
 print(f"SmolLM3 NoPE layer: max |ours, no temperature - SmolLM3Attention| = "
       f"{(mine_smol - out_smol).abs().max():.1e}")
@@ -458,9 +473,12 @@ window = causal_mask(L_try) & (torch.arange(L_try)[None, :] > i_t - Lc_try)  # (
 chunk = chunked_mask(L_try, Lc_try)
 differ = int((window != chunk).sum())
 print(f"L = {L_try}, Lc = {Lc_try}: pairs kept by the window only {differ}, by the "
-      f"chunk only {int((chunk & ~window).sum())}; keys per query: window "
-      f"{window.sum(-1).float().mean():.2f}, chunk {chunk.sum(-1).float().mean():.2f}")
-assert differ > 0 and not (chunk & ~window).any()  # the chunk is inside the window
+      f"chunk only {int((chunk & ~window).sum())}")
+print(f"mean keys per query: window {window.sum(-1).float().mean():.2f}, chunk "
+      f"{chunk.sum(-1).float().mean():.2f}")
+assert not (chunk & ~window).any()  # the chunk is inside the window
+# each chunk after the first: its query r keeps Lc - 1 - r keys of the chunk before
+assert differ == (L_try // Lc_try - 1) * Lc_try * (Lc_try - 1) // 2
 
 
 def reach(keep, n_layers):
@@ -492,7 +510,7 @@ with torch.no_grad():
     out_cold, _ = ours_cold(records[3][0])
 ours_cold.temperature = True
 gap_rows = (out_cold - records[3][2]).abs().amax(dim=(0, 2))  # (L,)
-print("max |no temperature - HF| per query: "
+print("max |no temperature - HF| per query:\n"
       + " ".join(f"{g:.0e}" for g in gap_rows.tolist()))
 assert (gap_rows[:3] < 1e-6).all() and (gap_rows[3:] > 1e-3).all()
 
