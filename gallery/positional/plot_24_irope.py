@@ -154,24 +154,28 @@ def rope_layers(n_layers, interval=4):
 
 # %%
 # Llama 4 Scout's text model, from ``transformers``' ``Llama4TextConfig`` defaults
-# (the docstring's checkpoint ``meta-llama/Llama-4-Scout-17B-16E``), asserted below:
-# 48 layers, chunks of 8192, the temperature's two constants.
+# (its docstring's checkpoint, ``meta-llama/Llama-4-Scout-17B-16E``): our flags are its
+# own, each RoPE layer chunked, each NoPE layer full. A chunked layer caches at most
+# ``Lc`` keys, so at 128k tokens Scout's layers cache
+# :measured:`cache_share:.1%` of the keys that full attention everywhere would.
 SCOUT = dict(num_hidden_layers=48, no_rope_layer_interval=4, attention_chunk_size=8192,
              attn_scale=0.1, floor_scale=8192, use_qk_norm=True, head_dim=128)
 scout = Llama4TextConfig()
 assert {k: getattr(scout, k) for k in SCOUT} == SCOUT
 flags = rope_layers(SCOUT["num_hidden_layers"])
 nope_scout = [layer for layer, f in enumerate(flags) if f == 0]
-n_rope_scout = sum(flags)
-print(f"Scout: {n_rope_scout} RoPE layers of {len(flags)}; NoPE layers {nope_scout}")
-assert flags == scout.no_rope_layers and n_rope_scout == 36
-assert nope_scout == list(range(3, 48, 4))
-kinds = ["chunked_attention" if f else "full_attention" for f in flags]
-assert scout.layer_types == kinds  # each RoPE layer chunked, each NoPE layer full
+print(f"Scout: {sum(flags)} RoPE layers of {len(flags)}; NoPE layers {nope_scout}")
+assert flags == scout.no_rope_layers and nope_scout == list(range(3, 48, 4))
+assert scout.layer_types == ["chunked_attention" if f else "full_attention"
+                             for f in flags]
+cached = [min(131072, 8192) if f else 131072 for f in flags]  # keys per layer at 128k
+cache_share = sum(cached) / (48 * 131072)
+print(f"keys cached at 131072 tokens: {cache_share:.4f} of full attention's")
+assert cache_share == (36 * 8192 + 12 * 131072) / (48 * 131072)
 
 # %%
-# From scratch: the chunked mask and the temperature
-# --------------------------------------------------
+# From scratch: the chunked mask, the temperature, the layer
+# ----------------------------------------------------------
 # The chunked mask is the causal mask cut at every multiple of ``Lc``: query ``i``
 # keeps the ``i mod Lc + 1`` keys of its chunk up to itself. The temperature is the
 # equation above, computed in float32 as Llama 4 does.
@@ -189,8 +193,59 @@ def attn_temperature(pos, attn_scale=0.1, floor_scale=8192):
 
 
 # %%
-# Proof: Hugging Face's masks and query scale, as it builds them
-# --------------------------------------------------------------
+# One attention layer of either kind: grouped-query attention with Hugging Face's
+# four projection names. A RoPE layer rotates ``q`` and ``k`` on adjacent pairs, then
+# divides each head of each by its root mean square, without a weight (Hugging Face's
+# ``Llama4TextL2Norm``: the result's norm is :math:`\sqrt{D_h}`, not 1), and attends
+# within its chunk. A NoPE layer skips both, scales each query by :math:`\tau(p)` and
+# attends causally.
+def rms_unit(x, eps):
+    """x (..., Dh) / its root mean square over the last dim; no weight."""
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+
+
+class Llama4Attention(nn.Module):
+    """Llama 4's attention: RoPE, qk norm and chunks, or NoPE and a temperature."""
+
+    def __init__(self, D, Nh, Nkv, Dh, use_rope, Lc, base, eps, attn_scale,
+                 floor_scale, temperature=True):
+        super().__init__()
+        self.Nh, self.Nkv, self.Dh, self.use_rope, self.Lc = Nh, Nkv, Dh, use_rope, Lc
+        self.base, self.eps, self.temperature = base, eps, temperature
+        self.attn_scale, self.floor_scale = attn_scale, floor_scale  # tau's constants
+        self.q_proj = nn.Linear(D, Nh * Dh, bias=False)
+        self.k_proj = nn.Linear(D, Nkv * Dh, bias=False)
+        self.v_proj = nn.Linear(D, Nkv * Dh, bias=False)
+        self.o_proj = nn.Linear(Nh * Dh, D, bias=False)
+
+    def forward(self, x):  # x (B, L, D), positions 0 .. L - 1
+        """-> the output (B, L, D) and the attention weights (B, Nh, L, L)."""
+        B, L, _ = x.shape
+        Nh, Nkv, Dh = self.Nh, self.Nkv, self.Dh
+        q = self.q_proj(x).view(B, L, Nh, Dh).transpose(1, 2)  # (B, Nh, L, Dh)
+        k = self.k_proj(x).view(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
+        v = self.v_proj(x).view(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
+        pos = torch.arange(L, device=x.device)  # (L,)
+        if self.use_rope:
+            q, k = rope_complex(q, pos, self.base), rope_complex(k, pos, self.base)
+            q, k = rms_unit(q, self.eps), rms_unit(k, self.eps)
+            keep = chunked_mask(L, self.Lc, x.device)  # (L, L)
+        else:
+            if self.temperature:
+                tau = attn_temperature(pos, self.attn_scale, self.floor_scale)  # (L,)
+                q = q * tau[:, None]  # query l scaled by tau(l)
+            keep = causal_mask(L, x.device)  # (L, L)
+        k = k.repeat_interleave(Nh // Nkv, dim=1)  # (B, Nh, L, Dh): head h reads h // G
+        v = v.repeat_interleave(Nh // Nkv, dim=1)
+        logits = q @ k.mT / math.sqrt(Dh)  # (B, Nh, L, L)
+        weights = logits.masked_fill(~keep, float("-inf")).softmax(dim=-1)
+        out = (weights @ v).transpose(1, 2).reshape(B, L, Nh * Dh)  # (B, L, Nh Dh)
+        return self.o_proj(out), weights
+
+
+# %%
+# Proof: Hugging Face's masks, query scale and attention layers, recorded
+# -----------------------------------------------------------------------
 # ``create_chunked_causal_mask`` and ``create_causal_mask`` (``masking_utils``) build
 # what ``Llama4TextModel`` hands its chunked and full layers; for eager attention, 0
 # where a key is kept and the float32 minimum elsewhere (``allow_is_causal_skip=False``
@@ -256,82 +311,13 @@ assert torch.equal(chunked_mask(4, 4), causal_mask(4))  # one chunk: the causal 
 assert torch.equal(chunked_mask(10, 4).sum(dim=-1), torch.arange(10) % 4 + 1)
 
 # %%
-# Equal to Hugging Face's temperature
-# -----------------------------------
-# Our temperature is the scale ``Llama4TextAttention`` gives its queries (read in the
-# folded proof above, which also proves our masks equal to Hugging Face's), and at
-# Scout's constants it is 1 up to position 8190, then 1.0693 and 1.2197:
-tau = attn_temperature(torch.tensor([8190, 8191, 65535], device=device))  # (3,)
-for p, t in zip((8190, 8191, 65535), tau.tolist()):
-    print(f"p = {p:5d}: tau = {t:.4f}, Llama4TextAttention's scale "
-          f"{hf_scale[p].min():.4f} to {hf_scale[p].max():.4f}")
-    torch.testing.assert_close(hf_scale[p], torch.full_like(hf_scale[p], t))
-tau_8190, tau_8191, tau_65535 = tau.tolist()
-assert tau_8190 == 1.0 and round(tau_8191, 4) == 1.0693
-assert round(tau_65535, 4) == 1.2197
-assert abs(tau_65535 - (1 + 0.1 * math.log(9))) < 1e-6  # 1 + s ln 9: float32's eps
-
-# %%
-# From scratch: one Llama 4 attention layer, either kind
-# ------------------------------------------------------
-# Grouped-query attention with Hugging Face's four projection names. A RoPE layer
-# rotates ``q`` and ``k`` on adjacent pairs, then normalises each head of each by its
-# root mean square, without a weight (Hugging Face calls it ``Llama4TextL2Norm``; the
-# result's norm is :math:`\sqrt{D_h}`, not 1), and attends within its chunk. A NoPE
-# layer skips both, scales each query by :math:`\tau(p)` and attends causally.
-def rms_unit(x, eps):
-    """x (..., Dh) / its root mean square over the last dim; no weight."""
-    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
-
-
-class Llama4Attention(nn.Module):
-    """Llama 4's attention: RoPE, qk norm and chunks, or NoPE and a temperature."""
-
-    def __init__(self, D, Nh, Nkv, Dh, use_rope, Lc, base, eps, attn_scale,
-                 floor_scale, temperature=True):
-        super().__init__()
-        self.Nh, self.Nkv, self.Dh, self.use_rope, self.Lc = Nh, Nkv, Dh, use_rope, Lc
-        self.base, self.eps, self.temperature = base, eps, temperature
-        self.attn_scale, self.floor_scale = attn_scale, floor_scale
-        self.q_proj = nn.Linear(D, Nh * Dh, bias=False)
-        self.k_proj = nn.Linear(D, Nkv * Dh, bias=False)
-        self.v_proj = nn.Linear(D, Nkv * Dh, bias=False)
-        self.o_proj = nn.Linear(Nh * Dh, D, bias=False)
-
-    def forward(self, x):  # x (B, L, D), positions 0 .. L - 1
-        """-> the output (B, L, D) and the attention weights (B, Nh, L, L)."""
-        B, L, _ = x.shape
-        Nh, Nkv, Dh = self.Nh, self.Nkv, self.Dh
-        q = self.q_proj(x).view(B, L, Nh, Dh).transpose(1, 2)  # (B, Nh, L, Dh)
-        k = self.k_proj(x).view(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
-        v = self.v_proj(x).view(B, L, Nkv, Dh).transpose(1, 2)  # (B, Nkv, L, Dh)
-        pos = torch.arange(L, device=x.device)  # (L,)
-        if self.use_rope:
-            q, k = rope_complex(q, pos, self.base), rope_complex(k, pos, self.base)
-            q, k = rms_unit(q, self.eps), rms_unit(k, self.eps)
-            keep = chunked_mask(L, self.Lc, x.device)  # (L, L)
-        else:
-            if self.temperature:
-                tau = attn_temperature(pos, self.attn_scale, self.floor_scale)  # (L,)
-                q = q * tau[:, None]  # query l scaled by tau(l)
-            keep = causal_mask(L, x.device)  # (L, L)
-        k = k.repeat_interleave(Nh // Nkv, dim=1)  # (B, Nh, L, Dh): head h reads h // G
-        v = v.repeat_interleave(Nh // Nkv, dim=1)
-        logits = q @ k.mT / math.sqrt(Dh)  # (B, Nh, L, L)
-        weights = logits.masked_fill(~keep, float("-inf")).softmax(dim=-1)
-        out = (weights @ v).transpose(1, 2).reshape(B, L, Nh * Dh)  # (B, L, Nh Dh)
-        return self.o_proj(out), weights
-
-
-# %%
-# Proof: a random Llama 4 text model, each layer's attention recorded
-# -------------------------------------------------------------------
-# Four layers (three RoPE, one NoPE), chunks of 4 tokens over 10, a temperature that
-# steps every 4 positions with ``attn_scale = 0.5`` so that it changes within 10
-# tokens (Scout's constants would leave it at 1 there), base 50, ``rms_norm_eps``
-# 1e-3 (so the qk norm's eps shows), eager attention. Every parameter, MoE ones
-# included, moves off its initialization. A hook records each layer's attention
-# input, the mask ``Llama4TextModel`` built for it, and its output and weights.
+# A random ``Llama4TextModel``: four layers (three RoPE, one NoPE), chunks of 4 tokens
+# over 10, a temperature that steps every 4 positions with ``attn_scale = 0.5`` so
+# that it changes within 10 tokens (Scout's constants would leave it at 1 there), base
+# 50, ``rms_norm_eps`` 1e-3 (so the qk norm's eps shows), eager attention. Every
+# parameter, MoE ones included, moves off its initialization. A hook records each
+# layer's attention input, the mask ``Llama4TextModel`` built for it, and its output
+# and weights.
 cfg = Llama4TextConfig(**tiny, attention_chunk_size=4, floor_scale=4, attn_scale=0.5,
                        rope_parameters={"rope_type": "default", "rope_theta": 50.0},
                        attn_implementation="eager")
@@ -360,13 +346,28 @@ hf_attn = [layer.self_attn for layer in hf_model.layers]
 assert [a.use_rope for a in hf_attn] == rope_layers(4) == [1, 1, 1, 0]
 assert [hasattr(a, "qk_norm") for a in hf_attn] == [True, True, True, False]
 assert cfg.rms_norm_eps == hf_attn[0].qk_norm.eps == 1e-3
+for layer_idx, (_, mask_hf, _, _) in enumerate(records):  # the mask of each kind
+    rope_here = cfg.no_rope_layers[layer_idx]
+    keep = chunked_mask(L_hf, 4, device) if rope_here else causal_mask(L_hf, device)
+    assert torch.equal(mask_hf[0, 0] == 0, keep)
 
 # %%
-# Equal to Hugging Face's Llama4TextAttention
-# -------------------------------------------
-# Each of the random model's four attention layers loads into ours strictly (the same
-# names) and gives its output and attention weights on the input it recorded; the
-# mask Hugging Face built for each layer is ours for its kind.
+# Equal to Hugging Face's Llama 4
+# -------------------------------
+# Our temperature is the scale ``Llama4TextAttention`` gives its queries (at Scout's
+# constants: 1 up to position 8190, then 1.0693 and 1.2197), our masks are those
+# ``Llama4TextModel`` builds, and each of a random model's four attention layers
+# (folded above) loads into ours strictly and gives its output and weights.
+tau = attn_temperature(torch.tensor([8190, 8191, 65535], device=device))  # (3,)
+for p, t in zip((8190, 8191, 65535), tau.tolist()):
+    print(f"p = {p:5d}: tau = {t:.4f}, Llama4TextAttention's scale "
+          f"{hf_scale[p].min():.4f} to {hf_scale[p].max():.4f}")
+    torch.testing.assert_close(hf_scale[p], torch.full_like(hf_scale[p], t))
+tau_8190, tau_8191, tau_65535 = tau.tolist()
+assert tau_8190 == 1.0 and round(tau_8191, 4) == 1.0693
+assert round(tau_65535, 4) == 1.2197
+assert abs(tau_65535 - (1 + 0.1 * math.log(9))) < 1e-6  # 1 + s ln 9: float32's eps
+
 ours_layers = []
 for layer_idx, (h_in, mask_hf, out_hf, w_hf) in enumerate(records):
     use_rope = cfg.no_rope_layers[layer_idx]
@@ -376,11 +377,8 @@ for layer_idx, (h_in, mask_hf, out_hf, w_hf) in enumerate(records):
     ours_layers.append(ours_attn)
     with torch.no_grad():
         out, w = ours_attn(h_in)
-    keep = chunked_mask(L_hf, 4, device) if use_rope else causal_mask(L_hf, device)
-    kind = "RoPE" if use_rope else "NoPE"
-    print(f"layer {layer_idx} ({kind}): max |ours - HF| = "
+    print(f"layer {layer_idx} ({'RoPE' if use_rope else 'NoPE'}): max |ours - HF| = "
           f"{(out - out_hf).abs().max():.1e}, weights {(w - w_hf).abs().max():.1e}")
-    assert torch.equal(mask_hf[0, 0] == 0, keep)
     torch.testing.assert_close(out, out_hf)
     torch.testing.assert_close(w, w_hf)
 
@@ -410,9 +408,17 @@ assert norms.max() < math.sqrt(8) and norms.min() > 0.99 * math.sqrt(8)
 # builds ``no_rope_layers`` with the same rule (1 = RoPE, every fourth layer NoPE,
 # :measured:`n_rope_smol` RoPE layers of its 36), and its attention reads the flag
 # the same way. It shares nothing else: no chunks, no temperature, no qk norm, RoPE on
-# rotate-half pairs; with ``use_sliding_window`` its *NoPE* layers get the window
-# (Llama 4 puts its local mask on the RoPE layers). A NoPE layer of SmolLM3 is ours
-# with the temperature off (proved in the fold below).
+# rotate-half pairs; and with ``use_sliding_window`` its *NoPE* layers get the window,
+# where Llama 4 puts its local mask on the RoPE layers. A NoPE layer of SmolLM3 is ours
+# with the temperature off (both proved in the fold below).
+
+# %%
+# Proof: SmolLM3's NoPE layer is ours without the temperature
+# -----------------------------------------------------------
+# ``SmolLM3Config``'s flags are ours, and its window goes to the NoPE layers. A random
+# ``SmolLM3Attention`` at layer 3 (NoPE: no rotary, no qk norm), every weight off its
+# initialization, eager attention with the additive causal mask ``SmolLM3Model`` would
+# build, loads strictly into ours with ``temperature=False``.
 smol = SmolLM3Config()
 n_rope_smol = sum(smol.no_rope_layers)
 print(f"SmolLM3: {n_rope_smol} RoPE layers of {smol.num_hidden_layers}, flags == "
@@ -423,13 +429,6 @@ windowed = [layer for layer, t in enumerate(smol_sw.layer_types)
             if t == "sliding_attention"]
 print(f"SmolLM3 with use_sliding_window, 8 layers: windowed layers {windowed}")
 assert windowed == [layer for layer, f in enumerate(rope_layers(8)) if f == 0]
-
-# %%
-# Proof: SmolLM3's NoPE layer is ours without the temperature
-# -----------------------------------------------------------
-# A random ``SmolLM3Attention`` at layer 3 (NoPE: no rotary, no qk norm), every weight
-# off its initialization, eager attention with the additive causal mask
-# ``SmolLM3Model`` would build, loads strictly into ours with ``temperature=False``.
 smol_cfg = SmolLM3Config(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
                          attn_implementation="eager")
 assert smol_cfg._attn_implementation == "eager"
@@ -536,10 +535,9 @@ else:
 # %%
 # References
 # ----------
-# Llama 4's iRoPE :footcite:p:`Meta2025`; NoPE :footcite:p:`Kazemnejad2023`; the
-# temperature's source, Scalable-Softmax :footcite:p:`Nakanishi2025`; RoPE layers with
-# a local window beside global NoPE layers :footcite:p:`Yang2025b`; SmolLM3
-# :footcite:p:`HuggingFace2025`; RoPE :footcite:p:`Su2021`. Hugging Face's
-# ``Llama4TextAttention``, ``SmolLM3Attention``, ``create_chunked_causal_mask``.
+# Llama 4 :footcite:p:`Meta2025`; NoPE :footcite:p:`Kazemnejad2023`; Scalable-Softmax
+# :footcite:p:`Nakanishi2025`; windowed RoPE beside global NoPE layers
+# :footcite:p:`Yang2025b`; SmolLM3 :footcite:p:`HuggingFace2025`; RoPE
+# :footcite:p:`Su2021`.
 #
 # .. footbibliography::
