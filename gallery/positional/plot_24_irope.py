@@ -257,6 +257,23 @@ class Llama4Attention(nn.Module):
 # position ``p``. A registered attention function records the query it is handed;
 # divided by the plain projection ``q_proj(x)``, that is the scale Hugging Face
 # applied, at Scout's ``attn_scale`` and ``floor_scale`` (the defaults).
+def query_recorder(seen):
+    """An attention function: eager attention that keeps its query in seen."""
+    def record_query(module, query, key, value, attention_mask, **kwargs):
+        seen["query"] = query  # (B, Nh, L, Dh): after RoPE or the temperature
+        return modeling_llama4.eager_attention_forward(module, query, key, value,
+                                                       attention_mask, **kwargs)
+    return record_query
+
+
+def attention_recorder(records):
+    """A forward hook: appends (input, mask, output, weights) of an attention."""
+    def record(module, args, kwargs, output):
+        records.append((kwargs["hidden_states"], kwargs["attention_mask"], *output))
+    return record
+
+
+# %%
 tiny = dict(vocab_size=64, hidden_size=32, intermediate_size=16,
             intermediate_size_mlp=16, num_hidden_layers=4, num_attention_heads=4,
             num_key_value_heads=2, head_dim=8, num_local_experts=2, rms_norm_eps=1e-3)
@@ -270,15 +287,6 @@ for L_check in (10, 4):
               position_ids=torch.arange(L_check, device=device)[None])
     hf_masks[L_check] = (create_chunked_causal_mask(**kw, allow_is_causal_skip=False),
                          create_causal_mask(**kw, allow_is_causal_skip=False))
-
-def query_recorder(seen):
-    """An attention function: eager attention that keeps its query in seen."""
-    def record_query(module, query, key, value, attention_mask, **kwargs):
-        seen["query"] = query  # (B, Nh, L, Dh): after RoPE or the temperature
-        return modeling_llama4.eager_attention_forward(module, query, key, value,
-                                                       attention_mask, **kwargs)
-    return record_query
-
 
 seen = {}
 AttentionInterface.register("record_query", query_recorder(seen))
@@ -325,13 +333,6 @@ hf_model = modeling_llama4.Llama4TextModel(cfg).to(device).eval()
 with torch.no_grad():
     for prm in hf_model.parameters():
         prm.copy_(torch.randn(prm.shape, device=device, generator=gen) / 4)
-def attention_recorder(records):
-    """A forward hook: appends (input, mask, output, weights) of an attention."""
-    def record(module, args, kwargs, output):
-        records.append((kwargs["hidden_states"], kwargs["attention_mask"], *output))
-    return record
-
-
 records = []
 hooks = [layer.self_attn.register_forward_hook(attention_recorder(records),
                                                with_kwargs=True)
@@ -479,19 +480,14 @@ assert not (chunk & ~window).any()  # the chunk is inside the window
 # each chunk after the first: its query r keeps Lc - 1 - r keys of the chunk before
 assert differ == (L_try // Lc_try - 1) * Lc_try * (Lc_try - 1) // 2
 
-
-def reach(keep, n_layers):
-    """(L, L) bool: which keys reach which query through n_layers of this mask."""
-    out = keep
-    for _ in range(n_layers - 1):
-        out = (out.float() @ keep.float()) > 0  # a path through one more layer
-    return out
-
-
-print(f"three layers reach back: window {int((reach(window, 3).sum(-1) - 1).max())} "
-      f"tokens, chunk {int((reach(chunk, 3).sum(-1) - 1).max())}")
-assert torch.equal(reach(chunk, 3), chunk)  # the chunk never grows
-assert int((reach(window, 3).sum(-1) - 1).max()) == 3 * (Lc_try - 1)
+reach_w, reach_c = window, chunk  # keys reaching each query through one layer
+for _ in range(2):  # through two more: a path through one more layer each time
+    reach_w = (reach_w.float() @ window.float()) > 0
+    reach_c = (reach_c.float() @ chunk.float()) > 0
+print(f"three layers reach back: window {int((reach_w.sum(-1) - 1).max())} "
+      f"tokens, chunk {int((reach_c.sum(-1) - 1).max())}")
+assert torch.equal(reach_c, chunk)  # the chunk never grows
+assert int((reach_w.sum(-1) - 1).max()) == 3 * (Lc_try - 1)
 
 # %%
 # Try it: turn the temperature off. Which queries change?
