@@ -129,8 +129,8 @@ for ax, keep, name in [(axs[0], causal_f, "NoPE layers: causal"),
     ax.imshow(keep, cmap="Blues", vmin=0, vmax=1.3)
     ax.set(title=name, xlabel="key j", ylabel="query i", xticks=[], yticks=[])
 axs[2].plot(p_f / 1024, tau_f, color="C3", drawstyle="steps-post")
-for p_mark in (8191, 65535):
-    t = 1 + 0.1 * math.log1p((p_mark + 1) // 8192)
+marks_f = 1 + 0.1 * torch.log1p(torch.floor(torch.tensor([8192, 65536]) / 8192))
+for p_mark, t in zip((8191, 65535), marks_f.tolist()):  # checked below
     axs[2].plot(p_mark / 1024, t, "o", color="C3")
     axs[2].annotate(f"p = {p_mark}: {t:.4f}", (p_mark / 1024, t), xytext=(6, -12),
                     textcoords="offset points", fontsize=8)
@@ -368,6 +368,7 @@ tau_8190, tau_8191, tau_65535 = tau.tolist()
 assert tau_8190 == 1.0 and round(tau_8191, 4) == 1.0693
 assert round(tau_65535, 4) == 1.2197
 assert abs(tau_65535 - (1 + 0.1 * math.log(9))) < 1e-6  # 1 + s ln 9: float32's eps
+torch.testing.assert_close(marks_f.to(device), tau[1:])  # the figure's two marks
 
 ours_layers = []
 for layer_idx, (h_in, mask_hf, out_hf, w_hf) in enumerate(records):
