@@ -48,7 +48,6 @@ import torch
 import transformers
 from torch import nn
 from transformers import AttentionInterface, Llama4TextConfig, SmolLM3Config
-from transformers.cache_utils import DynamicCache
 from transformers.masking_utils import create_causal_mask, create_chunked_causal_mask
 from transformers.models.llama4 import modeling_llama4
 from transformers.models.smollm3.modeling_smollm3 import SmolLM3Attention
@@ -253,8 +252,10 @@ class Llama4Attention(nn.Module):
 # chunks of 4 (three chunks, the last one short), and one whole chunk.
 #
 # ``Llama4TextAttention`` computes its temperature inside ``forward``, from the
-# cache's length: a ``DynamicCache`` holding ``p`` zero keys puts the next query at
-# position ``p``. A registered attention function records the query it is handed;
+# cache's length (``past_key_values.get_seq_length``); it asks the cache nothing else
+# but to append the new keys. A stand-in that answers length ``p`` puts the query at
+# position ``p``, without 65535 cached keys. A registered attention function records
+# the query it is handed;
 # divided by the plain projection ``q_proj(x)``, that is the scale Hugging Face
 # applied, at Scout's ``attn_scale`` and ``floor_scale`` (the defaults).
 def query_recorder(seen):
@@ -264,6 +265,19 @@ def query_recorder(seen):
         return modeling_llama4.eager_attention_forward(module, query, key, value,
                                                        attention_mask, **kwargs)
     return record_query
+
+
+class CacheOfLength:
+    """Stands in for a cache that holds p tokens: their keys are never read here."""
+
+    def __init__(self, p):
+        self.p = p
+
+    def get_seq_length(self, layer_idx=0):
+        return self.p
+
+    def update(self, key, value, layer_idx):
+        return key, value  # (B, Nkv, L, Dh) each: only the new tokens
 
 
 def attention_recorder(records):
@@ -297,12 +311,9 @@ gen = torch.Generator(device=device).manual_seed(1)
 hf_scale = {}
 with torch.no_grad():
     for p in (8190, 8191, 65535):
-        cache = DynamicCache()
-        zeros = torch.zeros(1, 2, p, 8, device=device)  # (B, Nkv, p, Dh)
-        cache.update(zeros, zeros, layer_idx=3)
         x1 = torch.randn(1, 1, 32, device=device, generator=gen)  # (B, 1, D)
         hf_nope(x1, position_embeddings=None, attention_mask=None,
-                past_key_values=cache)
+                past_key_values=CacheOfLength(p))
         plain = hf_nope.q_proj(x1).view(1, 1, 4, 8).transpose(1, 2)  # (B, Nh, 1, Dh)
         hf_scale[p] = (seen["query"] / plain).flatten()  # (Nh Dh,)
 
