@@ -105,9 +105,10 @@ def rope_complex(x, pos, base=10000.0):
 #
 # .. math::
 #
-#    \mathrm{keep}(i, j) = [\, j \le i \,] \wedge
-#    \big[\, \lfloor i / L_c \rfloor = \lfloor j / L_c \rfloor \,\big], \qquad
-#    \tau(p) = 1 + s \ln\!\Big(1 + \Big\lfloor \frac{p + 1}{F} \Big\rfloor\Big),
+#    \mathrm{keep}(i, j) &= [\, j \le i \,] \wedge
+#    \big[\, \lfloor i / L_c \rfloor = \lfloor j / L_c \rfloor \,\big],
+#
+#    \tau(p) &= 1 + s \ln\!\Big(1 + \Big\lfloor \frac{p + 1}{F} \Big\rfloor\Big),
 #
 # with :math:`s` = ``attn_scale`` = 0.1 and :math:`F` = ``floor_scale`` = 8192. The
 # temperature is 1 for the first 8191 positions, then climbs a logarithmic staircase:
