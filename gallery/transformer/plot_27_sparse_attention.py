@@ -208,7 +208,8 @@ def select_keys(scores, K):
 # ----------------------------------------------
 # A sparse kernel *gathers* the ``K`` selected keys and values of each query and runs
 # softmax attention over them: ``K`` keys read per query, not ``l + 1``. The same
-# selection written as a boolean ``(L, L)`` mask gives a dense kernel the same answer.
+# selection written as a boolean ``(L, L)`` mask gives a dense kernel the same answer;
+# FlexAttention takes it as a ``mask_mod``, a function of the query and key index.
 def sparse_attention(q, k, v, idx, scale):
     """Each query attends to its keys idx (B, L, K) that are not in its future.
 
@@ -228,6 +229,13 @@ def selection_mask(idx, L):
     B = idx.shape[0]
     picked = torch.zeros(B, L, L, dtype=torch.bool, device=idx.device)
     return picked.scatter(-1, idx, True) & causal_mask(L, idx.device)
+
+
+def selection_mod(keep):
+    """keep (B, L, L) -> the same selection as a FlexAttention mask_mod."""
+    def keep_mod(b, h, q_idx, kv_idx):
+        return keep[b, q_idx, kv_idx]
+    return keep_mod
 
 
 # %%
@@ -345,19 +353,12 @@ gap_dense = (gathered - dense).abs().max().item()
 print(f"K = {K}: max |gather - boolean mask| = {(gathered - masked).abs().max():.1e}, "
       f"|gather - dense| = {gap_dense:.2f}")
 torch.testing.assert_close(gathered, masked)
-
-
-def keep_mod(b, h, q_idx, kv_idx):
-    """FlexAttention mask_mod: the indexer's selection, read from the page's keep."""
-    return keep[b, q_idx, kv_idx]
-
-
-flex_mask = create_mask(keep_mod, B, None, L, L, device=device)  # (B, 1, L, L)
+flex_mask = create_mask(selection_mod(keep), B, None, L, L, device=device)  # (B, 1, L, L)
 print(f"FlexAttention's mask from keep_mod equals keep: "
       f"{torch.equal(flex_mask[:, 0], keep)}")
 assert torch.equal(flex_mask[:, 0], keep)
 if device == "cuda":  # the kernel, eager (a compiled one would compile first)
-    block_mask = create_block_mask(keep_mod, B, None, L, L, device=device)
+    block_mask = create_block_mask(selection_mod(keep), B, None, L, L, device=device)
     flexed = flex_attention(q, k, v, block_mask=block_mask, scale=scale)
     print(f"max |gather - flex_attention| = {(gathered - flexed).abs().max():.1e}")
     torch.testing.assert_close(gathered, flexed)
