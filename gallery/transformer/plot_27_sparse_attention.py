@@ -353,7 +353,8 @@ gap_dense = (gathered - dense).abs().max().item()
 print(f"K = {K}: max |gather - boolean mask| = {(gathered - masked).abs().max():.1e}, "
       f"|gather - dense| = {gap_dense:.2f}")
 torch.testing.assert_close(gathered, masked)
-flex_mask = create_mask(selection_mod(keep), B, None, L, L, device=device)  # (B, 1, L, L)
+flex_mask = create_mask(selection_mod(keep), B, None, L, L, device=device)
+# flex_mask (B, 1, L, L)
 print(f"FlexAttention's mask from keep_mod equals keep: "
       f"{torch.equal(flex_mask[:, 0], keep)}")
 assert torch.equal(flex_mask[:, 0], keep)
