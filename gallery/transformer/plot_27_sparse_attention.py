@@ -129,7 +129,7 @@ def layer_norm(x, weight, bias, eps=1e-5):
 L_fig, K_fig = 16, 4
 gen = torch.Generator().manual_seed(3)
 scores_fig = torch.randn(L_fig, L_fig, generator=gen)  # (L, L) stand-in index scores
-visible_fig = torch.ones(L_fig, L_fig, dtype=torch.bool).tril()  # key s <= query t
+visible_fig = causal_mask(L_fig)  # (L, L): key s <= query t
 picks_fig = scores_fig.masked_fill(~visible_fig, -math.inf).topk(K_fig).indices
 selected_fig = torch.zeros(L_fig, L_fig, dtype=torch.bool).scatter(1, picks_fig, True)
 selected_fig &= visible_fig  # picks of -inf (queries with fewer than K keys) dropped
@@ -262,6 +262,7 @@ init = {name: p.clone() for name, p in hf_indexer.state_dict().items()}
 with torch.no_grad():
     for p in hf_indexer.parameters():
         p.copy_(p + 0.3 * torch.randn_like(p))
+    hf_indexer.wk.weight.mul_(0.002)  # a small key projection: LayerNorm's eps matters
 moved = [name for name, p in hf_indexer.state_dict().items()
          if not torch.equal(p, init[name])]
 print(f"parameters moved off init: {len(moved)} of {len(init)}: {', '.join(moved)}")
@@ -277,6 +278,14 @@ hf_cos, hf_sin = hf_v32.DeepseekV32RotaryEmbedding(cfg).to(device)(
     x, torch.arange(L, device=device)[None])  # (1, L, Dr)
 torch.testing.assert_close(hf_cos[0], cos)
 torch.testing.assert_close(hf_sin[0], sin)
+with torch.no_grad():
+    k_raw = hf_indexer.wk(x)  # (B, L, Di), before the LayerNorm
+    k_eps, k_no_eps = (layer_norm(k_raw, indexer.k_norm.weight, indexer.k_norm.bias,
+                                  eps=e) for e in (1e-6, 0.0))
+eps_share = ((k_eps - k_no_eps).norm() / k_eps.norm()).item()
+print(f"key before its LayerNorm: variance {k_raw.var(dim=-1).mean():.1e}, "
+      f"so eps = 1e-6 moves the key by {eps_share:.1%}")
+assert eps_share > 0.01  # every term of the key counts below
 
 
 class CatchTopk(torch.overrides.TorchFunctionMode):
@@ -341,14 +350,14 @@ from torch.nn.attention.flex_attention import (
 Nh, Dh = 4, 16
 q, k, v = (torch.randn(B, Nh, L, Dh, device=device) for _ in range(3))
 scale = Dh**-0.5
-dense = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+dense = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # its own 1/sqrt(Dh)
 full = sparse_attention(q, k, v, select_keys(ours, L), scale)  # K = L
 err_full = (full - dense).abs().max().item()
 print(f"K = L = {L}: max |sparse - causal SDPA| = {err_full:.1e}")
 torch.testing.assert_close(full, dense)
 
 gathered = sparse_attention(q, k, v, idx, scale)  # K < L
-masked = F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None], scale=scale)
+masked = F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None])
 gap_dense = (gathered - dense).abs().max().item()
 print(f"K = {K}: max |gather - boolean mask| = {(gathered - masked).abs().max():.1e}, "
       f"|gather - dense| = {gap_dense:.2f}")
@@ -360,7 +369,7 @@ print(f"FlexAttention's mask from keep_mod equals keep: "
 assert torch.equal(flex_mask[:, 0], keep)
 if device == "cuda":  # the kernel, eager (a compiled one would compile first)
     block_mask = create_block_mask(selection_mod(keep), B, None, L, L, device=device)
-    flexed = flex_attention(q, k, v, block_mask=block_mask, scale=scale)
+    flexed = flex_attention(q, k, v, block_mask=block_mask)
     print(f"max |gather - flex_attention| = {(gathered - flexed).abs().max():.1e}")
     torch.testing.assert_close(gathered, flexed)
 torch.testing.assert_close(gathered[:, :, :K], dense[:, :, :K])  # l < K: all keys
@@ -385,6 +394,18 @@ share_read = (read_sparse / read_dense).item()
 print(f"L = {L_long}, K = {K_v32}: attention reads {share_read:.4f} of causal's keys")
 assert read_sparse == K_v32 * (K_v32 + 1) / 2 + (L_long - K_v32) * K_v32
 assert share_read < 2 * K_v32 / L_long  # about 2 K / L
+
+# %%
+# Proof: a future pick gets weight zero, whatever the logits
+# ----------------------------------------------------------
+# A query ``l < K`` is handed ``K - l - 1`` future keys by ``topk`` (their scores are
+# ``-inf``). With the queries a hundred times larger, a visible key's logit can fall
+# below -100, so a finite fill in place of ``-inf`` would let the future in.
+sharp = sparse_attention(100 * q, k, v, idx, scale)
+sharp_ref = F.scaled_dot_product_attention(100 * q, k, v, attn_mask=keep[:, None])
+err_sharp = (sharp - sharp_ref).abs().max().item()
+print(f"queries x 100: max |gather - boolean mask| = {err_sharp:.1e}")
+torch.testing.assert_close(sharp, sharp_ref)
 
 # %%
 # Proof: the whole ``DeepseekV32Attention`` layer
@@ -470,9 +491,10 @@ with torch.no_grad():
     q_i, k_i, w_i = indexer.project(x, q_lat, cos, sin)
     linear = torch.einsum("bli,blid,bmd->blm", w_i, q_i, k_i) / math.sqrt(q_i.shape[-1])
 keep_linear = selection_mask(select_keys(linear, K), L)  # (B, L, L)
-changed = (keep_linear != keep).any(dim=-1).sum().item()
-print(f"without ReLU, {changed} of {B * L} queries select other keys")
-assert changed > 0
+changed = (keep_linear != keep).any(dim=-1)  # (B, L): another selection
+print(f"without ReLU, {changed.sum().item()} of {B * L} queries select other keys")
+assert changed.any()
+assert not changed[:, :K].any()  # the first K queries keep all their keys either way
 
 # %%
 # Try it: rotate q and k by a Hadamard matrix first. Does the selection change?
@@ -487,8 +509,9 @@ while hadamard.shape[0] < Di:  # Sylvester's construction, Di a power of two
     hadamard = torch.cat([torch.cat([hadamard, hadamard], 1),
                           torch.cat([hadamard, -hadamard], 1)])
 hadamard = hadamard / math.sqrt(Di)  # (Di, Di), orthogonal
-torch.testing.assert_close(hadamard @ hadamard.T, torch.eye(Di, device=device))
-rotated = index_scores(q_i @ hadamard.T, k_i @ hadamard.T, w_i)  # (B, L, L)
+assert torch.equal(hadamard, hadamard.T)  # symmetric: x @ H rotates x by H
+torch.testing.assert_close(hadamard @ hadamard, torch.eye(Di, device=device))
+rotated = index_scores(q_i @ hadamard, k_i @ hadamard, w_i)  # (B, L, L)
 err_h = (rotated - ours).abs().max().item()
 print(f"Hadamard-rotated q, k: max |scores - scores before| = {err_h:.1e}, "
       f"same keys: {torch.equal(select_keys(rotated, K), idx)}")
