@@ -239,97 +239,30 @@ def selection_mod(keep):
 
 
 # %%
-# Equal to Hugging Face's indexer
+# The selection, from the indexer
 # -------------------------------
-# ``DeepseekV32Indexer`` from a tiny random config, every parameter moved off its
-# initial value, loads into ``Indexer`` with ``strict=True``. Hugging Face returns only
-# the selected indices; a ``TorchFunctionMode`` catches the scores it passes to
-# ``topk``. The inputs have no ties among the index scores that decide the selection
-# (the check right below), so the indices are unique and compared exactly.
-from transformers import DeepseekV32Config
-from transformers.models.deepseek_v32 import modeling_deepseek_v32 as hf_v32
-
-cfg = DeepseekV32Config(vocab_size=64, hidden_size=32, num_attention_heads=4,
-                        num_key_value_heads=4, q_lora_rank=24, kv_lora_rank=16,
-                        qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=16,
-                        index_n_heads=8, index_head_dim=16, index_topk=5,
-                        num_hidden_layers=1, pad_token_id=0)
-cfg._attn_implementation = "eager"
-B, L, K = 2, 12, cfg.index_topk
-D, Dq, Dr = cfg.hidden_size, cfg.q_lora_rank, cfg.qk_rope_head_dim
-hf_indexer = hf_v32.DeepseekV32Indexer(cfg, layer_idx=0).to(device)
-init = {name: p.clone() for name, p in hf_indexer.state_dict().items()}
+# A seeded random indexer, every parameter moved off its initial value (its key
+# projection small, so that the LayerNorm's ``eps`` counts), scores ``L`` queries; each
+# must keep exactly ``min(K, l + 1)`` keys, all of them visible.
+B, L, K = 2, 12, 5
+D, Dq, Ni, Di, Dr = 32, 24, 8, 16, 8
+indexer = Indexer(D, Dq, Ni, Di, Dr).to(device)
 with torch.no_grad():
-    for p in hf_indexer.parameters():
+    for p in indexer.parameters():
         p.copy_(p + 0.3 * torch.randn_like(p))
-    hf_indexer.wk.weight.mul_(0.002)  # a small key projection: LayerNorm's eps matters
-moved = [name for name, p in hf_indexer.state_dict().items()
-         if not torch.equal(p, init[name])]
-print(f"parameters moved off init: {len(moved)} of {len(init)}: {', '.join(moved)}")
-assert len(moved) == len(init) == 5
-indexer = Indexer(D, Dq, cfg.index_n_heads, cfg.index_head_dim, Dr).to(device)
-indexer.load_state_dict(hf_indexer.state_dict(), strict=True)
-
+    indexer.wk.weight.mul_(0.002)
 x = torch.randn(B, L, D, device=device)  # (B, L, D)
 q_lat = torch.randn(B, L, Dq, device=device)  # (B, L, Dq)
-cos, sin = rope_cos_sin(torch.arange(L, device=device), Dr,
-                        cfg.rope_parameters["rope_theta"])  # (L, Dr)
-hf_cos, hf_sin = hf_v32.DeepseekV32RotaryEmbedding(cfg).to(device)(
-    x, torch.arange(L, device=device)[None])  # (1, L, Dr)
-torch.testing.assert_close(hf_cos[0], cos)
-torch.testing.assert_close(hf_sin[0], sin)
+cos, sin = rope_cos_sin(torch.arange(L, device=device), Dr, 10000.0)  # (L, Dr)
 with torch.no_grad():
-    k_raw = hf_indexer.wk(x)  # (B, L, Di), before the LayerNorm
-    k_eps, k_no_eps = (layer_norm(k_raw, indexer.k_norm.weight, indexer.k_norm.bias,
-                                  eps=e) for e in (1e-6, 0.0))
-eps_share = ((k_eps - k_no_eps).norm() / k_eps.norm()).item()
-print(f"key before its LayerNorm: variance {k_raw.var(dim=-1).mean():.1e}, "
-      f"so eps = 1e-6 moves the key by {eps_share:.1%}")
-assert eps_share > 0.01  # every term of the key counts below
-
-
-class CatchTopk(torch.overrides.TorchFunctionMode):
-    """Records the tensor passed to Tensor.topk inside the `with` block."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is torch.Tensor.topk:
-            self.scores = args[0]
-        return func(*args, **(kwargs or {}))
-
-
-visible = causal_mask(L, device).expand(B, L, L)  # (B, L, L), True: key not in future
-with CatchTopk() as caught:
-    hf_idx = hf_indexer(x, q_lat, (hf_cos, hf_sin), visible, None)  # (B, L, K)
-ours = indexer(x, q_lat, cos, sin)  # (B, L, L)
+    ours = indexer(x, q_lat, cos, sin)  # (B, L, L)
 idx = select_keys(ours, K)  # (B, L, K)
-err = (ours - caught.scores).abs()[visible].max().item()
-print(f"index scores: max |ours - HF| over visible pairs = {err:.1e}")
-torch.testing.assert_close(ours[visible], caught.scores[visible])
-assert caught.scores[~visible].eq(-math.inf).all()  # HF masks the future with -inf
-real = idx <= torch.arange(L, device=device).view(L, 1)  # (B, L, K): not a future pick
-print(f"selected keys equal HF's: {torch.equal(idx[real], hf_idx.long()[real])} "
-      f"({int(real.sum())} real picks, {int((~real).sum())} future fillers)")
-assert torch.equal(idx[real], hf_idx.long()[real])
-assert torch.equal(real, hf_idx.long() <= torch.arange(L, device=device).view(L, 1))
-
-# %%
-# No ties: for every query, its visible scores sorted, each of the first ``K + 1`` is
-# apart from the next by more than a hundred times the scores' float32 rounding
-# (printed above), so the top ``K`` and their order are fixed.
-top = ours.masked_fill(~visible, -math.inf).sort(dim=-1, descending=True).values
-gaps = (top[..., :K] - top[..., 1:K + 1])  # (B, L, K): consecutive differences
-gaps = gaps[torch.isfinite(gaps)]  # queries with fewer than K + 1 keys: their gaps only
-print(f"smallest gap between consecutive top scores: {gaps.min():.2e}")
-assert gaps.min() > 100 * max(err, 1e-7)
-
-# %%
-# The selection: query ``l`` keeps exactly ``min(K, l + 1)`` keys, all visible.
 keep = selection_mask(idx, L)  # (B, L, L)
 counts = keep.sum(dim=-1)  # (B, L)
 expected = (torch.arange(L, device=device) + 1).clamp(max=K).expand(B, L)
 print(f"keys kept per query (K = {K}): {counts[0].tolist()}")
 assert torch.equal(counts, expected)
-assert not (keep & ~visible).any()
+assert not (keep & ~causal_mask(L, device)).any()
 
 # %%
 # Sparse attention: dense when ``K >= L``, and three forms of one selection
@@ -383,6 +316,8 @@ assert gap_dense > 0.1  # later queries skip keys: another output
 # ``DeepseekV32Config``'s defaults. Over ``L =`` :measured:`L_long` tokens, the keys
 # that the attention reads, summed over queries, against dense causal attention's:
 # :measured:`share_read:.4f` of them.
+from transformers import DeepseekV32Config
+
 DEEPSEEK_V32 = dict(index_topk=2048, index_n_heads=64, index_head_dim=128,
                     qk_rope_head_dim=64, num_attention_heads=128)
 defaults = DeepseekV32Config()
@@ -394,6 +329,76 @@ share_read = (read_sparse / read_dense).item()
 print(f"L = {L_long}, K = {K_v32}: attention reads {share_read:.4f} of causal's keys")
 assert read_sparse == K_v32 * (K_v32 + 1) / 2 + (L_long - K_v32) * K_v32
 assert share_read < 2 * K_v32 / L_long  # about 2 K / L
+
+# %%
+# Proof: equal to Hugging Face's ``DeepseekV32Indexer``
+# -----------------------------------------------------
+# ``DeepseekV32Indexer`` from a tiny random config of the same sizes loads our
+# indexer's weights with ``strict=True``, so every parameter of it moves off its
+# initial value. Hugging Face returns only the selected indices; a
+# ``TorchFunctionMode`` catches the scores it passes to ``topk``. The inputs have no
+# ties among the index scores that decide the selection (the check after this one),
+# so the indices are unique and compared exactly.
+from transformers.models.deepseek_v32 import modeling_deepseek_v32 as hf_v32
+
+cfg = DeepseekV32Config(vocab_size=64, hidden_size=D, num_attention_heads=4,
+                        num_key_value_heads=4, q_lora_rank=Dq, kv_lora_rank=16,
+                        qk_nope_head_dim=8, qk_rope_head_dim=Dr, v_head_dim=8 + Dr,
+                        index_n_heads=Ni, index_head_dim=Di, index_topk=K,
+                        num_hidden_layers=1, pad_token_id=0)
+cfg._attn_implementation = "eager"
+hf_indexer = hf_v32.DeepseekV32Indexer(cfg, layer_idx=0).to(device)
+init = {name: p.clone() for name, p in hf_indexer.state_dict().items()}
+hf_indexer.load_state_dict(indexer.state_dict(), strict=True)
+moved = [name for name, p in hf_indexer.state_dict().items()
+         if not torch.equal(p, init[name])]
+print(f"parameters moved off init: {len(moved)} of {len(init)}: {', '.join(moved)}")
+assert len(moved) == len(init) == 5
+hf_cos, hf_sin = hf_v32.DeepseekV32RotaryEmbedding(cfg).to(device)(
+    x, torch.arange(L, device=device)[None])  # (1, L, Dr)
+torch.testing.assert_close(hf_cos[0], cos)  # the same rotary tables, base 10000
+torch.testing.assert_close(hf_sin[0], sin)
+with torch.no_grad():
+    k_raw = indexer.wk(x)  # (B, L, Di), before the LayerNorm
+    k_eps, k_no_eps = (layer_norm(k_raw, indexer.k_norm.weight, indexer.k_norm.bias,
+                                  eps=e) for e in (1e-6, 0.0))
+eps_share = ((k_eps - k_no_eps).norm() / k_eps.norm()).item()
+print(f"key before its LayerNorm: variance {k_raw.var(dim=-1).mean():.1e}, "
+      f"so eps = 1e-6 moves the key by {eps_share:.1%}")
+assert eps_share > 0.01  # every term of the key counts below
+
+
+class CatchTopk(torch.overrides.TorchFunctionMode):
+    """Records the tensor passed to Tensor.topk inside the `with` block."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.topk:
+            self.scores = args[0]
+        return func(*args, **(kwargs or {}))
+
+
+visible = causal_mask(L, device).expand(B, L, L)  # (B, L, L), True: key not in future
+with CatchTopk() as caught:
+    hf_idx = hf_indexer(x, q_lat, (hf_cos, hf_sin), visible, None)  # (B, L, K)
+err = (ours - caught.scores).abs()[visible].max().item()
+print(f"index scores: max |ours - HF| over visible pairs = {err:.1e}")
+torch.testing.assert_close(ours[visible], caught.scores[visible])
+assert caught.scores[~visible].eq(-math.inf).all()  # HF masks the future with -inf
+real = idx <= torch.arange(L, device=device).view(L, 1)  # (B, L, K): not a future pick
+print(f"selected keys equal HF's: {torch.equal(idx[real], hf_idx.long()[real])} "
+      f"({int(real.sum())} real picks, {int((~real).sum())} future fillers)")
+assert torch.equal(idx[real], hf_idx.long()[real])
+assert torch.equal(real, hf_idx.long() <= torch.arange(L, device=device).view(L, 1))
+
+# %%
+# No ties: for every query, its visible scores sorted, each of the first ``K + 1`` is
+# apart from the next by more than a hundred times the scores' float32 rounding
+# (printed above), so the top ``K`` and their order are fixed.
+top = ours.masked_fill(~visible, -math.inf).sort(dim=-1, descending=True).values
+gaps = (top[..., :K] - top[..., 1:K + 1])  # (B, L, K): consecutive differences
+gaps = gaps[torch.isfinite(gaps)]  # queries with fewer than K + 1 keys: their gaps only
+print(f"smallest gap between consecutive top scores: {gaps.min():.2e}")
+assert gaps.min() > 100 * max(err, 1e-7)
 
 # %%
 # Proof: a future pick gets weight zero, whatever the logits
@@ -503,7 +508,6 @@ assert not changed[:, :K].any()  # the first K queries keep all their keys eithe
 # before rounding them to FP8; Hugging Face's code skips it.
 
 # An orthogonal map keeps every dot product, so the scores, and the selection, stay.
-Di = cfg.index_head_dim
 hadamard = torch.ones(1, 1, device=device)
 while hadamard.shape[0] < Di:  # Sylvester's construction, Di a power of two
     hadamard = torch.cat([torch.cat([hadamard, hadamard], 1),
