@@ -109,8 +109,8 @@ def layer_norm(x, weight, bias, eps=1e-5):
 # The idea
 # --------
 # Causal attention reads all ``l + 1`` earlier keys for query ``l``: its cost grows with
-# ``L`` per query, ``L^2`` per sequence. DeepSeek Sparse Attention splits the work. A
-# *lightning indexer* with ``Ni`` small heads of width ``Di`` scores query ``t``
+# ``L`` per query, :math:`L^2` per sequence. DeepSeek Sparse Attention splits the work.
+# A *lightning indexer* with ``Ni`` small heads of width ``Di`` scores query ``t``
 # against every earlier token ``s``,
 #
 # .. math::
@@ -122,10 +122,10 @@ def layer_norm(x, weight, bias, eps=1e-5):
 # where the weights :math:`w_{t,j}` and the queries :math:`q_{t,j}` come from token
 # :math:`t` and one key :math:`k_s`, shared by all indexer heads, from token :math:`s`.
 # Then the model's attention runs over the selected keys :math:`s \in S_t` only. The
-# indexer still scores all ``L^2`` pairs, but in a few cheap heads (FP8 in DeepSeek's
-# kernel); the expensive attention reads ``K`` keys per query. Below, the selection of
-# ``K =`` :measured:`K_fig` keys for each of ``L =`` :measured:`L_fig` queries from
-# random scores: a query with fewer than ``K`` earlier keys keeps them all.
+# indexer still scores all :math:`L^2` pairs, but in a few cheap heads (FP8 in
+# DeepSeek's kernel); the expensive attention reads ``K`` keys per query. Below, the
+# selection of ``K =`` :measured:`K_fig` keys for each of ``L =`` :measured:`L_fig`
+# queries from random scores: a query with fewer than ``K`` earlier keys keeps them all.
 L_fig, K_fig = 16, 4
 gen = torch.Generator().manual_seed(3)
 scores_fig = torch.randn(L_fig, L_fig, generator=gen)  # (L, L) stand-in index scores
@@ -208,8 +208,7 @@ def select_keys(scores, K):
 # ----------------------------------------------
 # A sparse kernel *gathers* the ``K`` selected keys and values of each query and runs
 # softmax attention over them: ``K`` keys read per query, not ``l + 1``. The same
-# selection written as a boolean ``(L, L)`` mask gives a dense kernel the same answer;
-# FlexAttention takes it as a ``mask_mod``, a function of the query and key index.
+# selection written as a boolean ``(L, L)`` mask gives a dense kernel the same answer.
 def sparse_attention(q, k, v, idx, scale):
     """Each query attends to its keys idx (B, L, K) that are not in its future.
 
@@ -230,12 +229,6 @@ def selection_mask(idx, L):
     picked = torch.zeros(B, L, L, dtype=torch.bool, device=idx.device)
     return picked.scatter(-1, idx, True) & causal_mask(L, idx.device)
 
-
-def selection_mod(keep):
-    """keep (B, L, L) -> the same selection as a FlexAttention mask_mod."""
-    def keep_mod(b, h, q_idx, kv_idx):
-        return keep[b, q_idx, kv_idx]
-    return keep_mod
 
 
 # %%
@@ -265,21 +258,11 @@ assert torch.equal(counts, expected)
 assert not (keep & ~causal_mask(L, device)).any()
 
 # %%
-# Sparse attention: dense when ``K >= L``, and three forms of one selection
-# --------------------------------------------------------------------------
+# Sparse attention: dense when ``K >= L``, a gather or a mask when ``K < L``
+# ---------------------------------------------------------------------------
 # With ``K = L`` every query keeps all its visible keys and sparse attention must be
 # causal attention, here PyTorch's ``scaled_dot_product_attention(is_causal=True)``.
-# With ``K < L`` the gather form must equal SDPA with the boolean mask ``keep``, and
-# FlexAttention's ``mask_mod`` reading ``keep`` must give that mask back
-# (``create_mask``). FlexAttention's kernel itself runs on CUDA only: its first eager
-# call on CPU costs more than this page's whole time budget
-# (:doc:`/generated/transformer/plot_13_sdpa_backends_flex` runs it there).
-from torch.nn.attention.flex_attention import (
-    create_block_mask,
-    create_mask,
-    flex_attention,
-)
-
+# With ``K < L`` the gather form must equal SDPA with the boolean mask ``keep``.
 Nh, Dh = 4, 16
 q, k, v = (torch.randn(B, Nh, L, Dh, device=device) for _ in range(3))
 scale = Dh**-0.5
@@ -295,22 +278,12 @@ gap_dense = (gathered - dense).abs().max().item()
 print(f"K = {K}: max |gather - boolean mask| = {(gathered - masked).abs().max():.1e}, "
       f"|gather - dense| = {gap_dense:.2f}")
 torch.testing.assert_close(gathered, masked)
-flex_mask = create_mask(selection_mod(keep), B, None, L, L, device=device)
-# flex_mask (B, 1, L, L)
-print(f"FlexAttention's mask from keep_mod equals keep: "
-      f"{torch.equal(flex_mask[:, 0], keep)}")
-assert torch.equal(flex_mask[:, 0], keep)
-if device == "cuda":  # the kernel, eager (a compiled one would compile first)
-    block_mask = create_block_mask(selection_mod(keep), B, None, L, L, device=device)
-    flexed = flex_attention(q, k, v, block_mask=block_mask)
-    print(f"max |gather - flex_attention| = {(gathered - flexed).abs().max():.1e}")
-    torch.testing.assert_close(gathered, flexed)
 torch.testing.assert_close(gathered[:, :, :K], dense[:, :, :K])  # l < K: all keys
 assert gap_dense > 0.1  # later queries skip keys: another output
 
 # %%
-# What it saves at DeepSeek-V3.2's size
-# -------------------------------------
+# Proof: what it saves at DeepSeek-V3.2's size
+# --------------------------------------------
 # From DeepSeek-V3.2-Exp's published ``config.json`` (Hugging Face Hub,
 # ``deepseek-ai/DeepSeek-V3.2-Exp``), the fields of the indexer; they are also
 # ``DeepseekV32Config``'s defaults. Over ``L =`` :measured:`L_long` tokens, the keys
@@ -329,6 +302,39 @@ share_read = (read_sparse / read_dense).item()
 print(f"L = {L_long}, K = {K_v32}: attention reads {share_read:.4f} of causal's keys")
 assert read_sparse == K_v32 * (K_v32 + 1) / 2 + (L_long - K_v32) * K_v32
 assert share_read < 2 * K_v32 / L_long  # about 2 K / L
+
+# %%
+# Proof: the selection as a FlexAttention ``mask_mod``
+# ----------------------------------------------------
+# FlexAttention takes a mask as a function of the query and key index. Reading
+# ``keep``, it must give that mask back (``create_mask``). Its kernel runs here on
+# CUDA only: its first eager call on CPU costs more than this page's whole time budget
+# (:doc:`/generated/transformer/plot_13_sdpa_backends_flex` runs it there).
+from torch.nn.attention.flex_attention import (
+    create_block_mask,
+    create_mask,
+    flex_attention,
+)
+
+
+def selection_mod(keep):
+    """keep (B, L, L) -> the same selection as a FlexAttention mask_mod."""
+    def keep_mod(b, h, q_idx, kv_idx):
+        return keep[b, q_idx, kv_idx]
+    return keep_mod
+
+
+# %%
+flex_mask = create_mask(selection_mod(keep), B, None, L, L, device=device)
+# flex_mask (B, 1, L, L)
+print(f"FlexAttention's mask from keep_mod equals keep: "
+      f"{torch.equal(flex_mask[:, 0], keep)}")
+assert torch.equal(flex_mask[:, 0], keep)
+if device == "cuda":  # the kernel, eager (a compiled one would compile first)
+    block_mask = create_block_mask(selection_mod(keep), B, None, L, L, device=device)
+    flexed = flex_attention(q, k, v, block_mask=block_mask)
+    print(f"max |gather - flex_attention| = {(gathered - flexed).abs().max():.1e}")
+    torch.testing.assert_close(gathered, flexed)
 
 # %%
 # Proof: equal to Hugging Face's ``DeepseekV32Indexer``
