@@ -345,8 +345,20 @@ if device == "cuda":  # the kernel, eager (a compiled one would compile first)
 # ``TorchFunctionMode`` catches the scores it passes to ``topk``. The inputs have no
 # ties among the index scores that decide the selection (the check after this one),
 # so the indices are unique and compared exactly.
+from transformers import DeepseekV32Config
 from transformers.models.deepseek_v32 import modeling_deepseek_v32 as hf_v32
 
+
+class CatchTopk(torch.overrides.TorchFunctionMode):
+    """Records the tensor passed to Tensor.topk inside the `with` block."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.topk:
+            self.scores = args[0]
+        return func(*args, **(kwargs or {}))
+
+
+# %%
 cfg = DeepseekV32Config(vocab_size=64, hidden_size=D, num_attention_heads=4,
                         num_key_value_heads=4, q_lora_rank=Dq, kv_lora_rank=16,
                         qk_nope_head_dim=8, qk_rope_head_dim=Dr, v_head_dim=8 + Dr,
@@ -374,15 +386,7 @@ print(f"key before its LayerNorm: variance {k_raw.var(dim=-1).mean():.1e}, "
 assert eps_share > 0.01  # every term of the key counts below
 
 
-class CatchTopk(torch.overrides.TorchFunctionMode):
-    """Records the tensor passed to Tensor.topk inside the `with` block."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is torch.Tensor.topk:
-            self.scores = args[0]
-        return func(*args, **(kwargs or {}))
-
-
+# %%
 visible = causal_mask(L, device).expand(B, L, L)  # (B, L, L), True: key not in future
 with CatchTopk() as caught:
     hf_idx = hf_indexer(x, q_lat, (hf_cos, hf_sin), visible, None)  # (B, L, K)
