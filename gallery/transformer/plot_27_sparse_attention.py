@@ -512,6 +512,29 @@ assert changed.any()
 assert not changed[:, :K].any()  # the first K queries keep all their keys either way
 
 # %%
+# Try it: rotate the indexer's channels in MLA's interleaved layout
+# -----------------------------------------------------------------
+# MLA's own RoPE turns adjacent pairs ``(2i, 2i + 1)``; the indexer's, in Hugging
+# Face's code, turns ``i`` with ``i + Dr/2``. Port the indexer with MLA's layout: are
+# the selections the same?
+
+# Same weights, same positions, other pairs of channels: other scores, other keys.
+with torch.no_grad():
+    q_raw = indexer.wq_b(q_lat).view(B, L, Ni, Di)  # (B, L, Ni, Di), before RoPE
+    k_raw = layer_norm(indexer.wk(x), indexer.k_norm.weight, indexer.k_norm.bias,
+                       eps=1e-6)[:, :, None]  # (B, L, 1, Di)
+    q_rot, k_rot = hf_v32.apply_rotary_pos_emb_interleave(
+        q_raw[..., :Dr], k_raw[..., :Dr], hf_cos, hf_sin, unsqueeze_dim=2)
+    q_adj = torch.cat([q_rot, q_raw[..., Dr:]], dim=-1)  # (B, L, Ni, Di)
+    k_adj = torch.cat([k_rot, k_raw[..., Dr:]], dim=-1)[:, :, 0]  # (B, L, Di)
+    adjacent = index_scores(q_adj, k_adj, w_i)  # (B, L, L)
+moved_adj = (adjacent - ours).abs()[visible].max().item()
+changed_adj = (selection_mask(select_keys(adjacent, K), L) != keep).any(dim=-1)
+print(f"interleaved RoPE: max |scores - ours| = {moved_adj:.2f}; "
+      f"{changed_adj.sum().item()} of {B * L} queries select other keys")
+assert moved_adj > 0.01 and changed_adj.any()
+
+# %%
 # Try it: rotate q and k by a Hadamard matrix first. Does the selection change?
 # ------------------------------------------------------------------------------
 # DeepSeek's own code multiplies the indexer's queries and key by a Hadamard matrix
