@@ -533,6 +533,7 @@ changed_adj = (selection_mask(select_keys(adjacent, K), L) != keep).any(dim=-1)
 print(f"interleaved RoPE: max |scores - ours| = {moved_adj:.2f}; "
       f"{changed_adj.sum().item()} of {B * L} queries select other keys")
 assert moved_adj > 0.01 and changed_adj.any()
+assert not changed_adj[:, :K].any()  # the first K queries keep all their keys
 
 # %%
 # Try it: rotate q and k by a Hadamard matrix first. Does the selection change?
