@@ -559,7 +559,7 @@ assert torch.equal(select_keys(rotated, K), idx)
 # %%
 # References
 # ----------
-# :footcite:t:`DeepSeekAI2025` (the lightning indexer, section 2);
+# :footcite:t:`DeepSeekAI2025` (DeepSeek Sparse Attention, its lightning indexer);
 # :footcite:t:`Dong2024` (FlexAttention). APIs: ``transformers``'
 # ``DeepseekV32Indexer``, ``DeepseekV32Attention``, ``DeepseekV3Attention`` and
 # ``AttentionInterface``; ``torch.nn.attention.flex_attention``.
