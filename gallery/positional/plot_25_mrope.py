@@ -187,15 +187,17 @@ class RopeIndexHost:
 
 def hf_rope_index(segments):
     """Qwen2VLModel.get_rope_index of one sequence of segments: (3, L), rope delta."""
-    kinds = [int(kind == "image") for kind, size in segments
-             for _ in range(size if kind == "text" else size[0] * size[1] * size[2] // 4)]
+    lengths = [size if kind == "text" else size[0] * size[1] * size[2] // 4
+               for kind, size in segments]  # tokens: an image merges 2 x 2 patches
+    types = torch.cat([torch.full((n,), int(kind == "image"))
+                       for (kind, _), n in zip(segments, lengths)])[None]  # (1, L)
     grids = [size for kind, size in segments if kind == "image"]
-    types = torch.tensor([kinds])  # (1, L): 0 text, 1 image
     ids, delta = modeling_qwen2_vl.Qwen2VLModel.get_rope_index(
         RopeIndexHost(), torch.zeros_like(types), types, torch.tensor(grids))
     return ids[:, 0], delta.item()  # (3, L), max position + 1 - L
 
 
+# %%
 hf_pos, hf_delta = hf_rope_index(segments)
 print(f"max|ours - get_rope_index| = {(pos - hf_pos).abs().max().item()}; "
       f"rope delta {hf_delta} = max + 1 - L = {pos.max().item() + 1 - pos.shape[1]}")
@@ -216,7 +218,8 @@ def contiguous_owner(sections):
 
 
 def interleaved_owner(sections):
-    """Qwen3-VL: pair a + Nc m (m < sections[a]) to axis a >= 1, others to 0: (Dh/2,)."""
+    """Qwen3-VL: pair a + Nc m (m < sections[a]) to axis a >= 1, the rest to 0: (Dh/2,)
+    """
     Nc = len(sections)
     owner = torch.zeros(sum(sections), dtype=torch.long)  # (Dh/2,)
     for a in range(1, Nc):
@@ -254,6 +257,18 @@ for name, owner in [("Qwen2-VL", own_2), ("Qwen3-VL", own_3)]:
           f"{(cos_m - cos_1d).abs().max().item():.1e} (cos), "
           f"{(sin_m - sin_1d).abs().max().item():.1e} (sin)")
     assert torch.equal(cos_m, cos_1d) and torch.equal(sin_m, sin_1d)
+
+# %%
+# With the same frequencies (one base), the two layouts agree on the text tokens and
+# differ on the image tokens, where the three axes part.
+cos_a, _ = mrope_cos_sin(pos, own_2, 128, 1e6)  # (L, Dh)
+cos_b, _ = mrope_cos_sin(pos, own_3, 128, 1e6)  # (L, Dh)
+image = torch.tensor([kind == "image" for kind, size in segments
+                      for _ in range(size if kind == "text" else 4)])  # (L,)
+layout_gap = (cos_a - cos_b)[image].abs().max().item()
+print(f"Qwen2-VL vs Qwen3-VL layout, base 1e6: max|cos gap| text "
+      f"{(cos_a - cos_b)[~image].abs().max().item():.1e}, image {layout_gap:.2f}")
+assert torch.equal(cos_a[~image], cos_b[~image]) and layout_gap > 0.1
 
 # %%
 # On the image tokens the two layouts differ. With the real configs (below), the
@@ -298,5 +313,184 @@ for name, hf_rot, hf_mod, owner, base in [
     hf_q, _ = hf_mod.apply_rotary_pos_emb(q, q, hf_cos, hf_sin)  # (B, Nh, L, Dh)
     print(f"{name}: max|cos - HF| = {(cos - hf_cos[0]).abs().max().item():.1e}, "
           f"max|rope(q) - HF| = {(rope(q, cos, sin) - hf_q).abs().max().item():.1e}")
-    torch.testing.assert_close(torch.stack([cos, sin]), torch.stack([hf_cos, hf_sin])[:, 0])
+    torch.testing.assert_close(torch.stack([cos, sin]),
+                               torch.stack([hf_cos, hf_sin])[:, 0])
     torch.testing.assert_close(rope(q, cos, sin), hf_q)
+
+# %%
+# Pixtral's 2-D RoPE
+# ------------------
+# Pixtral's vision encoder sees patches only, at row :math:`i` and column :math:`j`: the
+# axial RoPE of :doc:`/generated/positional/plot_08_rope_nd`, in the rotate-half layout.
+# Its first ``Dh/4`` pairs turn with the row, at the even-indexed frequencies
+# :math:`\omega_0, \omega_2, \ldots`; the next ``Dh/4`` with the column, at the odd
+# ones :math:`\omega_1, \omega_3, \ldots`. That is M-RoPE with two axes, interleaved,
+# its pairs sorted by axis (a Proof below).
+
+
+def pixtral_cos_sin(pos, Dh, base, dtype=torch.float32):
+    """pos (2, N) rows, columns -> cos, sin (N, Dh): rows turn pairs 0 .. Dh/4 - 1 at
+    frequencies 0, 2, 4 ..., columns the next Dh/4 pairs at frequencies 1, 3, 5 ..."""
+    inv_freq = rope_inv_freq(Dh, base, dtype).to(pos.device)  # (Dh/2,)
+    angles = torch.cat([pos[0, :, None].to(dtype) * inv_freq[0::2],
+                        pos[1, :, None].to(dtype) * inv_freq[1::2]], dim=-1)  # N, Dh/2
+    angles = torch.cat([angles, angles], dim=-1)  # (N, Dh)
+    return angles.cos(), angles.sin()
+
+
+# %%
+# Pixtral-12B's vision head (``Dh = 64``, base :math:`10^4`, the config below) on a
+# ``3 x 5`` grid of patches, against ``PixtralVisionRotaryEmbedding`` and Pixtral's
+# ``apply_rotary_pos_emb``. Hugging Face passes the positions as ``(N, 2)``, rows
+# first, as ``PixtralTransformer``'s caller builds them.
+pixtral_12b_vision = {"hidden_size": 1024, "num_attention_heads": 16,  # Pixtral-12B
+                      "rope_theta": 1e4}  # mistral-community/pixtral-12b config.json
+Dh_px = pixtral_12b_vision["hidden_size"] // pixtral_12b_vision["num_attention_heads"]
+rows, cols = torch.meshgrid(torch.arange(3, device=device),
+                            torch.arange(5, device=device), indexing="ij")  # (H, W)
+grid = torch.stack([rows, cols]).reshape(2, 15)  # (2, N): row, column of each patch
+hf_px = modeling_pixtral.PixtralVisionRotaryEmbedding(PixtralVisionConfig(
+    hidden_size=2 * Dh_px, num_attention_heads=2,
+    rope_parameters={"rope_type": "axial", "rope_theta": 1e4})).to(device)
+q_px = torch.randn(1, 2, 15, Dh_px, device=device)  # (B, Nh, N, Dh)
+cos_px, sin_px = pixtral_cos_sin(grid, Dh_px, 1e4)  # (N, Dh) each
+hf_cos_px, hf_sin_px = hf_px(q_px, grid.T)  # (N, Dh) each
+hf_q_px, _ = modeling_pixtral.apply_rotary_pos_emb(q_px, q_px, hf_cos_px, hf_sin_px,
+                                                    unsqueeze_dim=0)  # (B, Nh, N, Dh)
+print(f"Pixtral: max|cos - HF| = {(cos_px - hf_cos_px).abs().max().item():.1e}, "
+      f"max|rope(q) - HF| = "
+      f"{(rope(q_px, cos_px, sin_px) - hf_q_px).abs().max().item():.1e}")
+torch.testing.assert_close(torch.stack([cos_px, sin_px]),
+                           torch.stack([hf_cos_px, hf_sin_px]))
+torch.testing.assert_close(rope(q_px, cos_px, sin_px), hf_q_px)
+
+# %%
+# The rows' frequencies are exactly the N-D page's per-axis list
+# :math:`b^{-2k/(D_h/2)}`; the columns' are each a factor :math:`b^{-2/D_h}` slower.
+inv64 = rope_inv_freq(Dh_px, 1e4, torch.float64)  # (Dh/2,)
+nd_page = 1e4 ** (-torch.arange(0, Dh_px // 2, 2, dtype=torch.float64) / (Dh_px // 2))
+col_ratio = inv64[1::2] / inv64[0::2]  # (Dh/4,), one ratio for every column pair
+print(f"max|row freqs - N-D page's| = {(inv64[0::2] - nd_page).abs().max().item():.1e}")
+print(f"column / row in [{col_ratio.min().item():.6f}, {col_ratio.max().item():.6f}]"
+      f" = b^(-2/Dh) = {1e4 ** (-2 / Dh_px):.6f}")
+torch.testing.assert_close(inv64[0::2], nd_page)
+torch.testing.assert_close(col_ratio, torch.full_like(col_ratio, 1e4 ** (-2 / Dh_px)))
+
+# %%
+# Proof: positions of two images of other shapes, and the rope delta
+# ------------------------------------------------------------------
+# A ``2 x 2`` image cannot tell rows from columns. Two images, ``3 x 4`` and ``2 x 1``
+# tokens, between texts: ours equals ``get_rope_index``, and each text resumes at the
+# image's start plus its larger side (Hugging Face's rule, the same as max + 1 for a
+# still image). The rope delta, max + 1 - L, is what Hugging Face keeps to continue
+# the positions while it generates.
+segments_2 = [("text", 4), ("image", (1, 6, 8)), ("text", 3), ("image", (1, 4, 2)),
+              ("text", 2)]
+pos_2 = mrope_position_ids(segments_2, merge=2)  # (3, L)
+hf_pos_2, hf_delta_2 = hf_rope_index(segments_2)
+print(f"L = {pos_2.shape[1]}: max|ours - get_rope_index| = "
+      f"{(pos_2 - hf_pos_2).abs().max().item()}, rope delta {hf_delta_2}")
+print(f"text after image 1 starts at {pos_2[0, 16].item()}, "
+      f"after image 2 at {pos_2[0, 21].item()}")
+assert torch.equal(pos_2, hf_pos_2) and hf_delta_2 == pos_2.max().item() + 1 - 23
+assert pos_2[0, 16].item() == 4 + 4 and pos_2[0, 21].item() == 11 + 2
+assert pos_2[1:, 4:16].amax(dim=1).tolist() == [4 + 2, 4 + 3]  # rows, then columns
+
+# %%
+# Proof: the logits see only each axis's offset
+# ----------------------------------------------
+# A pair's angle is linear in its owner's position, so a logit depends only on the
+# offsets :math:`p_a(n) - p_a(m)` of the three axes: shifting each axis by its own
+# constant changes no logit, in either layout. Swapping an image's rows and columns
+# does. float64, so that the check sees the identity, not rounding.
+q64 = torch.randn(23, 128, dtype=torch.float64)  # (L, Dh)
+k64 = torch.randn(23, 128, dtype=torch.float64)  # (L, Dh)
+
+
+# %%
+def mrope_logits(q, k, pos, owner, base):
+    """<rope(q_n), rope(k_m)> for q, k (L, Dh) float64 at pos (3, L): (L, L)."""
+    cos, sin = mrope_cos_sin(pos, owner, q.shape[-1], base, q.dtype)  # (L, Dh) each
+    return rope(q, cos, sin) @ rope(k, cos, sin).T
+
+
+# %%
+shift = torch.tensor([[1000], [-37], [5]])  # (3, 1): one constant per axis
+swapped = pos_2.clone()
+swapped[1:, 4:16] = pos_2[1:, 4:16].flip(0)  # image 1: rows and columns exchanged
+for name, owner in [("Qwen2-VL", own_2), ("Qwen3-VL", own_3)]:
+    base_logits = mrope_logits(q64, k64, pos_2, owner, 1e6)  # (L, L)
+    shifted = mrope_logits(q64, k64, pos_2 + shift, owner, 1e6)  # (L, L)
+    shift_gap = (shifted - base_logits).abs().max().item()
+    swap_gap = (mrope_logits(q64, k64, swapped, owner, 1e6) - base_logits).abs().max()
+    print(f"{name}: per-axis shift moves logits by {shift_gap:.1e}, "
+          f"swapping the image's axes by {swap_gap:.2f}")
+    torch.testing.assert_close(shifted, base_logits)
+    assert swap_gap > 0.1
+
+# %%
+# Proof: Pixtral's 2-D RoPE is two-axis interleaved M-RoPE
+# --------------------------------------------------------
+# Two axes dealt in turn (``interleaved_owner([16, 16])``: pair ``k`` to axis ``k mod
+# 2``), then the pairs sorted, rows' first: that is ``pixtral_cos_sin``. And, as on the
+# N-D page, moving the whole grid changes no logit (float64).
+sort = torch.cat([torch.arange(0, 32, 2), torch.arange(1, 32, 2)])  # (Dh/2,)
+cos_il, sin_il = mrope_cos_sin(grid, interleaved_owner([16, 16]), Dh_px, 1e4)  # N, Dh
+print(f"max|Pixtral - sorted interleaved M-RoPE| = "
+      f"{(cos_il[:, torch.cat([sort, sort + 32])] - cos_px).abs().max().item():.1e}")
+torch.testing.assert_close(cos_il[:, torch.cat([sort, sort + 32])], cos_px)
+torch.testing.assert_close(sin_il[:, torch.cat([sort, sort + 32])], sin_px)
+qp, kp = torch.randn(2, 15, Dh_px, dtype=torch.float64, device=device)  # (N, Dh) each
+
+
+# %%
+def pixtral_logits(q, k, pos, base):
+    """<rope(q_n), rope(k_m)> for q, k (N, Dh) float64 at patches pos (2, N): (N, N)."""
+    cos, sin = pixtral_cos_sin(pos, q.shape[-1], base, q.dtype)  # (N, Dh) each
+    return rope(q, cos, sin) @ rope(k, cos, sin).T
+
+
+# %%
+moved = grid + torch.tensor([[40], [-7]], device=device)  # (2, N)
+px_logits = pixtral_logits(qp, kp, grid, 1e4)  # (N, N)
+px_moved = pixtral_logits(qp, kp, moved, 1e4)  # (N, N)
+px_flipped = pixtral_logits(qp, kp, grid.flip(0), 1e4)  # (N, N): rows <-> columns
+print(f"grid moved by (40, -7): max|logit change| = "
+      f"{(px_moved - px_logits).abs().max().item():.1e}, "
+      f"transposed: {(px_flipped - px_logits).abs().max():.2f}")
+torch.testing.assert_close(px_moved, px_logits)
+assert (px_flipped - px_logits).abs().max() > 0.1
+
+# %%
+# Try it: give the interleaved layout Qwen2-VL's sections. What does each axis get?
+# ---------------------------------------------------------------------------------
+# Load ``mrope_section = [16, 24, 24]`` into Qwen3-VL's interleaved code (a Qwen2-VL
+# checkpoint in a Qwen3-VL class). Count the pairs of each axis.
+
+# %%
+# Every third pair from 1 (and from 2) up to ``3 * 24 = 72`` runs past pair 63: H and
+# W each get :measured:`mixed_h` pairs, not 24, and T the rest. Nothing fails; the
+# model silently gets other positions. Hugging Face's class does the same.
+mixed = interleaved_owner([16, 24, 24])  # (Dh/2,)
+mixed_h = mixed.bincount()[1].item()
+hf_mixed = modeling_qwen3_vl.Qwen3VLTextRotaryEmbedding(Qwen3VLTextConfig(
+    hidden_size=256, num_attention_heads=2, head_dim=128,
+    rope_parameters={"rope_type": "default", "rope_theta": 1e6,
+                     "mrope_section": [16, 24, 24], "mrope_interleaved": True}))
+hf_cos_mixed, _ = hf_mixed(q.cpu(), pos[:, None])  # (B, L, Dh)
+print(f"interleaved [16, 24, 24]: pairs per axis T, H, W = {mixed.bincount().tolist()}"
+      f"; max|cos - HF| = "
+      f"{(mrope_cos_sin(pos, mixed, 128, 1e6)[0] - hf_cos_mixed[0]).abs().max():.1e}")
+assert mixed.bincount().tolist() == [64 - 2 * mixed_h, mixed_h, mixed_h] != [16, 24, 24]
+torch.testing.assert_close(mrope_cos_sin(pos, mixed, 128, 1e6)[0], hf_cos_mixed[0])
+
+# %%
+# References
+# ----------
+# :footcite:t:`Su2021`, RoPE; :footcite:t:`Wang2024b`, Qwen2-VL and M-RoPE;
+# :footcite:t:`Bai2025`, Qwen3-VL and interleaved M-RoPE; :footcite:t:`Agrawal2024`,
+# Pixtral and its 2-D RoPE; :footcite:t:`Heo2024`, axial 2-D RoPE.
+# ``transformers``' ``Qwen2VLModel.get_rope_index``, ``Qwen2VLRotaryEmbedding``,
+# ``Qwen3VLTextRotaryEmbedding``, ``PixtralVisionRotaryEmbedding``.
+#
+# .. footbibliography::
