@@ -106,17 +106,20 @@ def rope(x, cos, sin):
 #
 # .. math::
 #
-#    \phi_k(n) = p_{a(k)}(n)\, \omega_k, \qquad
+#    \phi_k(n) = p_{a(k)}(n)\, \omega_k, \qquad \omega_k = b^{-2k/D_h}, \qquad
+#    k = 0, \ldots, D_h/2 - 1,
+#
 #    a_{\text{Qwen2-VL}}(k) = \begin{cases} T & k < 16 \\ H & 16 \le k < 40 \\
-#    W & 40 \le k < 64 \end{cases}, \qquad
+#    W & 40 \le k < 64 \end{cases}
+#    \qquad
 #    a_{\text{Qwen3-VL}}(k) = \begin{cases} H & k \bmod 3 = 1,\ k < 60 \\
 #    W & k \bmod 3 = 2,\ k < 60 \\ T & \text{otherwise} \end{cases}
 #
 # If :math:`p_T = p_H = p_W = n`, every pair turns by :math:`n\,\omega_k`, whatever its
 # owner: 1-D RoPE. Qwen2-VL (sections ``[16, 24, 24]``) cuts the 64 pairs of a
 # ``Dh = 128`` head into three blocks, so the columns of an image get only the slowest
-# frequencies; Qwen3-VL (``[24, 20, 20]``, interleaved) deals the same 64 frequencies
-# out in turn, so each axis has fast and slow ones.
+# frequencies; Qwen3-VL (``[24, 20, 20]``, interleaved) deals the same 64 pairs out in
+# turn, so each axis has fast and slow ones.
 owner_2 = torch.repeat_interleave(torch.arange(3), torch.tensor([16, 24, 24]))  # (64,)
 owner_3 = torch.arange(64) % 3 * (torch.arange(64) < 60)  # (64,): T H W T H W ... T T
 
@@ -127,8 +130,8 @@ ax.imshow(torch.stack([owner_2, owner_3]), cmap=ListedColormap(colors), aspect="
 ax.grid(False)
 ax.set_yticks([0, 1], ["Qwen2-VL\n[16, 24, 24]", "Qwen3-VL\n[24, 20, 20]\ninterleaved"])
 ax.set_xlabel("frequency pair k of a Dh = 128 head (k = 0 fastest, k = 63 slowest)")
-ax.set_title("Same 64 frequencies, two owners: Qwen2-VL gives the columns (W) only\n"
-             "the slowest 24; Qwen3-VL gives each axis fast and slow pairs")
+ax.set_title("Same 64 frequency pairs, two owners: Qwen2-VL gives the columns (W)\n"
+             "only the slowest 24; Qwen3-VL gives each axis fast and slow pairs")
 fig.legend(handles=[Patch(color=c, label=f"axis {a}") for c, a in zip(colors, "THW")],
            loc="outside right center")
 plt.show()
@@ -170,39 +173,6 @@ for axis, row in zip("THW", pos.tolist()):
 last_pos = pos[:, -1].max().item()
 assert pos[:, 3:7].tolist() == [[3, 3, 3, 3], [3, 3, 4, 4], [3, 4, 3, 4]]
 assert pos[:, 7].tolist() == [pos[:, :7].max().item() + 1] * 3 and last_pos == 6
-
-# %%
-# Hugging Face builds them in ``Qwen2VLModel.get_rope_index``, a method that reads
-# only ``config.vision_config.spatial_merge_size`` and ``get_vision_position_ids``: a
-# bare object with those two attributes calls it, no model built. It marks each token
-# text (0) or image (1) and takes the image's ``grid_thw`` in patches.
-
-
-class RopeIndexHost:
-    """What Qwen2VLModel.get_rope_index reads from `self`: config, one method."""
-
-    config = Qwen2VLConfig(vision_config={"spatial_merge_size": 2})
-    get_vision_position_ids = modeling_qwen2_vl.Qwen2VLModel.get_vision_position_ids
-
-
-def hf_rope_index(segments):
-    """Qwen2VLModel.get_rope_index of one sequence of segments: (3, L), rope delta."""
-    lengths = [size if kind == "text" else size[0] * size[1] * size[2] // 4
-               for kind, size in segments]  # tokens: an image merges 2 x 2 patches
-    types = torch.cat([torch.full((n,), int(kind == "image"))
-                       for (kind, _), n in zip(segments, lengths)])[None]  # (1, L)
-    grids = [size for kind, size in segments if kind == "image"]
-    ids, delta = modeling_qwen2_vl.Qwen2VLModel.get_rope_index(
-        RopeIndexHost(), torch.zeros_like(types), types, torch.tensor(grids))
-    return ids[:, 0], delta.item()  # (3, L), max position + 1 - L
-
-
-# %%
-hf_pos, hf_delta = hf_rope_index(segments)
-print(f"max|ours - get_rope_index| = {(pos - hf_pos).abs().max().item()}; "
-      f"rope delta {hf_delta} = max + 1 - L = {pos.max().item() + 1 - pos.shape[1]}")
-assert torch.equal(pos, hf_pos)
-assert hf_delta == pos.max().item() + 1 - pos.shape[1]
 
 # %%
 # M-RoPE
@@ -259,18 +229,6 @@ for name, owner in [("Qwen2-VL", own_2), ("Qwen3-VL", own_3)]:
     assert torch.equal(cos_m, cos_1d) and torch.equal(sin_m, sin_1d)
 
 # %%
-# With the same frequencies (one base), the two layouts agree on the text tokens and
-# differ on the image tokens, where the three axes part.
-cos_a, _ = mrope_cos_sin(pos, own_2, 128, 1e6)  # (L, Dh)
-cos_b, _ = mrope_cos_sin(pos, own_3, 128, 1e6)  # (L, Dh)
-image = torch.tensor([kind == "image" for kind, size in segments
-                      for _ in range(size if kind == "text" else 4)])  # (L,)
-layout_gap = (cos_a - cos_b)[image].abs().max().item()
-print(f"Qwen2-VL vs Qwen3-VL layout, base 1e6: max|cos gap| text "
-      f"{(cos_a - cos_b)[~image].abs().max().item():.1e}, image {layout_gap:.2f}")
-assert torch.equal(cos_a[~image], cos_b[~image]) and layout_gap > 0.1
-
-# %%
 # On the image tokens the two layouts differ. With the real configs (below), the
 # fastest pair the column axis owns turns across a row of 32 image tokens (an image of
 # 896 pixels: 14-pixel patches, merged 2 x 2) by :measured:`w_sweep_2:.4f` rad in
@@ -290,6 +248,100 @@ print(f"fastest W pair over 32 columns: Qwen2-VL {w_sweep_2:.4f} rad (pair "
 assert w_sweep_2 < 0.01 and w_sweep_3 > 6.3  # less than a degree; more than a turn
 
 # %%
+# Pixtral's 2-D RoPE
+# ------------------
+# Pixtral's vision encoder sees patches only, at row :math:`i` and column :math:`j`: the
+# axial RoPE of :doc:`/generated/positional/plot_08_rope_nd`, in the rotate-half layout.
+# Its first ``Dh/4`` pairs turn with the row, at the even-indexed frequencies
+# :math:`\omega_0, \omega_2, \ldots`; the next ``Dh/4`` with the column, at the odd
+# ones :math:`\omega_1, \omega_3, \ldots`. That is M-RoPE with two axes, interleaved,
+# its pairs sorted by axis (a Proof below).
+
+
+def pixtral_cos_sin(pos, Dh, base, dtype=torch.float32):
+    """pos (2, N) rows, columns -> cos, sin (N, Dh): rows turn pairs 0 .. Dh/4 - 1 at
+    frequencies 0, 2, 4 ..., columns the next Dh/4 pairs at frequencies 1, 3, 5 ..."""
+    inv_freq = rope_inv_freq(Dh, base, dtype).to(pos.device)  # (Dh/2,)
+    angles = torch.cat([pos[0, :, None].to(dtype) * inv_freq[0::2],
+                        pos[1, :, None].to(dtype) * inv_freq[1::2]], dim=-1)  # N, Dh/2
+    angles = torch.cat([angles, angles], dim=-1)  # (N, Dh)
+    return angles.cos(), angles.sin()
+
+
+# %%
+# For Pixtral-12B's vision head (``Dh = 64``, base :math:`10^4`; its config below), the
+# rows' frequencies are exactly the N-D page's per-axis list :math:`b^{-2k/(D_h/2)}`;
+# the columns' are each a factor :math:`b^{-2/D_h}` slower.
+pixtral_12b_vision = {"hidden_size": 1024, "num_attention_heads": 16,  # Pixtral-12B
+                      "rope_theta": 1e4}  # mistral-community/pixtral-12b config.json
+Dh_px = pixtral_12b_vision["hidden_size"] // pixtral_12b_vision["num_attention_heads"]
+inv64 = rope_inv_freq(Dh_px, 1e4, torch.float64)  # (Dh/2,)
+nd_page = 1e4 ** (-torch.arange(0, Dh_px // 2, 2, dtype=torch.float64) / (Dh_px // 2))
+col_ratio = inv64[1::2] / inv64[0::2]  # (Dh/4,), one ratio for every column pair
+print(f"max|row freqs - N-D page's| = {(inv64[0::2] - nd_page).abs().max().item():.1e}")
+print(f"column / row in [{col_ratio.min().item():.6f}, {col_ratio.max().item():.6f}]"
+      f" = b^(-2/Dh) = {1e4 ** (-2 / Dh_px):.6f}")
+torch.testing.assert_close(inv64[0::2], nd_page)
+torch.testing.assert_close(col_ratio, torch.full_like(col_ratio, 1e4 ** (-2 / Dh_px)))
+
+# %%
+# Proof: the positions equal Hugging Face's get_rope_index
+# --------------------------------------------------------
+# Hugging Face builds them in ``Qwen2VLModel.get_rope_index``, a method that reads
+# only ``config.vision_config.spatial_merge_size`` and ``get_vision_position_ids``: a
+# bare object with those two attributes calls it, no model built. It marks each token
+# text (0) or image (1) and takes the image's ``grid_thw`` in patches.
+
+
+class RopeIndexHost:
+    """What Qwen2VLModel.get_rope_index reads from `self`: config, one method."""
+
+    config = Qwen2VLConfig(vision_config={"spatial_merge_size": 2})
+    get_vision_position_ids = modeling_qwen2_vl.Qwen2VLModel.get_vision_position_ids
+
+
+def hf_rope_index(segments):
+    """Qwen2VLModel.get_rope_index of one sequence of segments: (3, L), rope delta."""
+    lengths = [size if kind == "text" else size[0] * size[1] * size[2] // 4
+               for kind, size in segments]  # tokens: an image merges 2 x 2 patches
+    types = torch.cat([torch.full((n,), int(kind == "image"))
+                       for (kind, _), n in zip(segments, lengths)])[None]  # (1, L)
+    grids = [size for kind, size in segments if kind == "image"]
+    ids, delta = modeling_qwen2_vl.Qwen2VLModel.get_rope_index(
+        RopeIndexHost(), torch.zeros_like(types), types, torch.tensor(grids))
+    return ids[:, 0], delta.item()  # (3, L), max position + 1 - L
+
+
+# %%
+hf_pos, hf_delta = hf_rope_index(segments)
+print(f"max|ours - get_rope_index| = {(pos - hf_pos).abs().max().item()}; "
+      f"rope delta {hf_delta} = max + 1 - L = {pos.max().item() + 1 - pos.shape[1]}")
+assert torch.equal(pos, hf_pos)
+assert hf_delta == pos.max().item() + 1 - pos.shape[1]
+
+# %%
+# Two images of other shapes, and the rope delta
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A ``2 x 2`` image cannot tell rows from columns. Two images, ``3 x 4`` and ``2 x 1``
+# tokens, between texts: ours equals ``get_rope_index``, and each text resumes at the
+# image's start plus its larger side (Hugging Face's rule, the same as max + 1 for a
+# still image). The rope delta, max + 1 - L, is what Hugging Face keeps to continue
+# the positions while it generates.
+segments_2 = [("text", 4), ("image", (1, 6, 8)), ("text", 3), ("image", (1, 4, 2)),
+              ("text", 2)]
+pos_2 = mrope_position_ids(segments_2, merge=2)  # (3, L)
+hf_pos_2, hf_delta_2 = hf_rope_index(segments_2)
+print(f"L = {pos_2.shape[1]}: max|ours - get_rope_index| = "
+      f"{(pos_2 - hf_pos_2).abs().max().item()}, rope delta {hf_delta_2}")
+print(f"text after image 1 starts at {pos_2[0, 16].item()}, "
+      f"after image 2 at {pos_2[0, 21].item()}")
+assert torch.equal(pos_2, hf_pos_2) and hf_delta_2 == pos_2.max().item() + 1 - 23
+assert pos_2[0, 16].item() == 4 + 4 and pos_2[0, 21].item() == 11 + 2
+assert pos_2[1:, 4:16].amax(dim=1).tolist() == [4 + 2, 4 + 3]  # rows, then columns
+
+# %%
+# Proof: cos and sin equal Qwen2-VL's and Qwen3-VL's rotary embeddings
+# --------------------------------------------------------------------
 # Hugging Face's rotary embeddings, ``Qwen2VLRotaryEmbedding`` and
 # ``Qwen3VLTextRotaryEmbedding``, built from the real rope parameters on a head of
 # ``Dh = 128``, give the same ``cos`` and ``sin`` for the nine tokens above, and their
@@ -318,34 +370,24 @@ for name, hf_rot, hf_mod, owner, base in [
     torch.testing.assert_close(rope(q, cos, sin), hf_q)
 
 # %%
-# Pixtral's 2-D RoPE
-# ------------------
-# Pixtral's vision encoder sees patches only, at row :math:`i` and column :math:`j`: the
-# axial RoPE of :doc:`/generated/positional/plot_08_rope_nd`, in the rotate-half layout.
-# Its first ``Dh/4`` pairs turn with the row, at the even-indexed frequencies
-# :math:`\omega_0, \omega_2, \ldots`; the next ``Dh/4`` with the column, at the odd
-# ones :math:`\omega_1, \omega_3, \ldots`. That is M-RoPE with two axes, interleaved,
-# its pairs sorted by axis (a Proof below).
-
-
-def pixtral_cos_sin(pos, Dh, base, dtype=torch.float32):
-    """pos (2, N) rows, columns -> cos, sin (N, Dh): rows turn pairs 0 .. Dh/4 - 1 at
-    frequencies 0, 2, 4 ..., columns the next Dh/4 pairs at frequencies 1, 3, 5 ..."""
-    inv_freq = rope_inv_freq(Dh, base, dtype).to(pos.device)  # (Dh/2,)
-    angles = torch.cat([pos[0, :, None].to(dtype) * inv_freq[0::2],
-                        pos[1, :, None].to(dtype) * inv_freq[1::2]], dim=-1)  # N, Dh/2
-    angles = torch.cat([angles, angles], dim=-1)  # (N, Dh)
-    return angles.cos(), angles.sin()
-
+# With the same frequencies (one base), the two layouts agree on the text tokens and
+# differ on the image tokens, where the three axes part.
+cos_a, _ = mrope_cos_sin(pos, own_2, 128, 1e6)  # (L, Dh)
+cos_b, _ = mrope_cos_sin(pos, own_3, 128, 1e6)  # (L, Dh)
+image = torch.tensor([kind == "image" for kind, size in segments
+                      for _ in range(size if kind == "text" else 4)])  # (L,)
+layout_gap = (cos_a - cos_b)[image].abs().max().item()
+print(f"Qwen2-VL vs Qwen3-VL layout, base 1e6: max|cos gap| text "
+      f"{(cos_a - cos_b)[~image].abs().max().item():.1e}, image {layout_gap:.2f}")
+assert torch.equal(cos_a[~image], cos_b[~image]) and layout_gap > 0.1
 
 # %%
-# Pixtral-12B's vision head (``Dh = 64``, base :math:`10^4`, the config below) on a
-# ``3 x 5`` grid of patches, against ``PixtralVisionRotaryEmbedding`` and Pixtral's
-# ``apply_rotary_pos_emb``. Hugging Face passes the positions as ``(N, 2)``, rows
-# first, as ``PixtralTransformer``'s caller builds them.
-pixtral_12b_vision = {"hidden_size": 1024, "num_attention_heads": 16,  # Pixtral-12B
-                      "rope_theta": 1e4}  # mistral-community/pixtral-12b config.json
-Dh_px = pixtral_12b_vision["hidden_size"] // pixtral_12b_vision["num_attention_heads"]
+# Proof: Pixtral's 2-D RoPE equals Hugging Face's and is interleaved M-RoPE
+# -------------------------------------------------------------------------
+# Pixtral-12B's vision head on a ``3 x 5`` grid of patches, against
+# ``PixtralVisionRotaryEmbedding`` and Pixtral's ``apply_rotary_pos_emb``. Hugging Face
+# passes the positions as ``(N, 2)``, rows first, as ``PixtralVisionModel`` builds
+# them.
 rows, cols = torch.meshgrid(torch.arange(3, device=device),
                             torch.arange(5, device=device), indexing="ij")  # (H, W)
 grid = torch.stack([rows, cols]).reshape(2, 15)  # (2, N): row, column of each patch
@@ -365,72 +407,8 @@ torch.testing.assert_close(torch.stack([cos_px, sin_px]),
 torch.testing.assert_close(rope(q_px, cos_px, sin_px), hf_q_px)
 
 # %%
-# The rows' frequencies are exactly the N-D page's per-axis list
-# :math:`b^{-2k/(D_h/2)}`; the columns' are each a factor :math:`b^{-2/D_h}` slower.
-inv64 = rope_inv_freq(Dh_px, 1e4, torch.float64)  # (Dh/2,)
-nd_page = 1e4 ** (-torch.arange(0, Dh_px // 2, 2, dtype=torch.float64) / (Dh_px // 2))
-col_ratio = inv64[1::2] / inv64[0::2]  # (Dh/4,), one ratio for every column pair
-print(f"max|row freqs - N-D page's| = {(inv64[0::2] - nd_page).abs().max().item():.1e}")
-print(f"column / row in [{col_ratio.min().item():.6f}, {col_ratio.max().item():.6f}]"
-      f" = b^(-2/Dh) = {1e4 ** (-2 / Dh_px):.6f}")
-torch.testing.assert_close(inv64[0::2], nd_page)
-torch.testing.assert_close(col_ratio, torch.full_like(col_ratio, 1e4 ** (-2 / Dh_px)))
-
-# %%
-# Proof: positions of two images of other shapes, and the rope delta
-# ------------------------------------------------------------------
-# A ``2 x 2`` image cannot tell rows from columns. Two images, ``3 x 4`` and ``2 x 1``
-# tokens, between texts: ours equals ``get_rope_index``, and each text resumes at the
-# image's start plus its larger side (Hugging Face's rule, the same as max + 1 for a
-# still image). The rope delta, max + 1 - L, is what Hugging Face keeps to continue
-# the positions while it generates.
-segments_2 = [("text", 4), ("image", (1, 6, 8)), ("text", 3), ("image", (1, 4, 2)),
-              ("text", 2)]
-pos_2 = mrope_position_ids(segments_2, merge=2)  # (3, L)
-hf_pos_2, hf_delta_2 = hf_rope_index(segments_2)
-print(f"L = {pos_2.shape[1]}: max|ours - get_rope_index| = "
-      f"{(pos_2 - hf_pos_2).abs().max().item()}, rope delta {hf_delta_2}")
-print(f"text after image 1 starts at {pos_2[0, 16].item()}, "
-      f"after image 2 at {pos_2[0, 21].item()}")
-assert torch.equal(pos_2, hf_pos_2) and hf_delta_2 == pos_2.max().item() + 1 - 23
-assert pos_2[0, 16].item() == 4 + 4 and pos_2[0, 21].item() == 11 + 2
-assert pos_2[1:, 4:16].amax(dim=1).tolist() == [4 + 2, 4 + 3]  # rows, then columns
-
-# %%
-# Proof: the logits see only each axis's offset
-# ----------------------------------------------
-# A pair's angle is linear in its owner's position, so a logit depends only on the
-# offsets :math:`p_a(n) - p_a(m)` of the three axes: shifting each axis by its own
-# constant changes no logit, in either layout. Swapping an image's rows and columns
-# does. float64, so that the check sees the identity, not rounding.
-q64 = torch.randn(23, 128, dtype=torch.float64)  # (L, Dh)
-k64 = torch.randn(23, 128, dtype=torch.float64)  # (L, Dh)
-
-
-# %%
-def mrope_logits(q, k, pos, owner, base):
-    """<rope(q_n), rope(k_m)> for q, k (L, Dh) float64 at pos (3, L): (L, L)."""
-    cos, sin = mrope_cos_sin(pos, owner, q.shape[-1], base, q.dtype)  # (L, Dh) each
-    return rope(q, cos, sin) @ rope(k, cos, sin).T
-
-
-# %%
-shift = torch.tensor([[1000], [-37], [5]])  # (3, 1): one constant per axis
-swapped = pos_2.clone()
-swapped[1:, 4:16] = pos_2[1:, 4:16].flip(0)  # image 1: rows and columns exchanged
-for name, owner in [("Qwen2-VL", own_2), ("Qwen3-VL", own_3)]:
-    base_logits = mrope_logits(q64, k64, pos_2, owner, 1e6)  # (L, L)
-    shifted = mrope_logits(q64, k64, pos_2 + shift, owner, 1e6)  # (L, L)
-    shift_gap = (shifted - base_logits).abs().max().item()
-    swap_gap = (mrope_logits(q64, k64, swapped, owner, 1e6) - base_logits).abs().max()
-    print(f"{name}: per-axis shift moves logits by {shift_gap:.1e}, "
-          f"swapping the image's axes by {swap_gap:.2f}")
-    torch.testing.assert_close(shifted, base_logits)
-    assert swap_gap > 0.1
-
-# %%
-# Proof: Pixtral's 2-D RoPE is two-axis interleaved M-RoPE
-# --------------------------------------------------------
+# Two-axis interleaved M-RoPE, sorted
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # Two axes dealt in turn (``interleaved_owner([16, 16])``: pair ``k`` to axis ``k mod
 # 2``), then the pairs sorted, rows' first: that is ``pixtral_cos_sin``. And, as on the
 # N-D page, moving the whole grid changes no logit (float64).
@@ -460,6 +438,38 @@ print(f"grid moved by (40, -7): max|logit change| = "
       f"transposed: {(px_flipped - px_logits).abs().max():.2f}")
 torch.testing.assert_close(px_moved, px_logits)
 assert (px_flipped - px_logits).abs().max() > 0.1
+
+# %%
+# Proof: the logits see only each axis's offset
+# ---------------------------------------------
+# A pair's angle is linear in its owner's position, so a logit depends only on the
+# offsets :math:`p_a(n) - p_a(m)` of the three axes: shifting each axis by its own
+# constant changes no logit, in either layout. Swapping an image's rows and columns
+# does. float64, so that the check sees the identity, not rounding.
+q64 = torch.randn(23, 128, dtype=torch.float64)  # (L, Dh)
+k64 = torch.randn(23, 128, dtype=torch.float64)  # (L, Dh)
+
+
+# %%
+def mrope_logits(q, k, pos, owner, base):
+    """<rope(q_n), rope(k_m)> for q, k (L, Dh) float64 at pos (3, L): (L, L)."""
+    cos, sin = mrope_cos_sin(pos, owner, q.shape[-1], base, q.dtype)  # (L, Dh) each
+    return rope(q, cos, sin) @ rope(k, cos, sin).T
+
+
+# %%
+shift = torch.tensor([[1000], [-37], [5]])  # (3, 1): one constant per axis
+swapped = pos_2.clone()
+swapped[1:, 4:16] = pos_2[1:, 4:16].flip(0)  # image 1: rows and columns exchanged
+for name, owner in [("Qwen2-VL", own_2), ("Qwen3-VL", own_3)]:
+    base_logits = mrope_logits(q64, k64, pos_2, owner, 1e6)  # (L, L)
+    shifted = mrope_logits(q64, k64, pos_2 + shift, owner, 1e6)  # (L, L)
+    shift_gap = (shifted - base_logits).abs().max().item()
+    swap_gap = (mrope_logits(q64, k64, swapped, owner, 1e6) - base_logits).abs().max()
+    print(f"{name}: per-axis shift moves logits by {shift_gap:.1e}, "
+          f"swapping the image's axes by {swap_gap:.2f}")
+    torch.testing.assert_close(shifted, base_logits)
+    assert swap_gap > 0.1
 
 # %%
 # Try it: give the interleaved layout Qwen2-VL's sections. What does each axis get?
