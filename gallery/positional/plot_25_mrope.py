@@ -212,7 +212,8 @@ def mrope_cos_sin(pos, owner, Dh, base, dtype=torch.float32):
 # The owners are those of the figure, with the sections' counts:
 own_2, own_3 = contiguous_owner([16, 24, 24]), interleaved_owner([24, 20, 20])
 print(f"pairs per axis T, H, W: Qwen2-VL {own_2.bincount().tolist()}, "
-      f"Qwen3-VL {own_3.bincount().tolist()}; Qwen3-VL starts {own_3[:7].tolist()}")
+      f"Qwen3-VL {own_3.bincount().tolist()}")
+print(f"Qwen3-VL's owners start {own_3[:7].tolist()}")
 assert torch.equal(own_2, owner_2) and torch.equal(own_3, owner_3)
 assert own_3.bincount().tolist() == [24, 20, 20]
 
@@ -242,7 +243,7 @@ inv_2 = rope_inv_freq(qwen2_vl_7b["head_dim"], qwen2_vl_7b["rope_theta"])  # (64
 inv_3 = rope_inv_freq(qwen3_vl_8b["head_dim"], qwen3_vl_8b["rope_theta"])  # (64,)
 w_sweep_2 = 31 * inv_2[own_2 == 2].max().item()  # columns 0 .. 31
 w_sweep_3 = 31 * inv_3[own_3 == 2].max().item()
-print(f"fastest W pair over 32 columns: Qwen2-VL {w_sweep_2:.4f} rad (pair "
+print(f"fastest W pair, 32 columns: Qwen2-VL {w_sweep_2:.4f} rad (pair "
       f"{(own_2 == 2).nonzero()[0].item()}), Qwen3-VL {w_sweep_3:.1f} rad (pair "
       f"{(own_3 == 2).nonzero()[0].item()})")
 assert w_sweep_2 < 0.01 and w_sweep_3 > 6.3  # less than a degree; more than a turn
@@ -267,22 +268,6 @@ def pixtral_cos_sin(pos, Dh, base, dtype=torch.float32):
     angles = torch.cat([angles, angles], dim=-1)  # (N, Dh)
     return angles.cos(), angles.sin()
 
-
-# %%
-# For Pixtral-12B's vision head (``Dh = 64``, base :math:`10^4`; its config below), the
-# rows' frequencies are exactly the N-D page's per-axis list :math:`b^{-2k/(D_h/2)}`;
-# the columns' are each a factor :math:`b^{-2/D_h}` slower.
-pixtral_12b_vision = {"hidden_size": 1024, "num_attention_heads": 16,  # Pixtral-12B
-                      "rope_theta": 1e4}  # mistral-community/pixtral-12b config.json
-Dh_px = pixtral_12b_vision["hidden_size"] // pixtral_12b_vision["num_attention_heads"]
-inv64 = rope_inv_freq(Dh_px, 1e4, torch.float64)  # (Dh/2,)
-nd_page = 1e4 ** (-torch.arange(0, Dh_px // 2, 2, dtype=torch.float64) / (Dh_px // 2))
-col_ratio = inv64[1::2] / inv64[0::2]  # (Dh/4,), one ratio for every column pair
-print(f"max|row freqs - N-D page's| = {(inv64[0::2] - nd_page).abs().max().item():.1e}")
-print(f"column / row in [{col_ratio.min().item():.6f}, {col_ratio.max().item():.6f}]"
-      f" = b^(-2/Dh) = {1e4 ** (-2 / Dh_px):.6f}")
-torch.testing.assert_close(inv64[0::2], nd_page)
-torch.testing.assert_close(col_ratio, torch.full_like(col_ratio, 1e4 ** (-2 / Dh_px)))
 
 # %%
 # Proof: the positions equal Hugging Face's get_rope_index
@@ -384,10 +369,13 @@ assert torch.equal(cos_a[~image], cos_b[~image]) and layout_gap > 0.1
 # %%
 # Proof: Pixtral's 2-D RoPE equals Hugging Face's and is interleaved M-RoPE
 # -------------------------------------------------------------------------
-# Pixtral-12B's vision head on a ``3 x 5`` grid of patches, against
-# ``PixtralVisionRotaryEmbedding`` and Pixtral's ``apply_rotary_pos_emb``. Hugging Face
-# passes the positions as ``(N, 2)``, rows first, as ``PixtralVisionModel`` builds
-# them.
+# Pixtral-12B's vision head (``Dh = 64``, base :math:`10^4`; its config below) on a
+# ``3 x 5`` grid of patches, against ``PixtralVisionRotaryEmbedding`` and Pixtral's
+# ``apply_rotary_pos_emb``. Hugging Face passes the positions as ``(N, 2)``, rows
+# first, as ``PixtralVisionModel`` builds them.
+pixtral_12b_vision = {"hidden_size": 1024, "num_attention_heads": 16,  # Pixtral-12B
+                      "rope_theta": 1e4}  # mistral-community/pixtral-12b config.json
+Dh_px = pixtral_12b_vision["hidden_size"] // pixtral_12b_vision["num_attention_heads"]
 rows, cols = torch.meshgrid(torch.arange(3, device=device),
                             torch.arange(5, device=device), indexing="ij")  # (H, W)
 grid = torch.stack([rows, cols]).reshape(2, 15)  # (2, N): row, column of each patch
@@ -405,6 +393,21 @@ print(f"Pixtral: max|cos - HF| = {(cos_px - hf_cos_px).abs().max().item():.1e}, 
 torch.testing.assert_close(torch.stack([cos_px, sin_px]),
                            torch.stack([hf_cos_px, hf_sin_px]))
 torch.testing.assert_close(rope(q_px, cos_px, sin_px), hf_q_px)
+
+# %%
+# The N-D page's frequencies
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# For Pixtral-12B's vision head, the rows' frequencies are exactly the N-D page's
+# per-axis list :math:`b^{-2k/(D_h/2)}`; the columns' are each a factor
+# :math:`b^{-2/D_h}` slower.
+inv64 = rope_inv_freq(Dh_px, 1e4, torch.float64)  # (Dh/2,)
+nd_page = 1e4 ** (-torch.arange(0, Dh_px // 2, 2, dtype=torch.float64) / (Dh_px // 2))
+col_ratio = inv64[1::2] / inv64[0::2]  # (Dh/4,), one ratio for every column pair
+print(f"max|row freqs - N-D page's| = {(inv64[0::2] - nd_page).abs().max().item():.1e}")
+print(f"column / row in [{col_ratio.min().item():.6f}, {col_ratio.max().item():.6f}]"
+      f" = b^(-2/Dh) = {1e4 ** (-2 / Dh_px):.6f}")
+torch.testing.assert_close(inv64[0::2], nd_page)
+torch.testing.assert_close(col_ratio, torch.full_like(col_ratio, 1e4 ** (-2 / Dh_px)))
 
 # %%
 # Two-axis interleaved M-RoPE, sorted
