@@ -121,7 +121,7 @@ def rope(x, cos, sin):
 # frequencies; Qwen3-VL (``[24, 20, 20]``, interleaved) deals the same 64 pairs out in
 # turn, so each axis has fast and slow ones.
 owner_2 = torch.repeat_interleave(torch.arange(3), torch.tensor([16, 24, 24]))  # (64,)
-owner_3 = torch.arange(64) % 3 * (torch.arange(64) < 60)  # (64,): T H W T H W ... T T
+owner_3 = torch.tensor([0, 1, 2] * 20 + [0] * 4)  # (64,): T H W T H W ... T H W T T T T
 
 fig, ax = plt.subplots(figsize=(9, 2.4), layout="constrained")
 colors = ["#4c72b0", "#dd8452", "#55a868"]
@@ -220,14 +220,14 @@ assert own_3.bincount().tolist() == [24, 20, 20]
 # %%
 # Text alone (``T = H = W``): both layouts are 1-D RoPE, bit for bit. Qwen2-VL's real
 # head (``Dh = 128``, base :math:`10^6`; the config below), positions up to 4095.
-text_pos = torch.arange(4096, device=device).expand(3, 4096)  # (3, L), T = H = W
-cos_1d, sin_1d = rope_cos_sin(text_pos[0], 128, 1e6)  # (L, Dh) each
+text_pos = mrope_position_ids([("text", 4096)], merge=2).to(device)  # (3, L)
+cos_1d, sin_1d = rope_cos_sin(text_pos[:1], 128, 1e6)  # (1, L, Dh) each
 for name, owner in [("Qwen2-VL", own_2), ("Qwen3-VL", own_3)]:
     cos_m, sin_m = mrope_cos_sin(text_pos, owner, 128, 1e6)  # (L, Dh) each
     print(f"{name}, text only: max|M-RoPE - 1-D RoPE| = "
-          f"{(cos_m - cos_1d).abs().max().item():.1e} (cos), "
-          f"{(sin_m - sin_1d).abs().max().item():.1e} (sin)")
-    assert torch.equal(cos_m, cos_1d) and torch.equal(sin_m, sin_1d)
+          f"{(cos_m - cos_1d[0]).abs().max().item():.1e} (cos), "
+          f"{(sin_m - sin_1d[0]).abs().max().item():.1e} (sin)")
+    assert torch.equal(cos_m, cos_1d[0]) and torch.equal(sin_m, sin_1d[0])
 
 # %%
 # On the image tokens the two layouts differ. With the real configs (below), the
@@ -293,7 +293,7 @@ def hf_rope_index(segments):
                        for (kind, _), n in zip(segments, lengths)])[None]  # (1, L)
     grids = [size for kind, size in segments if kind == "image"]
     ids, delta = modeling_qwen2_vl.Qwen2VLModel.get_rope_index(
-        RopeIndexHost(), torch.zeros_like(types), types, torch.tensor(grids))
+        RopeIndexHost(), types, types, torch.tensor(grids))  # input_ids: shape only
     return ids[:, 0], delta.item()  # (3, L), max position + 1 - L
 
 
@@ -334,7 +334,7 @@ assert pos_2[1:, 4:16].amax(dim=1).tolist() == [4 + 2, 4 + 3]  # rows, then colu
 cfg_2 = Qwen2VLConfig(text_config={
     "hidden_size": 256, "num_attention_heads": 2, "rope_parameters": {
         "rope_type": "default", "rope_theta": 1e6, "mrope_section": [16, 24, 24]}})
-cfg_3 = Qwen3VLTextConfig(hidden_size=256, num_attention_heads=2, head_dim=128,
+cfg_3 = Qwen3VLTextConfig(hidden_size=256, head_dim=128,
                           rope_parameters={"rope_type": "default", "rope_theta": 5e6,
                                            "mrope_section": [24, 20, 20],
                                            "mrope_interleaved": True})
@@ -464,6 +464,7 @@ def mrope_logits(q, k, pos, owner, base):
 shift = torch.tensor([[1000], [-37], [5]])  # (3, 1): one constant per axis
 swapped = pos_2.clone()
 swapped[1:, 4:16] = pos_2[1:, 4:16].flip(0)  # image 1: rows and columns exchanged
+assert torch.equal(swapped[[2, 1], 4:16], pos_2[1:, 4:16])
 for name, owner in [("Qwen2-VL", own_2), ("Qwen3-VL", own_3)]:
     base_logits = mrope_logits(q64, k64, pos_2, owner, 1e6)  # (L, L)
     shifted = mrope_logits(q64, k64, pos_2 + shift, owner, 1e6)  # (L, L)
@@ -487,7 +488,7 @@ for name, owner in [("Qwen2-VL", own_2), ("Qwen3-VL", own_3)]:
 mixed = interleaved_owner([16, 24, 24])  # (Dh/2,)
 mixed_h = mixed.bincount()[1].item()
 hf_mixed = modeling_qwen3_vl.Qwen3VLTextRotaryEmbedding(Qwen3VLTextConfig(
-    hidden_size=256, num_attention_heads=2, head_dim=128,
+    hidden_size=256, head_dim=128,
     rope_parameters={"rope_type": "default", "rope_theta": 1e6,
                      "mrope_section": [16, 24, 24], "mrope_interleaved": True}))
 hf_cos_mixed, _ = hf_mixed(q.cpu(), pos[:, None])  # (B, L, Dh)
