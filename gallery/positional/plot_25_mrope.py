@@ -47,7 +47,7 @@ import torch
 import transformers
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
-from transformers import PixtralVisionConfig, Qwen2VLConfig
+from transformers import PixtralVisionConfig, Qwen2VLConfig, Qwen2VLTextConfig
 from transformers.models.pixtral import modeling_pixtral
 from transformers.models.qwen2_vl import modeling_qwen2_vl
 from transformers.models.qwen3_vl import modeling_qwen3_vl
@@ -170,7 +170,7 @@ segments = [("text", 3), ("image", (1, 4, 4)), ("text", 2)]
 pos = mrope_position_ids(segments, merge=2)  # (3, L)
 for axis, row in zip("THW", pos.tolist()):
     print(f"{axis}: {row}")
-last_pos = pos[:, -1].max().item()
+last_pos = pos[0, -1].item()
 assert pos[:, 3:7].tolist() == [[3, 3, 3, 3], [3, 3, 4, 4], [3, 4, 3, 4]]
 assert pos[:, 7].tolist() == [pos[:, :7].max().item() + 1] * 3 and last_pos == 6
 
@@ -209,8 +209,14 @@ def mrope_cos_sin(pos, owner, Dh, base, dtype=torch.float32):
 
 
 # %%
-# The owners are those of the figure, with the sections' counts:
-own_2, own_3 = contiguous_owner([16, 24, 24]), interleaved_owner([24, 20, 20])
+# The real models' rope parameters (from their ``config.json``); their owners are
+# those of the figure, with the sections' counts:
+qwen2_vl_7b = {"head_dim": 128, "rope_theta": 1e6,  # Qwen/Qwen2-VL-7B-Instruct
+               "mrope_section": [16, 24, 24]}  # head_dim: hidden 3584 / 28 heads
+qwen3_vl_8b = {"head_dim": 128, "rope_theta": 5e6,  # Qwen/Qwen3-VL-8B-Instruct
+               "mrope_section": [24, 20, 20], "mrope_interleaved": True}
+own_2 = contiguous_owner(qwen2_vl_7b["mrope_section"])  # (Dh/2,)
+own_3 = interleaved_owner(qwen3_vl_8b["mrope_section"])  # (Dh/2,)
 print(f"pairs per axis T, H, W: Qwen2-VL {own_2.bincount().tolist()}, "
       f"Qwen3-VL {own_3.bincount().tolist()}")
 print(f"Qwen3-VL's owners start {own_3[:7].tolist()}")
@@ -219,26 +225,23 @@ assert own_3.bincount().tolist() == [24, 20, 20]
 
 # %%
 # Text alone (``T = H = W``): both layouts are 1-D RoPE, bit for bit. Qwen2-VL's real
-# head (``Dh = 128``, base :math:`10^6`; the config below), positions up to 4095.
-text_pos = mrope_position_ids([("text", 4096)], merge=2).to(device)  # (3, L)
+# head (``Dh = 128``, base :math:`10^6`), positions up to :measured:`text_last`.
+text_pos = mrope_position_ids([("text", 4096)], merge=None).to(device)  # (3, L)
+text_last = text_pos.max().item()
 cos_1d, sin_1d = rope_cos_sin(text_pos[:1], 128, 1e6)  # (1, L, Dh) each
 for name, owner in [("Qwen2-VL", own_2), ("Qwen3-VL", own_3)]:
-    cos_m, sin_m = mrope_cos_sin(text_pos, owner, 128, 1e6)  # (L, Dh) each
+    cos_m, sin_m = mrope_cos_sin(text_pos[:, None], owner, 128, 1e6)  # (1, L, Dh)
     print(f"{name}, text only: max|M-RoPE - 1-D RoPE| = "
-          f"{(cos_m - cos_1d[0]).abs().max().item():.1e} (cos), "
-          f"{(sin_m - sin_1d[0]).abs().max().item():.1e} (sin)")
-    assert torch.equal(cos_m, cos_1d[0]) and torch.equal(sin_m, sin_1d[0])
+          f"{(cos_m - cos_1d).abs().max().item():.1e} (cos), "
+          f"{(sin_m - sin_1d).abs().max().item():.1e} (sin)")
+    assert torch.equal(cos_m, cos_1d) and torch.equal(sin_m, sin_1d)
 
 # %%
-# On the image tokens the two layouts differ. With the real configs (below), the
-# fastest pair the column axis owns turns across a row of 32 image tokens (an image of
-# 896 pixels: 14-pixel patches, merged 2 x 2) by :measured:`w_sweep_2:.4f` rad in
-# Qwen2-VL and :measured:`w_sweep_3:.1f` rad in Qwen3-VL: Qwen2-VL tells columns apart
-# only by small angles.
-qwen2_vl_7b = {"head_dim": 3584 // 28, "rope_theta": 1e6,  # Qwen/Qwen2-VL-7B-Instruct
-               "mrope_section": [16, 24, 24]}               # config.json
-qwen3_vl_8b = {"head_dim": 128, "rope_theta": 5e6,          # Qwen/Qwen3-VL-8B-Instruct
-               "mrope_section": [24, 20, 20], "mrope_interleaved": True}  # config.json
+# On the image tokens the two layouts differ. With the real configs, the fastest pair
+# the column axis owns turns across a row of 32 image tokens (an image of 896 pixels:
+# 14-pixel patches, merged 2 x 2) by :measured:`w_sweep_2:.4f` rad in Qwen2-VL (pair
+# 40: :math:`31 \cdot 10^{-6 \cdot 80/128}`) and :measured:`w_sweep_3:.1f` rad in
+# Qwen3-VL (pair 2): Qwen2-VL tells columns apart only by small angles.
 inv_2 = rope_inv_freq(qwen2_vl_7b["head_dim"], qwen2_vl_7b["rope_theta"])  # (64,)
 inv_3 = rope_inv_freq(qwen3_vl_8b["head_dim"], qwen3_vl_8b["rope_theta"])  # (64,)
 w_sweep_2 = 31 * inv_2[own_2 == 2].max().item()  # columns 0 .. 31
@@ -247,6 +250,8 @@ print(f"fastest W pair, 32 columns: Qwen2-VL {w_sweep_2:.4f} rad (pair "
       f"{(own_2 == 2).nonzero()[0].item()}), Qwen3-VL {w_sweep_3:.1f} rad (pair "
       f"{(own_3 == 2).nonzero()[0].item()})")
 assert w_sweep_2 < 0.01 and w_sweep_3 > 6.3  # less than a degree; more than a turn
+assert abs(w_sweep_2 - 31 * 1e6 ** (-80 / 128)) < 1e-9  # float32 frequency: 1e-7 rel.
+assert abs(w_sweep_3 - 31 * 5e6 ** (-4 / 128)) < 1e-5
 
 # %%
 # Pixtral's 2-D RoPE
@@ -260,12 +265,12 @@ assert w_sweep_2 < 0.01 and w_sweep_3 > 6.3  # less than a degree; more than a t
 
 
 def pixtral_cos_sin(pos, Dh, base, dtype=torch.float32):
-    """pos (2, N) rows, columns -> cos, sin (N, Dh): rows turn pairs 0 .. Dh/4 - 1 at
-    frequencies 0, 2, 4 ..., columns the next Dh/4 pairs at frequencies 1, 3, 5 ..."""
+    """pos (2, ..., N) rows, columns -> cos, sin (..., N, Dh): rows turn pairs 0 ..
+    Dh/4 - 1 at frequencies 0, 2, 4 ..., columns the next Dh/4 at 1, 3, 5 ..."""
     inv_freq = rope_inv_freq(Dh, base, dtype).to(pos.device)  # (Dh/2,)
-    angles = torch.cat([pos[0, :, None].to(dtype) * inv_freq[0::2],
-                        pos[1, :, None].to(dtype) * inv_freq[1::2]], dim=-1)  # N, Dh/2
-    angles = torch.cat([angles, angles], dim=-1)  # (N, Dh)
+    angles = torch.cat([pos[0][..., None].to(dtype) * inv_freq[0::2],
+                        pos[1][..., None].to(dtype) * inv_freq[1::2]], dim=-1)
+    angles = torch.cat([angles, angles], dim=-1)  # (..., N, Dh)
     return angles.cos(), angles.sin()
 
 
@@ -281,7 +286,7 @@ def pixtral_cos_sin(pos, Dh, base, dtype=torch.float32):
 class RopeIndexHost:
     """What Qwen2VLModel.get_rope_index reads from `self`: config, one method."""
 
-    config = Qwen2VLConfig(vision_config={"spatial_merge_size": 2})
+    config = Qwen2VLConfig()  # vision_config.spatial_merge_size = 2, Qwen2-VL's
     get_vision_position_ids = modeling_qwen2_vl.Qwen2VLModel.get_vision_position_ids
 
 
@@ -294,7 +299,7 @@ def hf_rope_index(segments):
     grids = [size for kind, size in segments if kind == "image"]
     ids, delta = modeling_qwen2_vl.Qwen2VLModel.get_rope_index(
         RopeIndexHost(), types, types, torch.tensor(grids))  # input_ids: shape only
-    return ids[:, 0], delta.item()  # (3, L), max position + 1 - L
+    return ids.squeeze(1), delta.item()  # (3, L), max position + 1 - L
 
 
 # %%
@@ -330,117 +335,128 @@ assert pos_2[1:, 4:16].amax(dim=1).tolist() == [4 + 2, 4 + 3]  # rows, then colu
 # Hugging Face's rotary embeddings, ``Qwen2VLRotaryEmbedding`` and
 # ``Qwen3VLTextRotaryEmbedding``, built from the real rope parameters on a head of
 # ``Dh = 128``, give the same ``cos`` and ``sin`` for the nine tokens above, and their
-# ``apply_rotary_pos_emb`` rotates queries as ``rope`` does.
-cfg_2 = Qwen2VLConfig(text_config={
-    "hidden_size": 256, "num_attention_heads": 2, "rope_parameters": {
-        "rope_type": "default", "rope_theta": 1e6, "mrope_section": [16, 24, 24]}})
-cfg_3 = Qwen3VLTextConfig(hidden_size=256, head_dim=128,
-                          rope_parameters={"rope_type": "default", "rope_theta": 5e6,
-                                           "mrope_section": [24, 20, 20],
-                                           "mrope_interleaved": True})
-hf_rot_2 = modeling_qwen2_vl.Qwen2VLRotaryEmbedding(cfg_2.text_config).to(device)
+# ``apply_rotary_pos_emb`` rotates queries as ``rope`` does. (Qwen3-VL's config
+# defaults to ``head_dim = 128``; its text width is not read.)
+cfg_2 = Qwen2VLTextConfig(hidden_size=128, num_attention_heads=1, rope_parameters={
+    "rope_type": "default", "rope_theta": qwen2_vl_7b["rope_theta"],
+    "mrope_section": qwen2_vl_7b["mrope_section"]})
+cfg_3 = Qwen3VLTextConfig(rope_parameters={
+    "rope_type": "default", "rope_theta": qwen3_vl_8b["rope_theta"],
+    "mrope_section": qwen3_vl_8b["mrope_section"], "mrope_interleaved": True})
+assert cfg_3.head_dim == qwen3_vl_8b["head_dim"] == qwen2_vl_7b["head_dim"] == 128
+hf_rot_2 = modeling_qwen2_vl.Qwen2VLRotaryEmbedding(cfg_2).to(device)
 hf_rot_3 = modeling_qwen3_vl.Qwen3VLTextRotaryEmbedding(cfg_3).to(device)
 q = torch.randn(1, 2, pos.shape[1], 128, device=device)  # (B, Nh, L, Dh)
-pos_d = pos.to(device)  # (3, L)
-for name, hf_rot, hf_mod, owner, base in [
-        ("Qwen2-VL", hf_rot_2, modeling_qwen2_vl, own_2, 1e6),
-        ("Qwen3-VL", hf_rot_3, modeling_qwen3_vl, own_3, 5e6)]:
-    cos, sin = mrope_cos_sin(pos_d, owner, 128, base)  # (L, Dh) each
-    hf_cos, hf_sin = hf_rot(q, pos_d[:, None])  # (B, L, Dh) each, positions (3, B, L)
+pos_d = pos[:, None].to(device)  # (3, B, L)
+for name, hf_rot, hf_mod, owner, real in [
+        ("Qwen2-VL", hf_rot_2, modeling_qwen2_vl, own_2, qwen2_vl_7b),
+        ("Qwen3-VL", hf_rot_3, modeling_qwen3_vl, own_3, qwen3_vl_8b)]:
+    cos, sin = mrope_cos_sin(pos_d, owner, 128, real["rope_theta"])  # (B, L, Dh) each
+    hf_cos, hf_sin = hf_rot(q, pos_d)  # (B, L, Dh) each
     hf_q, _ = hf_mod.apply_rotary_pos_emb(q, q, hf_cos, hf_sin)  # (B, Nh, L, Dh)
-    print(f"{name}: max|cos - HF| = {(cos - hf_cos[0]).abs().max().item():.1e}, "
-          f"max|rope(q) - HF| = {(rope(q, cos, sin) - hf_q).abs().max().item():.1e}")
-    torch.testing.assert_close(torch.stack([cos, sin]),
-                               torch.stack([hf_cos, hf_sin])[:, 0])
-    torch.testing.assert_close(rope(q, cos, sin), hf_q)
+    rot_q = rope(q, cos[:, None], sin[:, None])  # (B, Nh, L, Dh)
+    print(f"{name}: max|cos - HF| = {(cos - hf_cos).abs().max().item():.1e}, "
+          f"max|rope(q) - HF| = {(rot_q - hf_q).abs().max().item():.1e}")
+    torch.testing.assert_close(torch.stack([cos, sin]), torch.stack([hf_cos, hf_sin]))
+    torch.testing.assert_close(rot_q, hf_q)
 
 # %%
 # With the same frequencies (one base), the two layouts agree on the text tokens and
 # differ on the image tokens, where the three axes part.
 cos_a, _ = mrope_cos_sin(pos, own_2, 128, 1e6)  # (L, Dh)
 cos_b, _ = mrope_cos_sin(pos, own_3, 128, 1e6)  # (L, Dh)
-image = torch.tensor([kind == "image" for kind, size in segments
-                      for _ in range(size if kind == "text" else 4)])  # (L,)
+image = (pos[0] != pos[1]) | (pos[0] != pos[2])  # (L,): where the axes part
 layout_gap = (cos_a - cos_b)[image].abs().max().item()
 print(f"Qwen2-VL vs Qwen3-VL layout, base 1e6: max|cos gap| text "
       f"{(cos_a - cos_b)[~image].abs().max().item():.1e}, image {layout_gap:.2f}")
 assert torch.equal(cos_a[~image], cos_b[~image]) and layout_gap > 0.1
+assert image.tolist() == [False] * 3 + [False, True, True, True] + [False] * 2
 
 # %%
 # Proof: Pixtral's 2-D RoPE equals Hugging Face's and is interleaved M-RoPE
 # -------------------------------------------------------------------------
-# Pixtral-12B's vision head (``Dh = 64``, base :math:`10^4`; its config below) on a
-# ``3 x 5`` grid of patches, against ``PixtralVisionRotaryEmbedding`` and Pixtral's
-# ``apply_rotary_pos_emb``. Hugging Face passes the positions as ``(N, 2)``, rows
-# first, as ``PixtralVisionModel`` builds them.
+# Pixtral-12B's vision encoder (its config below: Hugging Face's
+# ``PixtralVisionConfig`` defaults to it) on a ``3 x 5`` grid of patches, against
+# ``PixtralVisionRotaryEmbedding`` and Pixtral's ``apply_rotary_pos_emb``. Hugging
+# Face passes the positions as ``(N, 2)``, rows first, as ``PixtralVisionModel`` builds
+# them.
 pixtral_12b_vision = {"hidden_size": 1024, "num_attention_heads": 16,  # Pixtral-12B
                       "rope_theta": 1e4}  # mistral-community/pixtral-12b config.json
-Dh_px = pixtral_12b_vision["hidden_size"] // pixtral_12b_vision["num_attention_heads"]
+px_cfg = PixtralVisionConfig()
+assert (px_cfg.hidden_size, px_cfg.num_attention_heads, px_cfg.rope_parameters) == (
+    1024, 16, {"rope_type": "axial", "rope_theta": pixtral_12b_vision["rope_theta"]})
+assert pixtral_12b_vision["hidden_size"] == px_cfg.hidden_size
+assert pixtral_12b_vision["num_attention_heads"] == px_cfg.num_attention_heads
+Dh_px, base_px = px_cfg.head_dim, pixtral_12b_vision["rope_theta"]  # 64, 1e4
 rows, cols = torch.meshgrid(torch.arange(3, device=device),
                             torch.arange(5, device=device), indexing="ij")  # (H, W)
 grid = torch.stack([rows, cols]).reshape(2, 15)  # (2, N): row, column of each patch
-hf_px = modeling_pixtral.PixtralVisionRotaryEmbedding(PixtralVisionConfig(
-    hidden_size=2 * Dh_px, num_attention_heads=2,
-    rope_parameters={"rope_type": "axial", "rope_theta": 1e4})).to(device)
+assert grid[:, -1].tolist() == [2, 4]  # 3 rows, 5 columns
+hf_px = modeling_pixtral.PixtralVisionRotaryEmbedding(px_cfg).to(device)
 q_px = torch.randn(1, 2, 15, Dh_px, device=device)  # (B, Nh, N, Dh)
-cos_px, sin_px = pixtral_cos_sin(grid, Dh_px, 1e4)  # (N, Dh) each
+cos_px, sin_px = pixtral_cos_sin(grid[:, None], Dh_px, base_px)  # (B, N, Dh) each
 hf_cos_px, hf_sin_px = hf_px(q_px, grid.T)  # (N, Dh) each
 hf_q_px, _ = modeling_pixtral.apply_rotary_pos_emb(q_px, q_px, hf_cos_px, hf_sin_px,
                                                     unsqueeze_dim=0)  # (B, Nh, N, Dh)
-print(f"Pixtral: max|cos - HF| = {(cos_px - hf_cos_px).abs().max().item():.1e}, "
-      f"max|rope(q) - HF| = "
-      f"{(rope(q_px, cos_px, sin_px) - hf_q_px).abs().max().item():.1e}")
+rot_q_px = rope(q_px, cos_px[:, None], sin_px[:, None])  # (B, Nh, N, Dh)
+print(f"Pixtral: max|cos - HF| = {(cos_px[0] - hf_cos_px).abs().max().item():.1e}, "
+      f"max|rope(q) - HF| = {(rot_q_px - hf_q_px).abs().max().item():.1e}")
 torch.testing.assert_close(torch.stack([cos_px, sin_px]),
-                           torch.stack([hf_cos_px, hf_sin_px]))
-torch.testing.assert_close(rope(q_px, cos_px, sin_px), hf_q_px)
+                           torch.stack([hf_cos_px, hf_sin_px])[:, None])
+torch.testing.assert_close(rot_q_px, hf_q_px)
 
 # %%
 # The N-D page's frequencies
-# ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~
 # For Pixtral-12B's vision head, the rows' frequencies are exactly the N-D page's
 # per-axis list :math:`b^{-2k/(D_h/2)}`; the columns' are each a factor
 # :math:`b^{-2/D_h}` slower.
-inv64 = rope_inv_freq(Dh_px, 1e4, torch.float64)  # (Dh/2,)
-nd_page = 1e4 ** (-torch.arange(0, Dh_px // 2, 2, dtype=torch.float64) / (Dh_px // 2))
+inv64 = rope_inv_freq(Dh_px, base_px, torch.float64)  # (Dh/2,)
+nd_page = 1e4 ** (-torch.arange(0, 64 // 2, 2, dtype=torch.float64) / (64 // 2))
 col_ratio = inv64[1::2] / inv64[0::2]  # (Dh/4,), one ratio for every column pair
 print(f"max|row freqs - N-D page's| = {(inv64[0::2] - nd_page).abs().max().item():.1e}")
 print(f"column / row in [{col_ratio.min().item():.6f}, {col_ratio.max().item():.6f}]"
-      f" = b^(-2/Dh) = {1e4 ** (-2 / Dh_px):.6f}")
+      f" = b^(-2/Dh) = {1e4 ** (-2 / 64):.6f}")
 torch.testing.assert_close(inv64[0::2], nd_page)
-torch.testing.assert_close(col_ratio, torch.full_like(col_ratio, 1e4 ** (-2 / Dh_px)))
+torch.testing.assert_close(col_ratio, torch.full_like(col_ratio, 1e4 ** (-2 / 64)))
 
 # %%
 # Two-axis interleaved M-RoPE, sorted
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # Two axes dealt in turn (``interleaved_owner([16, 16])``: pair ``k`` to axis ``k mod
 # 2``), then the pairs sorted, rows' first: that is ``pixtral_cos_sin``. And, as on the
-# N-D page, moving the whole grid changes no logit (float64).
+# N-D page, moving the whole grid changes no logit, while transposing it does
+# (float64).
 sort = torch.cat([torch.arange(0, 32, 2), torch.arange(1, 32, 2)])  # (Dh/2,)
-cos_il, sin_il = mrope_cos_sin(grid, interleaved_owner([16, 16]), Dh_px, 1e4)  # N, Dh
+sort = torch.cat([sort, sort + 32])  # (Dh,): both halves of the rotate-half layout
+cos_il, sin_il = mrope_cos_sin(grid[:, None], interleaved_owner([16, 16]), Dh_px,
+                               base_px)  # (B, N, Dh) each
 print(f"max|Pixtral - sorted interleaved M-RoPE| = "
-      f"{(cos_il[:, torch.cat([sort, sort + 32])] - cos_px).abs().max().item():.1e}")
-torch.testing.assert_close(cos_il[:, torch.cat([sort, sort + 32])], cos_px)
-torch.testing.assert_close(sin_il[:, torch.cat([sort, sort + 32])], sin_px)
-qp, kp = torch.randn(2, 15, Dh_px, dtype=torch.float64, device=device)  # (N, Dh) each
+      f"{(cos_il[..., sort] - cos_px).abs().max().item():.1e}")
+torch.testing.assert_close(cos_il[..., sort], cos_px)
+torch.testing.assert_close(sin_il[..., sort], sin_px)
+qp, kp = torch.randn(2, 1, 15, Dh_px, dtype=torch.float64, device=device)  # B, N, Dh
 
 
 # %%
 def pixtral_logits(q, k, pos, base):
-    """<rope(q_n), rope(k_m)> for q, k (N, Dh) float64 at patches pos (2, N): (N, N)."""
+    """<rope(q_n), rope(k_m)> for q, k (B, N, Dh) at patches pos (2, N): (B, N, N)."""
     cos, sin = pixtral_cos_sin(pos, q.shape[-1], base, q.dtype)  # (N, Dh) each
-    return rope(q, cos, sin) @ rope(k, cos, sin).T
+    return rope(q, cos, sin) @ rope(k, cos, sin).mT
 
 
 # %%
 moved = grid + torch.tensor([[40], [-7]], device=device)  # (2, N)
-px_logits = pixtral_logits(qp, kp, grid, 1e4)  # (N, N)
-px_moved = pixtral_logits(qp, kp, moved, 1e4)  # (N, N)
-px_flipped = pixtral_logits(qp, kp, grid.flip(0), 1e4)  # (N, N): rows <-> columns
+transposed = grid.flip(0)  # (2, N): patch n at (its column, its row)
+assert transposed[:, 1].tolist() == [1, 0]
+px_logits = pixtral_logits(qp, kp, grid, base_px)  # (B, N, N)
+px_moved = pixtral_logits(qp, kp, moved, base_px)  # (B, N, N)
+px_transposed = pixtral_logits(qp, kp, transposed, base_px)  # (B, N, N)
 print(f"grid moved by (40, -7): max|logit change| = "
       f"{(px_moved - px_logits).abs().max().item():.1e}, "
-      f"transposed: {(px_flipped - px_logits).abs().max():.2f}")
+      f"transposed: {(px_transposed - px_logits).abs().max():.2f}")
 torch.testing.assert_close(px_moved, px_logits)
-assert (px_flipped - px_logits).abs().max() > 0.1
+assert (px_transposed - px_logits).abs().max() > 0.1
 
 # %%
 # Proof: the logits see only each axis's offset
@@ -449,15 +465,15 @@ assert (px_flipped - px_logits).abs().max() > 0.1
 # offsets :math:`p_a(n) - p_a(m)` of the three axes: shifting each axis by its own
 # constant changes no logit, in either layout. Swapping an image's rows and columns
 # does. float64, so that the check sees the identity, not rounding.
-q64 = torch.randn(23, 128, dtype=torch.float64)  # (L, Dh)
-k64 = torch.randn(23, 128, dtype=torch.float64)  # (L, Dh)
+q64 = torch.randn(1, 23, 128, dtype=torch.float64)  # (B, L, Dh)
+k64 = torch.randn(1, 23, 128, dtype=torch.float64)  # (B, L, Dh)
 
 
 # %%
 def mrope_logits(q, k, pos, owner, base):
-    """<rope(q_n), rope(k_m)> for q, k (L, Dh) float64 at pos (3, L): (L, L)."""
+    """<rope(q_n), rope(k_m)> for q, k (B, L, Dh) at pos (3, L): (B, L, L)."""
     cos, sin = mrope_cos_sin(pos, owner, q.shape[-1], base, q.dtype)  # (L, Dh) each
-    return rope(q, cos, sin) @ rope(k, cos, sin).T
+    return rope(q, cos, sin) @ rope(k, cos, sin).mT
 
 
 # %%
@@ -465,11 +481,13 @@ shift = torch.tensor([[1000], [-37], [5]])  # (3, 1): one constant per axis
 swapped = pos_2.clone()
 swapped[1:, 4:16] = pos_2[1:, 4:16].flip(0)  # image 1: rows and columns exchanged
 assert torch.equal(swapped[[2, 1], 4:16], pos_2[1:, 4:16])
-for name, owner in [("Qwen2-VL", own_2), ("Qwen3-VL", own_3)]:
-    base_logits = mrope_logits(q64, k64, pos_2, owner, 1e6)  # (L, L)
-    shifted = mrope_logits(q64, k64, pos_2 + shift, owner, 1e6)  # (L, L)
+for name, owner, real in [("Qwen2-VL", own_2, qwen2_vl_7b),
+                          ("Qwen3-VL", own_3, qwen3_vl_8b)]:
+    base_logits = mrope_logits(q64, k64, pos_2, owner, real["rope_theta"])  # (B, L, L)
+    shifted = mrope_logits(q64, k64, pos_2 + shift, owner, real["rope_theta"])
     shift_gap = (shifted - base_logits).abs().max().item()
-    swap_gap = (mrope_logits(q64, k64, swapped, owner, 1e6) - base_logits).abs().max()
+    swap_gap = (mrope_logits(q64, k64, swapped, owner, real["rope_theta"])
+                - base_logits).abs().max()
     print(f"{name}: per-axis shift moves logits by {shift_gap:.1e}, "
           f"swapping the image's axes by {swap_gap:.2f}")
     torch.testing.assert_close(shifted, base_logits)
@@ -485,18 +503,19 @@ for name, owner in [("Qwen2-VL", own_2), ("Qwen3-VL", own_3)]:
 # Every third pair from 1 (and from 2) up to ``3 * 24 = 72`` runs past pair 63: H and
 # W each get :measured:`mixed_h` pairs, not 24, and T the rest. Nothing fails; the
 # model silently gets other positions. Hugging Face's class does the same.
-mixed = interleaved_owner([16, 24, 24])  # (Dh/2,)
-mixed_h = mixed.bincount()[1].item()
+mixed = interleaved_owner(qwen2_vl_7b["mrope_section"])  # (Dh/2,)
+mixed_t, mixed_h, mixed_w = mixed.bincount().tolist()
 hf_mixed = modeling_qwen3_vl.Qwen3VLTextRotaryEmbedding(Qwen3VLTextConfig(
-    hidden_size=256, head_dim=128,
-    rope_parameters={"rope_type": "default", "rope_theta": 1e6,
-                     "mrope_section": [16, 24, 24], "mrope_interleaved": True}))
+    rope_parameters={"rope_type": "default", "rope_theta": qwen2_vl_7b["rope_theta"],
+                     "mrope_section": qwen2_vl_7b["mrope_section"],
+                     "mrope_interleaved": True}))
 hf_cos_mixed, _ = hf_mixed(q.cpu(), pos[:, None])  # (B, L, Dh)
-print(f"interleaved [16, 24, 24]: pairs per axis T, H, W = {mixed.bincount().tolist()}"
-      f"; max|cos - HF| = "
-      f"{(mrope_cos_sin(pos, mixed, 128, 1e6)[0] - hf_cos_mixed[0]).abs().max():.1e}")
-assert mixed.bincount().tolist() == [64 - 2 * mixed_h, mixed_h, mixed_h] != [16, 24, 24]
-torch.testing.assert_close(mrope_cos_sin(pos, mixed, 128, 1e6)[0], hf_cos_mixed[0])
+cos_mixed, _ = mrope_cos_sin(pos[:, None], mixed, 128, qwen2_vl_7b["rope_theta"])
+print(f"interleaved {qwen2_vl_7b['mrope_section']}: pairs per axis T, H, W = "
+      f"{[mixed_t, mixed_h, mixed_w]}; max|cos - HF| = "
+      f"{(cos_mixed - hf_cos_mixed).abs().max():.1e}")
+assert [mixed_t, mixed_h, mixed_w] == [64 - 2 * mixed_h, 21, 21]
+torch.testing.assert_close(cos_mixed, hf_cos_mixed)
 
 # %%
 # References
