@@ -170,7 +170,7 @@ segments = [("text", 3), ("image", (1, 4, 4)), ("text", 2)]
 pos = mrope_position_ids(segments, merge=2)  # (3, L)
 for axis, row in zip("THW", pos.tolist()):
     print(f"{axis}: {row}")
-last_pos = pos[0, -1].item()
+last_pos, = pos[:, -1].unique().tolist()  # T = H = W
 assert pos[:, 3:7].tolist() == [[3, 3, 3, 3], [3, 3, 4, 4], [3, 4, 3, 4]]
 assert pos[:, 7].tolist() == [pos[:, :7].max().item() + 1] * 3 and last_pos == 6
 
@@ -365,12 +365,12 @@ for name, hf_rot, hf_mod, owner, real in [
 # differ on the image tokens, where the three axes part.
 cos_a, _ = mrope_cos_sin(pos, own_2, 128, 1e6)  # (L, Dh)
 cos_b, _ = mrope_cos_sin(pos, own_3, 128, 1e6)  # (L, Dh)
-image = (pos[0] != pos[1]) | (pos[0] != pos[2])  # (L,): where the axes part
-layout_gap = (cos_a - cos_b)[image].abs().max().item()
-print(f"Qwen2-VL vs Qwen3-VL layout, base 1e6: max|cos gap| text "
-      f"{(cos_a - cos_b)[~image].abs().max().item():.1e}, image {layout_gap:.2f}")
-assert torch.equal(cos_a[~image], cos_b[~image]) and layout_gap > 0.1
-assert image.tolist() == [False] * 3 + [False, True, True, True] + [False] * 2
+same = (pos == pos[0]).all(dim=0)  # (L,): T = H = W (text, and the image's first)
+layout_gap = (cos_a - cos_b)[~same].abs().max().item()
+print(f"the two layouts at base 1e6: max|cos gap| where T = H = W "
+      f"{(cos_a - cos_b)[same].abs().max().item():.1e}, elsewhere {layout_gap:.2f}")
+assert torch.equal(cos_a[same], cos_b[same]) and layout_gap > 0.1
+assert same.tolist() == [True] * 4 + [False] * 3 + [True] * 2
 
 # %%
 # Proof: Pixtral's 2-D RoPE equals Hugging Face's and is interleaved M-RoPE
@@ -412,7 +412,7 @@ torch.testing.assert_close(rot_q_px, hf_q_px)
 # per-axis list :math:`b^{-2k/(D_h/2)}`; the columns' are each a factor
 # :math:`b^{-2/D_h}` slower.
 inv64 = rope_inv_freq(Dh_px, base_px, torch.float64)  # (Dh/2,)
-nd_page = 1e4 ** (-torch.arange(0, 64 // 2, 2, dtype=torch.float64) / (64 // 2))
+nd_page = 1e4 ** (-torch.arange(0, Dh_px // 2, 2, dtype=torch.float64) / (Dh_px // 2))
 col_ratio = inv64[1::2] / inv64[0::2]  # (Dh/4,), one ratio for every column pair
 print(f"max|row freqs - N-D page's| = {(inv64[0::2] - nd_page).abs().max().item():.1e}")
 print(f"column / row in [{col_ratio.min().item():.6f}, {col_ratio.max().item():.6f}]"
@@ -427,8 +427,8 @@ torch.testing.assert_close(col_ratio, torch.full_like(col_ratio, 1e4 ** (-2 / 64
 # 2``), then the pairs sorted, rows' first: that is ``pixtral_cos_sin``. And, as on the
 # N-D page, moving the whole grid changes no logit, while transposing it does
 # (float64).
-sort = torch.cat([torch.arange(0, 32, 2), torch.arange(1, 32, 2)])  # (Dh/2,)
-sort = torch.cat([sort, sort + 32])  # (Dh,): both halves of the rotate-half layout
+sort = torch.arange(32).reshape(16, 2).T.flatten()  # (Dh/2,): 0, 2, .. 30, 1, .. 31
+sort = torch.cat([sort, 32 + sort])  # (Dh,): both halves of the rotate-half layout
 cos_il, sin_il = mrope_cos_sin(grid[:, None], interleaved_owner([16, 16]), Dh_px,
                                base_px)  # (B, N, Dh) each
 print(f"max|Pixtral - sorted interleaved M-RoPE| = "
@@ -446,13 +446,13 @@ def pixtral_logits(q, k, pos, base):
 
 
 # %%
-moved = grid + torch.tensor([[40], [-7]], device=device)  # (2, N)
+moved = grid + torch.randint(-50, 50, (2, 1), device=device)  # (2, N): any shift
 transposed = grid.flip(0)  # (2, N): patch n at (its column, its row)
 assert transposed[:, 1].tolist() == [1, 0]
 px_logits = pixtral_logits(qp, kp, grid, base_px)  # (B, N, N)
 px_moved = pixtral_logits(qp, kp, moved, base_px)  # (B, N, N)
 px_transposed = pixtral_logits(qp, kp, transposed, base_px)  # (B, N, N)
-print(f"grid moved by (40, -7): max|logit change| = "
+print(f"grid moved by {(moved - grid)[:, 0].tolist()}: max|logit change| = "
       f"{(px_moved - px_logits).abs().max().item():.1e}, "
       f"transposed: {(px_transposed - px_logits).abs().max():.2f}")
 torch.testing.assert_close(px_moved, px_logits)
@@ -465,8 +465,8 @@ assert (px_transposed - px_logits).abs().max() > 0.1
 # offsets :math:`p_a(n) - p_a(m)` of the three axes: shifting each axis by its own
 # constant changes no logit, in either layout. Swapping an image's rows and columns
 # does. float64, so that the check sees the identity, not rounding.
-q64 = torch.randn(1, 23, 128, dtype=torch.float64)  # (B, L, Dh)
-k64 = torch.randn(1, 23, 128, dtype=torch.float64)  # (B, L, Dh)
+q64 = torch.randn(3, 23, 128, dtype=torch.float64)  # (B, L, Dh)
+k64 = torch.randn(3, 23, 128, dtype=torch.float64)  # (B, L, Dh)
 
 
 # %%
@@ -477,14 +477,14 @@ def mrope_logits(q, k, pos, owner, base):
 
 
 # %%
-shift = torch.tensor([[1000], [-37], [5]])  # (3, 1): one constant per axis
 swapped = pos_2.clone()
 swapped[1:, 4:16] = pos_2[1:, 4:16].flip(0)  # image 1: rows and columns exchanged
 assert torch.equal(swapped[[2, 1], 4:16], pos_2[1:, 4:16])
+shifted_pos = pos_2 + torch.randint(-1000, 1000, (3, 1))  # (3, L): a shift per axis
 for name, owner, real in [("Qwen2-VL", own_2, qwen2_vl_7b),
                           ("Qwen3-VL", own_3, qwen3_vl_8b)]:
     base_logits = mrope_logits(q64, k64, pos_2, owner, real["rope_theta"])  # (B, L, L)
-    shifted = mrope_logits(q64, k64, pos_2 + shift, owner, real["rope_theta"])
+    shifted = mrope_logits(q64, k64, shifted_pos, owner, real["rope_theta"])
     shift_gap = (shifted - base_logits).abs().max().item()
     swap_gap = (mrope_logits(q64, k64, swapped, owner, real["rope_theta"])
                 - base_logits).abs().max()
