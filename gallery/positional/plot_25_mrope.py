@@ -2,12 +2,11 @@
 M-RoPE: one rotary table, three position axes
 =============================================
 
-A vision-language model puts image tokens and text tokens in one sequence. Qwen2-VL's
-multimodal RoPE (M-RoPE) gives every token three positions, time, row and column, and
-lets each frequency pair of a head read one of them; text tokens get the same number
-on all three, so for text M-RoPE is 1-D RoPE. This page builds the positions, writes
-Qwen2-VL's and Qwen3-VL's two layouts and Pixtral's 2-D RoPE, and proves each equal
-to Hugging Face's.
+A vision-language model puts image and text tokens in one sequence. Qwen2-VL's
+multimodal RoPE (M-RoPE) gives every token a time, a row and a column position and lets
+each frequency pair of a head read one of them. This page builds the positions, writes
+Qwen2-VL's and Qwen3-VL's layouts and Pixtral's 2-D RoPE, and proves each equal to
+Hugging Face's.
 
 **You will learn**
 
@@ -219,7 +218,6 @@ own_2 = contiguous_owner(qwen2_vl_7b["mrope_section"])  # (Dh/2,)
 own_3 = interleaved_owner(qwen3_vl_8b["mrope_section"])  # (Dh/2,)
 print(f"pairs per axis T, H, W: Qwen2-VL {own_2.bincount().tolist()}, "
       f"Qwen3-VL {own_3.bincount().tolist()}")
-print(f"Qwen3-VL's owners start {own_3[:7].tolist()}")
 assert torch.equal(own_2, owner_2) and torch.equal(own_3, owner_3)
 assert own_3.bincount().tolist() == [24, 20, 20]
 
