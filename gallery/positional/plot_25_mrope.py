@@ -10,13 +10,10 @@ Hugging Face's.
 
 **You will learn**
 
-- how Qwen2-VL numbers text, a merged image and text again with ``(T, H, W)``
-  positions, and why the text after an image resumes at the largest position plus one
-- how ``mrope_section`` hands each frequency pair to one axis: contiguous blocks
-  (Qwen2-VL) against an interleaved pattern (Qwen3-VL)
-- why text-only positions make M-RoPE 1-D RoPE, in either layout
-- how Pixtral's vision encoder rotates image patches by row and column, the axial RoPE
-  of the N-D page in the rotate-half layout
+- how Qwen2-VL numbers text, an image and text again with ``(T, H, W)`` positions
+- how ``mrope_section`` gives each frequency pair to one axis, in blocks or interleaved
+- why M-RoPE is 1-D RoPE on text, in either layout
+- how Pixtral rotates image patches by row and column (the N-D page's axial RoPE)
 
 **Prerequisites:** :doc:`/generated/positional/plot_04_rope` (rotate-half RoPE),
 :doc:`/generated/positional/plot_08_rope_nd` (axial RoPE for images).
@@ -138,10 +135,9 @@ plt.show()
 # %%
 # Positions: text, an image, text
 # -------------------------------
-# An image of ``H x W`` patches (``T = 1`` for a still image) reaches the language
-# model as ``H/m x W/m`` tokens, each merging ``m x m`` patches (Qwen2-VL:
-# ``spatial_merge_size = 2``); a segment is ``("text", n)`` or ``("image", (T, H,
-# W))`` in patches.
+# An image of ``H x W`` patches (``T = 1``) reaches the language model as ``H/m x W/m``
+# tokens (Qwen2-VL merges ``m x m = 2 x 2`` patches); a segment is ``("text", n)`` or
+# ``("image", (T, H, W))``.
 
 
 def mrope_position_ids(segments, merge):
@@ -208,8 +204,9 @@ def mrope_cos_sin(pos, owner, Dh, base, dtype=torch.float32):
 
 
 # %%
-# The real models' rope parameters (from their ``config.json``); their owners are
-# those of the figure, with the sections' counts:
+# With the real models' rope parameters (their ``config.json``), the owners are the
+# figure's, and on text alone (positions up to :measured:`text_last`, ``T = H = W``)
+# both layouts are 1-D RoPE, bit for bit.
 qwen2_vl_7b = {"head_dim": 128, "rope_theta": 1e6,  # Qwen/Qwen2-VL-7B-Instruct
                "mrope_section": [16, 24, 24]}  # head_dim: hidden 3584 / 28 heads
 qwen3_vl_8b = {"head_dim": 128, "rope_theta": 5e6,  # Qwen/Qwen3-VL-8B-Instruct
@@ -220,10 +217,7 @@ print(f"pairs per axis T, H, W: Qwen2-VL {own_2.bincount().tolist()}, "
       f"Qwen3-VL {own_3.bincount().tolist()}")
 assert torch.equal(own_2, owner_2) and torch.equal(own_3, owner_3)
 assert own_3.bincount().tolist() == [24, 20, 20]
-
-# %%
-# Text alone (``T = H = W``): both layouts are 1-D RoPE, bit for bit. Qwen2-VL's real
-# head (``Dh = 128``, base :math:`10^6`), positions up to :measured:`text_last`.
+# Text alone (T = H = W): both layouts are 1-D RoPE, bit for bit (Dh = 128, base 1e6)
 text_pos = mrope_position_ids([("text", 4096)], merge=None).to(device)  # (3, L)
 text_last = text_pos.max().item()
 cos_1d, sin_1d = rope_cos_sin(text_pos[:1], 128, 1e6)  # (1, L, Dh) each
@@ -233,23 +227,6 @@ for name, owner in [("Qwen2-VL", own_2), ("Qwen3-VL", own_3)]:
           f"{(cos_m - cos_1d).abs().max().item():.1e} (cos), "
           f"{(sin_m - sin_1d).abs().max().item():.1e} (sin)")
     assert torch.equal(cos_m, cos_1d) and torch.equal(sin_m, sin_1d)
-
-# %%
-# On the image tokens the two layouts differ. With the real configs, the fastest pair
-# the column axis owns turns across a row of 32 image tokens (an image of 896 pixels:
-# 14-pixel patches, merged 2 x 2) by :measured:`w_sweep_2:.4f` rad in Qwen2-VL (pair
-# 40: :math:`31 \cdot 10^{-6 \cdot 80/128}`) and :measured:`w_sweep_3:.1f` rad in
-# Qwen3-VL (pair 2): Qwen2-VL tells columns apart only by small angles.
-inv_2 = rope_inv_freq(qwen2_vl_7b["head_dim"], qwen2_vl_7b["rope_theta"])  # (64,)
-inv_3 = rope_inv_freq(qwen3_vl_8b["head_dim"], qwen3_vl_8b["rope_theta"])  # (64,)
-w_sweep_2 = 31 * inv_2[own_2 == 2].max().item()  # columns 0 .. 31
-w_sweep_3 = 31 * inv_3[own_3 == 2].max().item()
-print(f"fastest W pair, 32 columns: Qwen2-VL {w_sweep_2:.4f} rad (pair "
-      f"{(own_2 == 2).nonzero()[0].item()}), Qwen3-VL {w_sweep_3:.1f} rad (pair "
-      f"{(own_3 == 2).nonzero()[0].item()})")
-assert w_sweep_2 < 0.01 and w_sweep_3 > 6.3  # less than a degree; more than a turn
-assert abs(w_sweep_2 - 31 * 1e6 ** (-80 / 128)) < 1e-9  # float32 frequency: 1e-7 rel.
-assert abs(w_sweep_3 - 31 * 5e6 ** (-4 / 128)) < 1e-5
 
 # %%
 # Pixtral's 2-D RoPE
@@ -271,6 +248,25 @@ def pixtral_cos_sin(pos, Dh, base, dtype=torch.float32):
     angles = torch.cat([angles, angles], dim=-1)  # (..., N, Dh)
     return angles.cos(), angles.sin()
 
+
+# %%
+# Proof: how far the columns turn in the real models
+# ---------------------------------------------------
+# On the image tokens the two layouts differ. With the real configs, the fastest pair
+# the column axis owns turns across a row of 32 image tokens (an image of 896 pixels:
+# 14-pixel patches, merged 2 x 2) by :measured:`w_sweep_2:.4f` rad in Qwen2-VL (pair
+# 40: :math:`31 \cdot 10^{-6 \cdot 80/128}`) and :measured:`w_sweep_3:.1f` rad in
+# Qwen3-VL (pair 2): Qwen2-VL tells columns apart only by small angles.
+inv_2 = rope_inv_freq(qwen2_vl_7b["head_dim"], qwen2_vl_7b["rope_theta"])  # (64,)
+inv_3 = rope_inv_freq(qwen3_vl_8b["head_dim"], qwen3_vl_8b["rope_theta"])  # (64,)
+w_sweep_2 = 31 * inv_2[own_2 == 2].max().item()  # columns 0 .. 31
+w_sweep_3 = 31 * inv_3[own_3 == 2].max().item()
+print(f"fastest W pair, 32 columns: Qwen2-VL {w_sweep_2:.4f} rad (pair "
+      f"{(own_2 == 2).nonzero()[0].item()}), Qwen3-VL {w_sweep_3:.1f} rad (pair "
+      f"{(own_3 == 2).nonzero()[0].item()})")
+assert w_sweep_2 < 0.01 and w_sweep_3 > 6.3  # less than a degree; more than a turn
+assert abs(w_sweep_2 - 31 * 1e6 ** (-80 / 128)) < 1e-9  # float32 frequency: 1e-7 rel.
+assert abs(w_sweep_3 - 31 * 5e6 ** (-4 / 128)) < 1e-5
 
 # %%
 # Proof: the positions equal Hugging Face's get_rope_index
@@ -521,7 +517,5 @@ torch.testing.assert_close(cos_mixed, hf_cos_mixed)
 # :footcite:t:`Su2021`, RoPE; :footcite:t:`Wang2024b`, Qwen2-VL and M-RoPE;
 # :footcite:t:`Bai2025`, Qwen3-VL and interleaved M-RoPE; :footcite:t:`Agrawal2024`,
 # Pixtral and its 2-D RoPE; :footcite:t:`Heo2024`, axial 2-D RoPE.
-# ``transformers``' ``Qwen2VLModel.get_rope_index``, ``Qwen2VLRotaryEmbedding``,
-# ``Qwen3VLTextRotaryEmbedding``, ``PixtralVisionRotaryEmbedding``.
 #
 # .. footbibliography::
