@@ -205,7 +205,7 @@ def mrope_cos_sin(pos, owner, Dh, base, dtype=torch.float32):
 
 # %%
 # With the real models' rope parameters (their ``config.json``), the owners are the
-# figure's, and on text alone (positions up to :measured:`text_last`, ``T = H = W``)
+# figure's, and on text alone (positions up to :measured:`text_last:d`, ``T = H = W``)
 # both layouts are 1-D RoPE, bit for bit.
 qwen2_vl_7b = {"head_dim": 128, "rope_theta": 1e6,  # Qwen/Qwen2-VL-7B-Instruct
                "mrope_section": [16, 24, 24]}  # head_dim: hidden 3584 / 28 heads
