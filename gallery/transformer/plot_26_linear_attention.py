@@ -268,15 +268,23 @@ print("max |chunked - recurrent| by chunk length: "
 # %%
 # The layer
 # ---------
-# Qwen3-Next's ``Gated DeltaNet`` layer, with Hugging Face's names: one projection
-# makes ``q``, ``k``, ``v`` and an output gate ``z``, another :math:`\beta`'s and
-# :math:`g`'s logits ``b``, ``a``; ``q``, ``k``, ``v`` pass a causal depthwise
+# Qwen3-Next wraps the rule in a layer: one projection makes ``q``, ``k``, ``v`` and an
+# output gate ``z``, another the logits of :math:`\beta = \sigma(b)` and of the gate,
+# :math:`g = -e^{A_{\log}}\,\mathrm{softplus}(a + \text{dt\_bias})`; ``q``, ``k``,
+# ``v`` pass a short causal convolution along the tokens; ``q`` and ``k`` are scaled to
+# unit length; the output passes a gated RMSNorm, RMSNorm times
+# :math:`\mathrm{SiLU}(z)`. Its cache is the state and the convolution's last inputs.
+# The proofs below write it out with Hugging Face's names and prove it equal to
+# ``Qwen3NextGatedDeltaNet``, its cached decoding equal to one full pass.
+
+# %%
+# Proof: equal to ``Qwen3NextGatedDeltaNet``, kernels and layer
+# -------------------------------------------------------------
+# The layer with Hugging Face's names: ``q``, ``k``, ``v`` pass a causal depthwise
 # convolution of ``Kc`` taps and SiLU; ``q``, ``k`` are scaled to unit length (``q``
-# then by :math:`1/\sqrt{D_k}`); :math:`g = -e^{A_{\log}}\,\mathrm{softplus}(a +
-# \text{dt\_bias})`. ``Nk`` query/key heads serve ``Nv`` value heads, GQA's sharing
-# the other way round. The output passes a gated RMSNorm: RMSNorm, then times
-# :math:`\mathrm{SiLU}(z)`. The cache is the convolution's last ``Kc - 1`` inputs and
-# the state.
+# then by :math:`1/\sqrt{D_k}`); ``Nk`` query/key heads serve ``Nv`` value heads,
+# GQA's sharing the other way round. Its cache: the convolution's last ``Kc - 1``
+# inputs and the state.
 def l2_normalize(x, eps=1e-6):
     """x / sqrt(sum(x**2) + eps) over the last dim, eps inside (as FLA and HF)."""
     return x * torch.rsqrt(x.pow(2).sum(dim=-1, keepdim=True) + eps)
@@ -349,8 +357,6 @@ class GatedDeltaNet(nn.Module):
 
 
 # %%
-# Proof: equal to ``Qwen3NextGatedDeltaNet``, kernels and layer
-# -------------------------------------------------------------
 # A tiny config with every width different (``D = 32``, ``Nk = 2``, ``Nv = 4``,
 # ``Dk = 6``, ``Dv = 5``, ``Kc = 3``); every parameter moved off its init, and
 # ``A_log`` set so that the gate :math:`\alpha` lies well inside (0, 1): the past
@@ -360,6 +366,8 @@ class GatedDeltaNet(nn.Module):
 from transformers import Qwen3NextConfig
 from transformers.models.qwen3_next.modeling_qwen3_next import (
     Qwen3NextGatedDeltaNet,
+    Qwen3NextRMSNormGated,
+    l2norm,
     torch_chunk_gated_delta_rule,
     torch_recurrent_gated_delta_rule,
 )
@@ -380,6 +388,7 @@ with torch.no_grad():
 
 layer = GatedDeltaNet(**SIZES, eps=cfg.rms_norm_eps).to(device)
 layer.load_state_dict(hf.state_dict(), strict=True)
+assert sorted(layer.state_dict()) == sorted(hf.state_dict())  # the same 7 names
 Bx, Lx = 2, 7
 x = torch.randn(Bx, Lx, SIZES["D"], device=device)  # (B, L, D)
 with torch.no_grad():
@@ -391,6 +400,26 @@ print(f"max |GatedDeltaNet - Qwen3NextGatedDeltaNet| = {(out - ref).abs().max():
       f"alpha from {alpha.min():.2f} to {alpha.max():.2f}")
 torch.testing.assert_close(out, ref)
 assert 0.2 < alpha.min() < alpha.max() < 0.98
+
+# %%
+# The two small functions, where their ``eps`` matters: vectors of mean square
+# about 1e-8, below the ``eps`` of 1e-6 both keep. ``l2_normalize`` is Hugging Face's
+# ``l2norm`` (eps inside the root), not ``F.normalize`` (which divides by
+# ``max(|x|, 1e-12)``); the gated norm with its default ``eps`` is
+# ``Qwen3NextRMSNormGated`` with its own.
+tiny = 1e-4 * torch.randn(Bx, Lx, SIZES["Dv"], device=device)  # (B, L, Dv)
+z = torch.randn_like(tiny)
+hf_norm = Qwen3NextRMSNormGated(SIZES["Dv"]).to(device)
+with torch.no_grad():
+    hf_norm.weight.add_(0.1 * torch.randn_like(hf_norm.weight))
+    norm = NormGated(SIZES["Dv"]).to(device)
+    norm.load_state_dict(hf_norm.state_dict(), strict=True)
+    gap_normalize = (l2_normalize(tiny) - F.normalize(tiny, dim=-1)).abs().max().item()
+    torch.testing.assert_close(l2_normalize(tiny), l2norm(tiny))
+    torch.testing.assert_close(norm(tiny, z), hf_norm(tiny, z))
+print(f"mean square {tiny.pow(2).mean():.0e}: |l2_normalize - F.normalize| up to "
+      f"{gap_normalize:.2f}; gated norm eps {hf_norm.variance_epsilon:g}")
+assert gap_normalize > 0.5 and hf_norm.variance_epsilon == norm.eps == 1e-6
 
 # %%
 # The kernels alone: Hugging Face's take ``(B, L, heads, width)`` and scale ``q`` by
@@ -480,7 +509,7 @@ with torch.no_grad():
     full = model(ids).last_hidden_state
     past = model(ids[:, :5], use_cache=True).past_key_values
     shapes_5 = (past.layers[0].recurrent_states[0].shape, past.layers[3].keys.shape)
-    cached_3 = model(ids[:, 5:], past_key_values=past, use_cache=True).last_hidden_state
+    cached_3 = model(ids[:, 5:], past_key_values=past).last_hidden_state
 shapes_8 = (past.layers[0].recurrent_states[0].shape, past.layers[3].keys.shape)
 print(f"after 5 tokens: DeltaNet state {tuple(shapes_5[0])}, keys "
       f"{tuple(shapes_5[1])};\nafter 8 tokens: DeltaNet state "
