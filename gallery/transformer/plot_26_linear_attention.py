@@ -157,6 +157,8 @@ print(f"max |recurrent - all at once| = "
 torch.testing.assert_close(out_rec, linear_attention(q, k, v))
 state_3 = linear_attention_recurrent(q[:, :, :3], k[:, :, :3], v[:, :, :3])[1]
 assert state.shape == state_3.shape == (B, Nh, Dk, Dv)  # after 10 tokens and after 3
+torch.testing.assert_close(state, k.mT @ v)  # the state is K^T V, summed over tokens
+torch.testing.assert_close(state_3, k[:, :, :3].mT @ v[:, :, :3])
 
 # %%
 # The gated delta rule
@@ -243,6 +245,7 @@ def gated_delta_rule_chunked(q, k, v, g, beta, Lc, state=None):
 # 1, 3 (the last one shorter), 4 and all 10 tokens; in float64 each equals the
 # recurrence to rounding.
 kn = F.normalize(k, dim=-1)  # (B, Nh, L, Dk), unit rows
+torch.testing.assert_close(kn.norm(dim=-1), torch.ones_like(k[..., 0]))
 g = -torch.rand(B, Nh, L, device=device, dtype=torch.float64)  # (B, Nh, L), g <= 0
 beta = torch.rand(B, Nh, L, device=device, dtype=torch.float64)  # (B, Nh, L)
 S0 = torch.randn(B, Nh, Dk, Dv, device=device, dtype=torch.float64)  # a past state
@@ -378,7 +381,8 @@ with torch.no_grad():
         p.add_(0.1 * torch.randn_like(p))
     hf.A_log.copy_(torch.linspace(-2.5, -0.5, Nv))  # A from 0.08 to 0.6
 
-layer = GatedDeltaNet(**SIZES, eps=cfg.rms_norm_eps).to(device)
+layer = GatedDeltaNet(**SIZES).to(device)
+assert layer.norm.eps == cfg.rms_norm_eps == hf.norm.variance_epsilon  # 1e-6
 layer.load_state_dict(hf.state_dict(), strict=True)
 assert sorted(layer.state_dict()) == sorted(hf.state_dict())  # the same 7 names
 Bx, Lx = 2, 9
