@@ -516,9 +516,8 @@ assert gap_scale > 0.1 and gap_nocap > 0.1  # other models, not rounding
 # References
 # ----------
 # Gemma 2 :footcite:p:`Team2024b` (soft-capping of attention and final logits);
-# FlexAttention :footcite:p:`Dong2024`. Bello et al., Neural Combinatorial Optimization
-# with Reinforcement Learning, 2016, arXiv:1611.09940 (logits clipped by
-# :math:`C \tanh(\cdot)`). APIs: ``transformers.Gemma2ForCausalLM`` (its
+# FlexAttention :footcite:p:`Dong2024`; logits clipped by :math:`C \tanh(\cdot)`
+# earlier in :footcite:t:`Bello2016`. APIs: ``transformers.Gemma2ForCausalLM`` (its
 # ``Gemma2Attention``), ``torch.nn.attention.flex_attention.flex_attention``.
 #
 # .. footbibliography::
