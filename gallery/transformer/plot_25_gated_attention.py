@@ -364,7 +364,7 @@ class PlainWeightNorm(GemmaRMSNorm):
         return (self.weight * x32).to(x.dtype)
 
 
-def variant(layer, change):
+def changed_copy(layer, change):
     """A copy of `layer` with `change` applied to it."""
     layer = copy.deepcopy(layer)
     change(layer)
@@ -388,8 +388,8 @@ def no_eps(layer):
 cos_full, sin_full = partial_cos_sin(pos, Dh, 1.0, BASE)  # (B, L, Dh): every channel
 with torch.no_grad():
     gaps = {
-        "QK-norm weight w, not 1 + w": variant(ours, plain_weight)(x, cos, sin),
-        "QK-norm without eps": variant(ours, no_eps)(x, cos, sin),
+        "QK-norm weight w, not 1 + w": changed_copy(ours, plain_weight)(x, cos, sin),
+        "QK-norm without eps": changed_copy(ours, no_eps)(x, cos, sin),
         "RoPE on all Dh channels": ours(x, cos_full, sin_full),
         "no gate": plain,
     }
