@@ -1,0 +1,260 @@
+"""
+Gated RMSNorm: normalize, then gate with SiLU
+=============================================
+
+Qwen3-Next's linear-attention layers end each head with a gated RMSNorm: the head's
+output is normalized, weighed, and multiplied by the SiLU of a gate computed from the
+token. Built on the book's RMSNorm and equal, bit for bit, to Hugging Face's
+``Qwen3NextRMSNormGated``; Mamba-2's gated norm gates first and normalizes after.
+
+**You will learn**
+
+- the gated RMSNorm, RMSNorm of ``x`` times SiLU of a gate ``z``, with Hugging Face's
+  roundings in 16 bits
+- why the order matters: gating first lets the norm undo the gate's size
+- that one model stores its two RMSNorms' weights differently (``w`` and ``1 + w``)
+
+**Prerequisites:** :doc:`/generated/normalization/plot_05_groupnorm_rmsnorm` (RMSNorm),
+:doc:`/generated/normalization/plot_15_norms_16bit` (norms in 16 bits),
+:doc:`/generated/transformer/plot_25_gated_attention` (an output gate).
+
+.. index:: ! gated RMSNorm
+.. index:: ! RMSNormGated
+"""
+
+# %%
+# Setup
+# -----
+# This page compares with Hugging Face ``transformers``, the implementation most
+# readers run: it needs ``pip install transformers==5.23.0`` (the book's pin) besides
+# torch and matplotlib. Every module is built from a small random config; nothing is
+# downloaded (``HF_HUB_OFFLINE=1``).
+#
+# Every page picks its device at run time, prints it, and asserts its claims there;
+# where a device behaves differently, the page asserts each side. The
+# :doc:`proof ledger </chapters/ledger>` shows on which devices this page was verified.
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+import transformers
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+print(f"device: {device}, torch {torch.__version__}, transformers "
+      f"{transformers.__version__}")
+
+# %%
+# The book's RMSNorm, copied verbatim from
+# :doc:`/generated/normalization/plot_05_groupnorm_rmsnorm`: float32 statistics, the
+# result rounded to the input's dtype, then weighed.
+from torch import nn
+
+
+# Copied from normalization/plot_05_groupnorm_rmsnorm.py: RMSNorm
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x**2) + eps) * weight over the last dim, in float32 (as Llama)."""
+
+    def __init__(self, D, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(D))  # (D,)
+        self.eps = eps
+
+    def forward(self, x):  # (..., D) -> (..., D), in x's dtype
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+# %%
+# The idea
+# --------
+# Qwen3-Next's Gated DeltaNet :footcite:p:`Yang2024` normalizes each head's output
+# :math:`x` (width :math:`D`) and multiplies it by :math:`\mathrm{SiLU}(z)`, where
+# :math:`z` is a second projection of the token; Mamba-2 :footcite:p:`Dao2024` gates
+# first:
+#
+# .. math::
+#
+#    y = \Big(w \odot \frac{x}{\sqrt{\overline{x^2} + \epsilon}}\Big) \odot
+#    \mathrm{SiLU}(z), \qquad
+#    y_\text{Mamba-2} = w \odot \mathrm{RMSNorm}\big(x \odot \mathrm{SiLU}(z)\big),
+#    \qquad \mathrm{SiLU}(z) = z\, \sigma(z).
+#
+# The norm removes the size of whatever enters it. Gating after the norm, the gate
+# sets the output's size; gating before, a gate that scales every channel alike is
+# undone. Below, one token and a gate of one value :math:`c` in every channel.
+gen = torch.Generator().manual_seed(0)
+D_fig, eps_fig = 64, 1e-6
+x_fig = torch.randn(D_fig, generator=gen)  # (D,)
+c = torch.linspace(-6, 6, 241)[:, None]  # (241, 1) the gate's value
+x_hat = x_fig * torch.rsqrt(x_fig.pow(2).mean() + eps_fig)  # (D,) RMS just below 1
+norm_first = (x_hat * F.silu(c)).pow(2).mean(dim=-1).sqrt()  # (241,) RMS of the output
+gated = x_fig * F.silu(c)  # (241, D)
+gated = gated * torch.rsqrt(gated.pow(2).mean(dim=-1, keepdim=True) + eps_fig)
+gate_first = gated.pow(2).mean(dim=-1).sqrt()  # (241,)
+fig, ax = plt.subplots(figsize=(7, 3.2))
+ax.plot(c, norm_first, lw=2, label="norm, then gate (Qwen3-Next)")
+ax.plot(c, gate_first, lw=2, ls="--", label="gate, then norm (Mamba-2)")
+ax.set(xlabel="gate value c in every channel", ylabel="RMS of the output")
+ax.legend(fontsize=8)
+ax.set_title("Norm first, the gate sets the output's size; gate first, the norm "
+             "undoes it")
+plt.show()
+
+# %%
+# Normalized first, the output's RMS is :math:`|\mathrm{SiLU}(c)|` (times a factor
+# that eps keeps just below 1); gated first, it is 1 wherever
+# :math:`\mathrm{SiLU}(c)^2\, \overline{x^2} \gg \epsilon`.
+far = F.silu(c).abs().squeeze(1) > 0.1  # (241,) SiLU(c)**2 * mean(x**2) >> eps
+spread = (gate_first[far].max() - gate_first[far].min()).item()
+print(f"norm first: max |RMS - |SiLU(c)|| = "
+      f"{(norm_first - F.silu(c).abs().squeeze(1)).abs().max():.1e}")
+print(f"gate first: RMS in [{gate_first[far].min():.4f}, {gate_first[far].max():.4f}] "
+      f"for |SiLU(c)| > 0.1 ({int(far.sum())} of {len(c)} values)")
+torch.testing.assert_close(norm_first, F.silu(c).abs().squeeze(1))
+assert spread < 1e-3
+
+# %%
+# From scratch
+# ------------
+# The gated norm is the book's RMSNorm, then the gate: ``SiLU`` of the gate in float32,
+# the product rounded to the input's dtype once more at the end, in this order, as
+# Hugging Face's ``Qwen3NextRMSNormGated`` does.
+class RMSNormGated(RMSNorm):
+    """RMSNorm(x) * SiLU(gate), the gate in float32; x, gate (..., D) -> x's dtype."""
+
+    def forward(self, x, gate):
+        return (super().forward(x) * F.silu(gate.float())).to(x.dtype)
+
+
+def rms_norm_gate_first(norm, x, gate):
+    """Mamba-2's order: norm(x * SiLU(gate)), the product in float32; (..., D)."""
+    return norm(x.float() * F.silu(gate.float())).to(x.dtype)
+
+
+# %%
+# Equal to Hugging Face's, bit for bit in 16 bits
+# -----------------------------------------------
+# As in Qwen3-Next's Gated DeltaNet: rows of one head's width ``Dv``, eps ``1e-3`` at a
+# mean square near it (eps shows), every weight moved off its initialization of 1.
+from transformers.models.qwen3_next import modeling_qwen3_next as hf_qwen3_next
+
+Dv, eps = 32, 1e-3
+hf = hf_qwen3_next.Qwen3NextRMSNormGated(Dv, eps=eps).to(device)
+with torch.no_grad():
+    hf.weight.copy_(1 + 0.5 * torch.randn(Dv))
+ours = RMSNormGated(Dv, eps=eps).to(device)
+ours.load_state_dict(hf.state_dict(), strict=True)
+x = 0.03 * torch.randn(6, Dv, device=device)  # (N, Dv): rows of (B, L, Nh) heads
+z = 2 * torch.randn(6, Dv, device=device)  # (N, Dv): the gate
+with torch.no_grad():
+    gap32 = (ours(x, z) - hf(x, z)).abs().max().item()
+    print(f"float32: max |ours - Qwen3NextRMSNormGated| = {gap32:.1e}")
+    torch.testing.assert_close(ours(x, z), hf(x, z))
+    for dtype in (torch.bfloat16, torch.float16):
+        x16, z16 = x.to(dtype), z.to(dtype)
+        same = torch.equal(ours.to(dtype)(x16, z16), hf.to(dtype)(x16, z16))
+        print(f"{str(dtype):15s}: bit for bit equal: {same}")
+        assert same
+ours.float()
+hf.float()
+
+# %%
+# Proof: the roundings, the weights' two conventions, Mamba-2's order
+# -------------------------------------------------------------------
+# In 16 bits, Hugging Face rounds the normalized ``x`` to the input's dtype before the
+# weight and rounds the gated product again: two roundings. Computing all in float32
+# and rounding once gives other bits in some entries.
+with torch.no_grad():
+    x16, z16 = 30 * x.to(torch.bfloat16), z.to(torch.bfloat16)  # (N, Dv)
+    two = hf.to(torch.bfloat16)(x16, z16)
+    w32 = hf.weight.float()
+    hf.float()
+    x32 = x16.float()
+    once = (w32 * x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+            * F.silu(z16.float())).to(torch.bfloat16)
+n_diff = int((two != once).sum())
+max_diff = (two.float() - once.float()).abs().max()
+print(f"bfloat16: one rounding differs from Hugging Face's two in {n_diff} of "
+      f"{two.numel()} entries, by at most {max_diff:.1e}")
+assert n_diff > 0
+torch.testing.assert_close(two.float(), once.float(), atol=0, rtol=2**-7)  # <= 2 ulps
+
+# %%
+# One Qwen3-Next layer stores its weights two ways: its other RMSNorms (and its
+# QK-norm) weigh by ``1 + w`` from ``w = 0``; the gated norm by ``w`` from 1. The
+# gated norm sits in every Gated DeltaNet layer at the width of one value head.
+from transformers import Qwen3NextConfig
+
+config = Qwen3NextConfig(hidden_size=32, num_hidden_layers=4, vocab_size=64,
+                         linear_num_key_heads=2, linear_num_value_heads=4,
+                         linear_key_head_dim=8, linear_value_head_dim=Dv)
+delta = hf_qwen3_next.Qwen3NextGatedDeltaNet(config, layer_idx=0)
+plain = hf_qwen3_next.Qwen3NextRMSNorm(Dv)
+print(f"Gated DeltaNet's norm: {type(delta.norm).__name__}, width "
+      f"{delta.norm.weight.shape[0]}; weight at init {delta.norm.weight[0]:.0f}")
+print(f"Qwen3NextRMSNorm: weight at init {plain.weight[0]:.0f} (weighs by 1 + w)")
+assert isinstance(delta.norm, hf_qwen3_next.Qwen3NextRMSNormGated)
+assert delta.norm.weight.shape == (config.linear_value_head_dim,)
+assert (delta.norm.weight == 1).all() and (plain.weight == 0).all()
+
+# %%
+# Mamba-2's gated norm, Hugging Face's ``MambaRMSNormGated`` over one group of the
+# full width, is our RMSNorm of the gated input (float32); the two orders differ.
+from transformers.models.mamba2.modeling_mamba2 import MambaRMSNormGated
+
+mamba = MambaRMSNormGated(Dv, group_size=Dv, eps=eps).to(device)
+mamba.load_state_dict(hf.state_dict(), strict=True)  # the same weight
+plain_norm = RMSNorm(Dv, eps=eps).to(device)
+plain_norm.load_state_dict(hf.state_dict(), strict=True)
+with torch.no_grad():
+    gate_first = rms_norm_gate_first(plain_norm, x, z)
+    ref_mamba = mamba(x, z)
+    order_gap = ((hf(x, z) - ref_mamba).norm() / ref_mamba.norm()).item()
+print(f"max |ours - MambaRMSNormGated| = {(gate_first - ref_mamba).abs().max():.1e}")
+print(f"norm first vs gate first: relative gap {order_gap:.2f}")
+torch.testing.assert_close(gate_first, ref_mamba)
+assert order_gap > 0.3
+
+# %%
+# Try it: drop eps. Does it show here?
+# ------------------------------------
+# ``x``'s mean square is near ``eps = 1e-3``. Run the gated norm with ``eps = 0``.
+
+# Yes: at a mean square near eps, eps changes every output by a visible fraction.
+no_eps = RMSNormGated(Dv, eps=0.0).to(device)
+no_eps.load_state_dict(hf.state_dict(), strict=True)
+with torch.no_grad():
+    eps_gap = ((no_eps(x, z) - hf(x, z)).norm() / hf(x, z).norm()).item()
+print(f"mean square of x: {x.pow(2).mean():.1e}; eps = 0 misses by {eps_gap:.2f}")
+assert eps_gap > 0.1
+
+# %%
+# Try it: normalize all heads of a token at once
+# ----------------------------------------------
+# Hugging Face reshapes the Gated DeltaNet's output to rows of one head before the
+# norm. Normalize a token's ``Nh`` heads together instead (one RMS over ``Nh * Dv``,
+# the weight repeated per head). Same output?
+
+# No, unless every head has the same RMS: heads 2x apart here.
+x_heads = x[:4] * torch.tensor([1.0, 2.0, 1.0, 2.0], device=device)[:, None]  # (Nh, Dv)
+with torch.no_grad():
+    per_head = hf(x_heads, z[:4])  # (Nh, Dv): each head its own RMS
+    wide = RMSNormGated(4 * Dv, eps=eps).to(device)
+    wide.weight.copy_(hf.weight.repeat(4))
+    joint = wide(x_heads.reshape(1, 4 * Dv), z[:4].reshape(1, 4 * Dv)).view(4, Dv)
+head_gap = ((joint - per_head).norm() / per_head.norm()).item()
+print(f"one RMS over the token's heads: relative gap {head_gap:.2f}")
+assert head_gap > 0.1
+
+# %%
+# References
+# ----------
+# Gated DeltaNet :footcite:p:`Yang2024`; Mamba-2 :footcite:p:`Dao2024`; RMSNorm
+# :footcite:p:`Zhang2019`. APIs: ``Qwen3NextRMSNormGated``, ``Qwen3NextRMSNorm``,
+# ``Qwen3NextGatedDeltaNet``, ``MambaRMSNormGated``.
+#
+# .. footbibliography::
