@@ -194,13 +194,14 @@ plt.show()
 # Every softmax output lies above the floor, which is positive; at every query token
 # some gated outputs go below 5 % of it.
 margin = (plain_norms - floor[:, None]).min().item()
-deep = (gated_norms < 0.05 * floor[:, None]).sum(dim=1)  # (L,) per query token
+deepest = (gated_norms / floor[:, None]).min(dim=1).values  # (L,) per query token
 print(f"floor > 0 at every token: {bool((floor > 0).all())}; "
       f"min over patterns of ||o|| - floor = {margin:.3f}")
-print(f"gated outputs below 5 % of the floor, per query token: {deep.tolist()}")
+print(f"smallest gated ||o|| / floor, the largest over query tokens: "
+      f"{deepest.max():.4f}")
 assert (floor > 0).all()
-assert margin >= 0
-assert (deep > 0).all()
+assert (plain_norms >= floor[:, None]).all()
+assert (deepest < 0.05).all()
 
 # %%
 # From scratch
@@ -269,8 +270,7 @@ print(ours.load_state_dict(hf.state_dict(), strict=True))
 
 # Small inputs: q and k have mean squares near eps = 1e-3, so eps matters.
 x = 0.1 * torch.randn(B, L, D, device=device)  # (B, L, D)
-pos = torch.stack([torch.arange(L), 3 * torch.arange(L) + 5, torch.arange(L) + 100])
-pos = pos.to(device)  # (B, L): one row from 0, two rows further on
+pos = torch.randint(0, 200, (B, L)).sort(dim=-1).values.to(device)  # (B, L) rising
 cos, sin = partial_cos_sin(pos, Dh, 0.25, BASE)  # (B, L, Dr)
 cos_hf, sin_hf = hf_qwen3_next.Qwen3NextRotaryEmbedding(config).to(device)(x, pos)
 future = torch.ones(L, L, dtype=torch.bool, device=device).triu(1)  # (L, L)
@@ -415,8 +415,7 @@ gaps = {}
 for name, o in outs_changed.items():
     gaps[name] = ((o - ref).norm() / ref.norm()).item()
     print(f"{name:28s}: relative gap {gaps[name]:.3f}")
-gap_min = min(gaps.values())
-assert gap_min > 0.03
+assert all(gap > 0.03 for gap in gaps.values())
 
 # %%
 # Try it: split ``q_proj``'s output as [all queries | all gates]. Same model?
@@ -441,7 +440,7 @@ with torch.no_grad():
     gap_split = ((halves(x, cos, sin) - ref).norm() / ref.norm()).item()
     # The two layouts are one permutation of q_proj's rows apart: (Nh, 2, Dh) rows
     # reordered to (2, Nh, Dh) make the halves split Hugging Face's model again.
-    w = hf.q_proj.weight.view(Nh, 2, Dh, D).transpose(0, 1).reshape(2 * Nh * Dh, D)
+    w = hf.q_proj.weight.unflatten(0, (Nh, 2, Dh)).transpose(0, 1).flatten(0, 2)
     halves.q_proj.weight.copy_(w)
     permuted = halves(x, cos, sin)
 print(f"[queries | gates] split: relative gap to Hugging Face {gap_split:.2f}")
