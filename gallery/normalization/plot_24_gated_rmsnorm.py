@@ -85,16 +85,17 @@ class RMSNorm(nn.Module):
 #
 # The norm removes the size of whatever enters it. Gating after the norm, the gate
 # sets the output's size; gating before, a gate that scales every channel alike is
-# undone. Below, one token and a gate of one value :math:`c` in every channel.
+# undone. Below, one token and a gate of one value :math:`c` in every channel (float64).
 gen = torch.Generator().manual_seed(0)
-D_fig, eps_fig = 64, 1e-6
-x_fig = torch.randn(D_fig, generator=gen)  # (D,)
-c = torch.linspace(-6, 6, 241)[:, None]  # (241, 1) the gate's value
-x_hat = x_fig * torch.rsqrt(x_fig.pow(2).mean() + eps_fig)  # (D,) RMS just below 1
-norm_first = (x_hat * F.silu(c)).pow(2).mean(dim=-1).sqrt()  # (241,) RMS of the output
-gated = x_fig * F.silu(c)  # (241, D)
+eps_fig = 1e-6
+x_fig = torch.randn(1, 64, generator=gen, dtype=torch.float64)  # (1, D) one token
+c = torch.linspace(-6, 6, 241, dtype=torch.float64)[:, None, None]  # (241, 1, 1)
+x_hat = x_fig * torch.rsqrt(x_fig.pow(2).mean(dim=-1, keepdim=True) + eps_fig)  # (1, D)
+norm_first = (x_hat * F.silu(c)).pow(2).mean(dim=-1).sqrt()[:, 0]  # (241,) output RMS
+gated = x_fig * F.silu(c)  # (241, 1, D)
 gated = gated * torch.rsqrt(gated.pow(2).mean(dim=-1, keepdim=True) + eps_fig)
-gate_first = gated.pow(2).mean(dim=-1).sqrt()  # (241,)
+gate_first = gated.pow(2).mean(dim=-1).sqrt()[:, 0]  # (241,)
+c = c.flatten()  # (241,)
 fig, ax = plt.subplots(figsize=(7, 3.2))
 ax.plot(c, norm_first, lw=2, label="norm, then gate (Qwen3-Next)")
 ax.plot(c, gate_first, lw=2, ls="--", label="gate, then norm (Mamba-2)")
@@ -105,17 +106,17 @@ ax.set_title("Norm first, the gate sets the output's size; gate first, the norm 
 plt.show()
 
 # %%
-# Normalized first, the output's RMS is :math:`|\mathrm{SiLU}(c)|` (times a factor
-# that eps keeps just below 1); gated first, it is 1 wherever
-# :math:`\mathrm{SiLU}(c)^2\, \overline{x^2} \gg \epsilon`.
-far = F.silu(c).abs().squeeze(1) > 0.1  # (241,) SiLU(c)**2 * mean(x**2) >> eps
-spread = (gate_first[far].max() - gate_first[far].min()).item()
-print(f"norm first: max |RMS - |SiLU(c)|| = "
-      f"{(norm_first - F.silu(c).abs().squeeze(1)).abs().max():.1e}")
-print(f"gate first: RMS in [{gate_first[far].min():.4f}, {gate_first[far].max():.4f}] "
-      f"for |SiLU(c)| > 0.1 ({int(far.sum())} of {len(c)} values)")
-torch.testing.assert_close(norm_first, F.silu(c).abs().squeeze(1))
-assert spread < 1e-3
+# With :math:`s = \mathrm{SiLU}(c)` and :math:`m = \overline{x^2}`: normalized first,
+# the output's RMS is :math:`|s| \sqrt{m / (m + \epsilon)}`, the gate's size; gated
+# first, it is :math:`\sqrt{s^2 m / (s^2 m + \epsilon)}`, 1 wherever
+# :math:`s^2 m \gg \epsilon`, whatever the gate.
+s, m = F.silu(c), x_fig.pow(2).mean()  # (241,), ()
+far = s.abs() > 0.1  # (241,) s**2 * m >> eps
+print(f"norm first: RMS from {norm_first.min():.4f} to {norm_first.max():.2f}")
+print(f"gate first: RMS from {gate_first[far].min():.6f} to {gate_first[far].max():.6f}"
+      f" for |SiLU(c)| > 0.1 ({int(far.sum())} of {len(c)} values)")
+torch.testing.assert_close(norm_first, s.abs() * torch.sqrt(m / (m + eps_fig)))
+torch.testing.assert_close(gate_first, torch.sqrt(s**2 * m / (s**2 * m + eps_fig)))
 
 # %%
 # From scratch
@@ -147,9 +148,9 @@ hf = hf_qwen3_next.Qwen3NextRMSNormGated(Dv, eps=eps).to(device)
 with torch.no_grad():
     hf.weight.copy_(1 + 0.5 * torch.randn(Dv))
 ours = RMSNormGated(Dv, eps=eps).to(device)
-ours.load_state_dict(hf.state_dict(), strict=True)
-x = 0.03 * torch.randn(6, Dv, device=device)  # (N, Dv): rows of (B, L, Nh) heads
-z = 2 * torch.randn(6, Dv, device=device)  # (N, Dv): the gate
+ours.load_state_dict(hf.state_dict())  # strict: the same names
+x = 0.03 * torch.randn(2, 3, Dv, device=device)  # (B, L, Dv): one head per token
+z = 2 * torch.randn(2, 3, Dv, device=device)  # (B, L, Dv): the gate
 with torch.no_grad():
     gap32 = (ours(x, z) - hf(x, z)).abs().max().item()
     print(f"float32: max |ours - Qwen3NextRMSNormGated| = {gap32:.1e}")
@@ -169,7 +170,7 @@ hf.float()
 # weight and rounds the gated product again: two roundings. Computing all in float32
 # and rounding once gives other bits in some entries.
 with torch.no_grad():
-    x16, z16 = 30 * x.to(torch.bfloat16), z.to(torch.bfloat16)  # (N, Dv)
+    x16, z16 = 30 * x.to(torch.bfloat16), z.to(torch.bfloat16)  # (B, L, Dv)
     two = hf.to(torch.bfloat16)(x16, z16)
     w32 = hf.weight.float()
     hf.float()
@@ -180,7 +181,7 @@ n_diff = int((two != once).sum())
 max_diff = (two.float() - once.float()).abs().max()
 print(f"bfloat16: one rounding differs from Hugging Face's two in {n_diff} of "
       f"{two.numel()} entries, by at most {max_diff:.1e}")
-assert n_diff > 0
+assert not torch.equal(two, once)
 torch.testing.assert_close(two.float(), once.float(), atol=0, rtol=2**-7)  # <= 2 ulps
 
 # %%
@@ -207,9 +208,9 @@ assert (delta.norm.weight == 1).all() and (plain.weight == 0).all()
 from transformers.models.mamba2.modeling_mamba2 import MambaRMSNormGated
 
 mamba = MambaRMSNormGated(Dv, group_size=Dv, eps=eps).to(device)
-mamba.load_state_dict(hf.state_dict(), strict=True)  # the same weight
+mamba.load_state_dict(hf.state_dict())  # the same weight
 plain_norm = RMSNorm(Dv, eps=eps).to(device)
-plain_norm.load_state_dict(hf.state_dict(), strict=True)
+plain_norm.load_state_dict(hf.state_dict())
 with torch.no_grad():
     gate_first = rms_norm_gate_first(plain_norm, x, z)
     ref_mamba = mamba(x, z)
@@ -224,12 +225,16 @@ assert order_gap > 0.3
 # ------------------------------------
 # ``x``'s mean square is near ``eps = 1e-3``. Run the gated norm with ``eps = 0``.
 
-# Yes: at a mean square near eps, eps changes every output by a visible fraction.
+# Yes: each row grows by sqrt((m + eps) / m) for its own mean square m, a visible
+# fraction here.
 no_eps = RMSNormGated(Dv, eps=0.0).to(device)
-no_eps.load_state_dict(hf.state_dict(), strict=True)
+no_eps.load_state_dict(hf.state_dict())
 with torch.no_grad():
+    m_rows = x.pow(2).mean(dim=-1, keepdim=True)  # (B, L, 1)
     eps_gap = ((no_eps(x, z) - hf(x, z)).norm() / hf(x, z).norm()).item()
-print(f"mean square of x: {x.pow(2).mean():.1e}; eps = 0 misses by {eps_gap:.2f}")
+    print(f"mean square of x: {x.pow(2).mean():.1e}; eps = 0 misses by {eps_gap:.2f}")
+    grown = hf(x, z) * torch.sqrt((m_rows + eps) / m_rows)  # (B, L, Dv)
+    torch.testing.assert_close(no_eps(x, z), grown)
 assert eps_gap > 0.1
 
 # %%
@@ -239,15 +244,18 @@ assert eps_gap > 0.1
 # norm. Normalize a token's ``Nh`` heads together instead (one RMS over ``Nh * Dv``,
 # the weight repeated per head). Same output?
 
-# No, unless every head has the same RMS: heads 2x apart here.
-x_heads = x[:4] * torch.tensor([1.0, 2.0, 1.0, 2.0], device=device)[:, None]  # (Nh, Dv)
+# Only when every head has the same RMS: heads 1 to 2x apart miss, heads brought to
+# one RMS agree.
+x_heads = x[0] * torch.linspace(1.0, 2.0, 3, device=device)[:, None]  # (Nh, Dv)
+x_same = x[0] / x[0].pow(2).mean(dim=-1, keepdim=True).sqrt() * 0.03  # (Nh, Dv)
+wide = RMSNormGated(3 * Dv, eps=eps).to(device)  # one token's Nh = 3 heads at once
 with torch.no_grad():
-    per_head = hf(x_heads, z[:4])  # (Nh, Dv): each head its own RMS
-    wide = RMSNormGated(4 * Dv, eps=eps).to(device)
-    wide.weight.copy_(hf.weight.repeat(4))
-    joint = wide(x_heads.reshape(1, 4 * Dv), z[:4].reshape(1, 4 * Dv)).view(4, Dv)
-head_gap = ((joint - per_head).norm() / per_head.norm()).item()
-print(f"one RMS over the token's heads: relative gap {head_gap:.2f}")
+    wide.weight.copy_(hf.weight.repeat(3))
+    joint, joint_same = (wide(t.reshape(1, 3 * Dv), z[0].reshape(1, 3 * Dv)).view(3, Dv)
+                         for t in (x_heads, x_same))
+    head_gap = ((joint - hf(x_heads, z[0])).norm() / hf(x_heads, z[0]).norm()).item()
+    print(f"one RMS over the token's heads: relative gap {head_gap:.2f}")
+    torch.testing.assert_close(joint_same, hf(x_same, z[0]))
 assert head_gap > 0.1
 
 # %%
