@@ -85,20 +85,23 @@ class RMSNorm(nn.Module):
 #
 # The norm removes the size of whatever enters it. Gating after the norm, the gate
 # sets the output's size; gating before, a gate that scales every channel alike is
-# undone. Below, one token and a gate of one value :math:`c` in every channel (float64).
+# undone. Below, two tokens and a gate of one value :math:`c` in every channel
+# (float64), at Qwen3-Next's eps.
+from transformers import Qwen3NextConfig
+
 gen = torch.Generator().manual_seed(0)
-eps_fig = 1e-6
-x_fig = torch.randn(1, 64, generator=gen, dtype=torch.float64)  # (1, D) one token
+eps_fig = Qwen3NextConfig().rms_norm_eps  # the gated norm's eps in Qwen3-Next
+x_fig = torch.randn(2, 64, generator=gen, dtype=torch.float64)  # (2, D) two tokens
 c = torch.linspace(-6, 6, 241, dtype=torch.float64)[:, None, None]  # (241, 1, 1)
-x_hat = x_fig * torch.rsqrt(x_fig.pow(2).mean(dim=-1, keepdim=True) + eps_fig)  # (1, D)
-norm_first = (x_hat * F.silu(c)).pow(2).mean(dim=-1).sqrt()[:, 0]  # (241,) output RMS
-gated = x_fig * F.silu(c)  # (241, 1, D)
+x_hat = x_fig * torch.rsqrt(x_fig.pow(2).mean(dim=-1, keepdim=True) + eps_fig)  # (2, D)
+norm_first = (x_hat * F.silu(c)).pow(2).mean(dim=-1).sqrt()  # (241, 2) output RMS
+gated = x_fig * F.silu(c)  # (241, 2, D)
 gated = gated * torch.rsqrt(gated.pow(2).mean(dim=-1, keepdim=True) + eps_fig)
-gate_first = gated.pow(2).mean(dim=-1).sqrt()[:, 0]  # (241,)
-c = c.flatten()  # (241,)
+gate_first = gated.pow(2).mean(dim=-1).sqrt()  # (241, 2)
+c = c[:, :, 0]  # (241, 1)
 fig, ax = plt.subplots(figsize=(7, 3.2))
-ax.plot(c, norm_first, lw=2, label="norm, then gate (Qwen3-Next)")
-ax.plot(c, gate_first, lw=2, ls="--", label="gate, then norm (Mamba-2)")
+ax.plot(c, norm_first[:, 0], lw=2, label="norm, then gate (Qwen3-Next)")
+ax.plot(c, gate_first[:, 0], lw=2, ls="--", label="gate, then norm (Mamba-2)")
 ax.set(xlabel="gate value c in every channel", ylabel="RMS of the output")
 ax.legend(fontsize=8)
 ax.set_title("Norm first, the gate sets the output's size; gate first, the norm "
@@ -110,11 +113,13 @@ plt.show()
 # the output's RMS is :math:`|s| \sqrt{m / (m + \epsilon)}`, the gate's size; gated
 # first, it is :math:`\sqrt{s^2 m / (s^2 m + \epsilon)}`, 1 wherever
 # :math:`s^2 m \gg \epsilon`, whatever the gate.
-s, m = F.silu(c), x_fig.pow(2).mean()  # (241,), ()
-far = s.abs() > 0.1  # (241,) s**2 * m >> eps
-print(f"norm first: RMS from {norm_first.min():.4f} to {norm_first.max():.2f}")
+s, m = F.silu(c), x_fig.pow(2).mean(dim=-1)  # (241, 1), (2,)
+far = s.abs().flatten() > 0.1  # (241,) s**2 * m >> eps
+print(f"eps = {eps_fig:.0e}; norm first: RMS from {norm_first.min():.4f} to "
+      f"{norm_first.max():.2f}")
 print(f"gate first: RMS from {gate_first[far].min():.6f} to {gate_first[far].max():.6f}"
       f" for |SiLU(c)| > 0.1 ({int(far.sum())} of {len(c)} values)")
+assert eps_fig == 1e-6
 torch.testing.assert_close(norm_first, s.abs() * torch.sqrt(m / (m + eps_fig)))
 torch.testing.assert_close(gate_first, torch.sqrt(s**2 * m / (s**2 * m + eps_fig)))
 
@@ -170,7 +175,7 @@ hf.float()
 # weight and rounds the gated product again: two roundings. Computing all in float32
 # and rounding once gives other bits in some entries.
 with torch.no_grad():
-    x16, z16 = 30 * x.to(torch.bfloat16), z.to(torch.bfloat16)  # (B, L, Dv)
+    x16, z16 = x.to(torch.bfloat16), z.to(torch.bfloat16)  # (B, L, Dv)
     two = hf.to(torch.bfloat16)(x16, z16)
     w32 = hf.weight.float()
     hf.float()
@@ -182,14 +187,13 @@ max_diff = (two.float() - once.float()).abs().max()
 print(f"bfloat16: one rounding differs from Hugging Face's two in {n_diff} of "
       f"{two.numel()} entries, by at most {max_diff:.1e}")
 assert not torch.equal(two, once)
-torch.testing.assert_close(two.float(), once.float(), atol=0, rtol=2**-7)  # <= 2 ulps
+# two roundings: at most 2 bfloat16 ulps apart, each at most 2**-7 relative
+torch.testing.assert_close(two.float(), once.float(), atol=0, rtol=2**-6)
 
 # %%
 # One Qwen3-Next layer stores its weights two ways: its other RMSNorms (and its
 # QK-norm) weigh by ``1 + w`` from ``w = 0``; the gated norm by ``w`` from 1. The
 # gated norm sits in every Gated DeltaNet layer at the width of one value head.
-from transformers import Qwen3NextConfig
-
 config = Qwen3NextConfig(hidden_size=32, num_hidden_layers=4, vocab_size=64,
                          linear_num_key_heads=2, linear_num_value_heads=4,
                          linear_key_head_dim=8, linear_value_head_dim=Dv)
@@ -244,10 +248,10 @@ assert eps_gap > 0.1
 # norm. Normalize a token's ``Nh`` heads together instead (one RMS over ``Nh * Dv``,
 # the weight repeated per head). Same output?
 
-# Only when every head has the same RMS: heads 1 to 2x apart miss, heads brought to
-# one RMS agree.
-x_heads = x[0] * torch.linspace(1.0, 2.0, 3, device=device)[:, None]  # (Nh, Dv)
-x_same = x[0] / x[0].pow(2).mean(dim=-1, keepdim=True).sqrt() * 0.03  # (Nh, Dv)
+# Only when every head has the same RMS: heads 1 to 2x apart miss, the same heads
+# brought to one RMS (unit length) agree.
+x_heads = torch.linspace(1.0, 2.0, 3, device=device).unsqueeze(1) * x[0]  # (Nh, Dv)
+x_same = F.normalize(x_heads, dim=-1)  # (Nh, Dv): one RMS for every head
 wide = RMSNormGated(3 * Dv, eps=eps).to(device)  # one token's Nh = 3 heads at once
 with torch.no_grad():
     wide.weight.copy_(hf.weight.repeat(3))
