@@ -287,6 +287,8 @@ torch.testing.assert_close(sin, sin_hf)
 torch.testing.assert_close(out, ref)
 
 # %%
+# Proof: an infinite gate is plain attention, a zero gate halves it
+# -----------------------------------------------------------------
 # The gate, switched off and halved, in Hugging Face's layer: a forward hook on its
 # ``q_proj`` overwrites the gate logits (the second half of each head's ``2 * Dh``).
 # At :math:`g = +\infty`, :math:`\sigma(g) = 1` exactly and the layer is plain
@@ -320,8 +322,8 @@ torch.testing.assert_close(outs[0.0], plain / 2)
 assert gate_effect > 0.3
 
 # %%
-# Qwen3-Next-80B-A3B's sizes
-# --------------------------
+# Proof: Qwen3-Next-80B-A3B's sizes, from its config
+# --------------------------------------------------
 # The published ``config.json`` of Qwen/Qwen3-Next-80B-A3B-Instruct on the Hugging Face
 # Hub (the fields used here; ``Qwen3NextConfig``'s defaults are that checkpoint's). One
 # layer in four is full attention; the gate is a fifth projection as large as the
