@@ -15,8 +15,7 @@ token. Built on the book's RMSNorm and equal, bit for bit, to Hugging Face's
 - that one model stores its two RMSNorms' weights differently (``w`` and ``1 + w``)
 
 **Prerequisites:** :doc:`/generated/normalization/plot_05_groupnorm_rmsnorm` (RMSNorm),
-:doc:`/generated/normalization/plot_15_norms_16bit` (norms in 16 bits),
-:doc:`/generated/transformer/plot_25_gated_attention` (an output gate).
+:doc:`/generated/normalization/plot_15_norms_16bit` (norms in 16 bits).
 
 .. index:: ! gated RMSNorm
 .. index:: ! RMSNormGated
@@ -79,9 +78,11 @@ class RMSNorm(nn.Module):
 # .. math::
 #
 #    y = \Big(w \odot \frac{x}{\sqrt{\overline{x^2} + \epsilon}}\Big) \odot
-#    \mathrm{SiLU}(z), \qquad
-#    y_\text{Mamba-2} = w \odot \mathrm{RMSNorm}\big(x \odot \mathrm{SiLU}(z)\big),
-#    \qquad \mathrm{SiLU}(z) = z\, \sigma(z).
+#    \mathrm{SiLU}(z), \qquad \mathrm{SiLU}(z) = z\, \sigma(z),
+#
+# .. math::
+#
+#    y_\text{Mamba-2} = w \odot \mathrm{RMSNorm}\big(x \odot \mathrm{SiLU}(z)\big).
 #
 # The norm removes the size of whatever enters it. Gating after the norm, the gate
 # sets the output's size; gating before, a gate that scales every channel alike is
@@ -90,7 +91,7 @@ class RMSNorm(nn.Module):
 from transformers import Qwen3NextConfig
 
 gen = torch.Generator().manual_seed(0)
-eps_fig = Qwen3NextConfig().rms_norm_eps  # the gated norm's eps in Qwen3-Next
+eps_fig = Qwen3NextConfig().rms_norm_eps  # the gated norm reads rms_norm_eps
 x_fig = torch.randn(2, 64, generator=gen, dtype=torch.float64)  # (2, D) two tokens
 c = torch.linspace(-6, 6, 241, dtype=torch.float64)[:, None, None]  # (241, 1, 1)
 x_hat = x_fig * torch.rsqrt(x_fig.pow(2).mean(dim=-1, keepdim=True) + eps_fig)  # (2, D)
