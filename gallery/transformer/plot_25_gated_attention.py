@@ -184,9 +184,9 @@ ax.scatter(tt + 0.15, gated_norms, s=4, color="C0", alpha=0.4, rasterized=True,
            label="gated, ||sigmoid(g) * o_t||")
 ax.step(torch.arange(L_fig), floor, where="mid", color="C3", lw=2,
         label="floor: min over j <= t of u . v_j")
-ax.set(yscale="log", xlabel="query token t (sees keys 0 .. t)",
+ax.set(yscale="log", ylim=(None, 20), xlabel="query token t (sees keys 0 .. t)",
        ylabel="norm of the head's output")
-ax.legend(loc="lower left", fontsize=8)
+ax.legend(loc="upper center", ncol=3, fontsize=8, markerscale=3)
 ax.set_title("No attention pattern takes a head below its values' floor; the gate does")
 plt.show()
 
