@@ -15,7 +15,7 @@ token. Built on the book's RMSNorm and equal, bit for bit, to Hugging Face's
 - that one model stores its two RMSNorms' weights differently (``w`` and ``1 + w``)
 
 **Prerequisites:** :doc:`/generated/normalization/plot_05_groupnorm_rmsnorm` (RMSNorm),
-:doc:`/generated/normalization/plot_15_norms_16bit` (norms in 16 bits).
+:doc:`/generated/transformer/plot_11_llama_decoder_layer` (SiLU, RMSNorm in float32).
 
 .. index:: ! gated RMSNorm
 .. index:: ! RMSNormGated
@@ -174,7 +174,8 @@ hf.float()
 # -------------------------------------------------------------------
 # In 16 bits, Hugging Face rounds the normalized ``x`` to the input's dtype before the
 # weight and rounds the gated product again: two roundings. Computing all in float32
-# and rounding once gives other bits in some entries.
+# and rounding once gives other bits in some entries (norms in 16 bits:
+# :doc:`/generated/normalization/plot_15_norms_16bit`).
 with torch.no_grad():
     x16, z16 = x.to(torch.bfloat16), z.to(torch.bfloat16)  # (B, L, Dv)
     two = hf.to(torch.bfloat16)(x16, z16)
