@@ -166,7 +166,6 @@ with torch.no_grad():
         same = torch.equal(ours.to(dtype)(x16, z16), hf.to(dtype)(x16, z16))
         print(f"{str(dtype):15s}: bit for bit equal: {same}")
         assert same
-ours.float()
 hf.float()
 
 # %%
@@ -196,16 +195,17 @@ torch.testing.assert_close(two.float(), once.float(), atol=0, rtol=2**-6)
 # One Qwen3-Next layer stores its weights two ways: its other RMSNorms (and its
 # QK-norm) weigh by ``1 + w`` from ``w = 0``; the gated norm by ``w`` from 1. The
 # gated norm sits in every Gated DeltaNet layer at the width of one value head.
-config = Qwen3NextConfig(hidden_size=32, num_hidden_layers=4, vocab_size=64,
-                         linear_num_key_heads=2, linear_num_value_heads=4,
-                         linear_key_head_dim=8, linear_value_head_dim=Dv)
+config = Qwen3NextConfig(hidden_size=48, linear_num_key_heads=2,
+                         linear_num_value_heads=4, linear_key_head_dim=8,
+                         linear_value_head_dim=Dv)
 delta = hf_qwen3_next.Qwen3NextGatedDeltaNet(config, layer_idx=0)
 plain = hf_qwen3_next.Qwen3NextRMSNorm(Dv)
 print(f"Gated DeltaNet's norm: {type(delta.norm).__name__}, width "
       f"{delta.norm.weight.shape[0]}; weight at init {delta.norm.weight[0]:.0f}")
 print(f"Qwen3NextRMSNorm: weight at init {plain.weight[0]:.0f} (weighs by 1 + w)")
 assert isinstance(delta.norm, hf_qwen3_next.Qwen3NextRMSNormGated)
-assert delta.norm.weight.shape == (config.linear_value_head_dim,)
+assert delta.norm.weight.shape == (Dv,)
+assert delta.out_proj.weight.shape == (48, 4 * Dv)  # (D, Nh * Dv): heads joined after
 assert (delta.norm.weight == 1).all() and (plain.weight == 0).all()
 
 # %%

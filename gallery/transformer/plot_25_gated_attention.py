@@ -194,7 +194,7 @@ plt.show()
 # Every softmax output lies above the floor, which is positive; at every query token
 # some gated outputs go below 5 % of it.
 margin = (plain_norms - floor[:, None]).min().item()
-deepest = (gated_norms / floor[:, None]).min(dim=1).values  # (L,) per query token
+deepest = gated_norms.min(dim=1).values / floor  # (L,) per query token
 print(f"floor > 0 at every token: {bool((floor > 0).all())}; "
       f"min over patterns of ||o|| - floor = {margin:.3f}")
 print(f"smallest gated ||o|| / floor, the largest over query tokens: "
@@ -246,14 +246,14 @@ class Qwen3NextAttention(nn.Module):
 # %%
 # Equal to Hugging Face's ``Qwen3NextAttention``
 # ----------------------------------------------
-# A tiny random ``Qwen3NextConfig`` (``D = 32``, ``Nh = 4``, ``Nkv = 2``, ``Dh = 16``,
+# A tiny random ``Qwen3NextConfig`` (``D = 48``, ``Nh = 4``, ``Nkv = 2``, ``Dh = 16``,
 # partial RoPE factor 0.25 as Qwen3-Next, so ``Dr = 4``), eager attention, every
 # parameter moved off its initialization, the norms' included. Hugging Face's names
 # load strictly; its layer gets the additive causal mask its model would build.
 from transformers import Qwen3NextConfig
 from transformers.models.qwen3_next import modeling_qwen3_next as hf_qwen3_next
 
-B, L, D, Nh, Nkv, Dh, BASE = 3, 8, 32, 4, 2, 16, 1000.0
+B, L, D, Nh, Nkv, Dh, BASE = 3, 8, 48, 4, 2, 16, 1000.0
 config = Qwen3NextConfig(
     hidden_size=D, num_attention_heads=Nh, num_key_value_heads=Nkv, head_dim=Dh,
     num_hidden_layers=4, vocab_size=64, rms_norm_eps=1e-3,
@@ -412,6 +412,7 @@ with torch.no_grad():
         outs_changed[name] = layer(x, cos, sin)
     outs_changed["RoPE on all Dh channels"] = ours(x, cos_full, sin_full)
     outs_changed["no gate"] = plain
+assert cos_full.shape[-1] == Dh
 torch.testing.assert_close(outs_changed.pop("unchanged"), ref)
 gaps = {}
 for name, o in outs_changed.items():
@@ -437,7 +438,7 @@ class HalvesSplit(Qwen3NextAttention):
 
 
 halves = HalvesSplit(D, Nh, Nkv, Dh, eps=config.rms_norm_eps).to(device)
-halves.load_state_dict(hf.state_dict(), strict=True)
+halves.load_state_dict(hf.state_dict())  # strict: the same names
 with torch.no_grad():
     gap_split = ((halves(x, cos, sin) - ref).norm() / ref.norm()).item()
     # The two layouts are one permutation of q_proj's rows apart: (Nh, 2, Dh) rows
@@ -479,6 +480,7 @@ print(f"value gate:  ||o_3|| = {gated_values[3].norm():.2f}, "
       f"||o_4|| = {gated_values[4].norm():.2f}")
 assert (v_t @ u).min() > 0
 assert gated_out[3].norm() == 0 and gated_values[3].norm() == 0
+assert gated_values[-1].norm() > 0.1  # later queries still read ungated values
 torch.testing.assert_close(gated_out[4], o_t[4])
 assert (gated_values[4] - o_t[4]).norm() > 0.5 * o_t[4].norm()
 
