@@ -196,8 +196,7 @@ torch.testing.assert_close(two.float(), once.float(), atol=0, rtol=2**-6)
 # QK-norm) weigh by ``1 + w`` from ``w = 0``; the gated norm by ``w`` from 1. The
 # gated norm sits in every Gated DeltaNet layer at the width of one value head.
 config = Qwen3NextConfig(hidden_size=48, linear_num_key_heads=2,
-                         linear_num_value_heads=4, linear_key_head_dim=8,
-                         linear_value_head_dim=Dv)
+                         linear_num_value_heads=4, linear_value_head_dim=Dv)
 delta = hf_qwen3_next.Qwen3NextGatedDeltaNet(config, layer_idx=0)
 plain = hf_qwen3_next.Qwen3NextRMSNorm(Dv)
 print(f"Gated DeltaNet's norm: {type(delta.norm).__name__}, width "

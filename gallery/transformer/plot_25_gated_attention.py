@@ -268,7 +268,8 @@ with torch.no_grad():
 ours = Qwen3NextAttention(D, Nh, Nkv, Dh, eps=config.rms_norm_eps).to(device)
 print(ours.load_state_dict(hf.state_dict(), strict=True))
 
-# Small inputs: q and k have mean squares near eps = 1e-3, so eps matters.
+# Small inputs: every head of q and k has a mean square between eps = 1e-3 and 100 eps,
+# so eps moves the norms' output (asserted).
 x = 0.1 * torch.randn(B, L, D, device=device)  # (B, L, D)
 pos = torch.randint(0, 200, (B, L)).sort(dim=-1).values.to(device)  # (B, L) rising
 cos, sin = partial_cos_sin(pos, Dh, 0.25, BASE)  # (B, L, Dr)
@@ -281,7 +282,13 @@ with torch.no_grad():
     out = ours(x, cos, sin)  # (B, L, D)
 gap_hf = (out - ref).abs().max().item()
 print(f"cos, sin: {tuple(cos.shape)}, Dr = {cos.shape[-1]} of Dh = {Dh}")
+with torch.no_grad():
+    q_ms = ours.split(x)[0].pow(2).mean(dim=-1)  # (B, L, Nh) before the norm
+    k_ms = ours.k_proj(x).view(B, L, Nkv, Dh).pow(2).mean(dim=-1)  # (B, L, Nkv)
+ms_lo, ms_hi = min(q_ms.min(), k_ms.min()).item(), max(q_ms.max(), k_ms.max()).item()
+print(f"mean square per head of q and k: {ms_lo:.1e} to {ms_hi:.1e}")
 print(f"max |ours - Qwen3NextAttention| = {gap_hf:.1e}")
+assert config.rms_norm_eps < ms_lo and ms_hi < 100 * config.rms_norm_eps
 torch.testing.assert_close(cos, cos_hf)
 torch.testing.assert_close(sin, sin_hf)
 torch.testing.assert_close(out, ref)
