@@ -204,6 +204,7 @@ print(f"Gated DeltaNet's norm: {type(delta.norm).__name__}, width "
 print(f"Qwen3NextRMSNorm: weight at init {plain.weight[0]:.0f} (weighs by 1 + w)")
 assert isinstance(delta.norm, hf_qwen3_next.Qwen3NextRMSNormGated)
 assert delta.norm.weight.shape == (Dv,)
+assert (delta.num_k_heads, delta.num_v_heads) == (2, 4)  # 2 key heads, 4 value heads
 assert delta.out_proj.weight.shape == (48, 4 * Dv)  # (D, Nh * Dv): heads joined after
 assert (delta.norm.weight == 1).all() and (plain.weight == 0).all()
 
