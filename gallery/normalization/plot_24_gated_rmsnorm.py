@@ -39,6 +39,7 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 import transformers
+from torch import nn
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -49,7 +50,6 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
 # The book's RMSNorm, copied verbatim from
 # :doc:`/generated/normalization/plot_05_groupnorm_rmsnorm`: float32 statistics, the
 # result rounded to the input's dtype, then weighed.
-from torch import nn
 
 
 # Copied from normalization/plot_05_groupnorm_rmsnorm.py: RMSNorm
@@ -130,11 +130,17 @@ torch.testing.assert_close(gate_first, torch.sqrt(s**2 * m / (s**2 * m + eps_fig
 # The gated norm is the book's RMSNorm, then the gate: ``SiLU`` of the gate in float32,
 # the product rounded to the input's dtype once more at the end, in this order, as
 # Hugging Face's ``Qwen3NextRMSNormGated`` does.
-class RMSNormGated(RMSNorm):
+class RMSNormGated(nn.Module):
     """RMSNorm(x) * SiLU(gate), the gate in float32; x, gate (..., D) -> x's dtype."""
 
+    def __init__(self, D, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(D))  # (D,) as RMSNorm's
+        self.eps = eps
+
     def forward(self, x, gate):
-        return (super().forward(x) * F.silu(gate.float())).to(x.dtype)
+        normed = RMSNorm.forward(self, x)  # the book's RMSNorm, this weight and eps
+        return (normed * F.silu(gate.float())).to(x.dtype)
 
 
 def rms_norm_gate_first(norm, x, gate):

@@ -313,6 +313,7 @@ def gate_hook(value, Dh):
     return hook
 
 
+# %%
 with torch.no_grad():
     y_plain, _ = ours.heads(x, cos, sin)  # (B, L, Nh, Dh), before the gate
     plain = ours.o_proj(y_plain.flatten(2))  # (B, L, D): attention without a gate
@@ -374,8 +375,13 @@ assert big.q_proj.weight.numel() == 2 * n_gate
 import copy
 
 
-class PlainWeightNorm(GemmaRMSNorm):
+class PlainWeightNorm(nn.Module):
     """The QK-norm with weight w instead of 1 + w."""
+
+    def __init__(self, D, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(D))  # (D,)
+        self.eps = eps
 
     def forward(self, x):
         x32 = x.float()
@@ -404,6 +410,7 @@ def no_eps(layer):
     layer.q_norm.eps = layer.k_norm.eps = 0.0
 
 
+# %%
 # PlainWeightNorm is Gemma's norm but for the weight: given 1 + w, it is the same.
 shifted = PlainWeightNorm(Dh, config.rms_norm_eps).to(device)
 with torch.no_grad():
@@ -437,18 +444,11 @@ assert all(gap > 0.03 for gap in gaps.values())
 # queries. Hugging Face's layer views ``(B, L, Nh, 2 * Dh)`` first. Do the two agree?
 
 # No: the weights are the same, the rows mean other things. Only the checkpoint's
-# layout is right.
-class HalvesSplit(Qwen3NextAttention):
-    """q_proj's output read as [all queries | all gates]: the wrong layout."""
-
-    def split(self, x):
-        B, L, _ = x.shape
-        q, gate = self.q_proj(x).chunk(2, dim=-1)  # (B, L, Nh * Dh) each
-        return q.view(B, L, self.Nh, self.Dh), gate.view(B, L, self.Nh, self.Dh)
-
-
-halves = HalvesSplit(D, Nh, Nkv, Dh, eps=config.rms_norm_eps).to(device)
-halves.load_state_dict(hf.state_dict())  # strict: the same names
+# layout is right. (Our layer with its split replaced: q_proj's output read as
+# [all queries | all gates], each (B, L, Nh * Dh), then cut into heads.)
+halves = copy.deepcopy(ours)
+halves.split = lambda x: tuple(t.unflatten(-1, (Nh, Dh))
+                               for t in halves.q_proj(x).chunk(2, dim=-1))
 with torch.no_grad():
     gap_split = ((halves(x, cos, sin) - ref).norm() / ref.norm()).item()
     # The two layouts are one permutation of q_proj's rows apart: (Nh, 2, Dh) rows
