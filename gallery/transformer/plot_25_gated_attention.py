@@ -148,7 +148,10 @@ def grouped_attention(q, k, v):
 # .. math::
 #
 #    [\,q_{t,h} \,;\, g_{t,h}\,] = W^Q_h x_t, \qquad
-#    o_{t,h} = \sigma(g_{t,h}) \odot \sum_{j \le t} p_{tj,h}\, v_{j,h}, \qquad
+#    o_{t,h} = \sigma(g_{t,h}) \odot \sum_{j \le t} p_{tj,h}\, v_{j,h},
+#
+# .. math::
+#
 #    y_t = W^O\, [\,o_{t,1} ; \dots ; o_{t,N_h}\,].
 #
 # Without the gate, for any unit vector :math:`u`,
