@@ -147,8 +147,8 @@ def test_pages_that_build_on_a_page_are_linked_at_its_end(site):
     assert "transformer/plot_01_self_attention" in later["normalization/plot_04_layernorm"]
     # edges across chapters, both ways: ALiBi's heads, the 16-bit norms' BatchNorm
     assert "positional/plot_06_alibi" in later["transformer/plot_02_multihead_attention"]
-    assert "normalization/plot_15_norms_16bit" in later["normalization/plot_02_batchnorm"]
+    assert "normalization/plot_16_norms_16bit" in later["normalization/plot_02_batchnorm"]
     mha = (out / "generated" / "transformer" / "plot_02_multihead_attention.html").read_text()
     assert re.search(r'builds-on-this">.*?positional/plot_06_alibi\.html', mha, re.S)
-    leaf = (out / "generated" / "transformer" / "plot_16_attention_16bit_ratio_test.html")
+    leaf = (out / "generated" / "transformer" / "plot_22_attention_16bit_ratio_test.html")
     assert "builds-on-this" not in leaf.read_text()

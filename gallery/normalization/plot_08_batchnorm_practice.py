@@ -235,7 +235,7 @@ if device == "cuda":
 # once per weight and then sums :math:`K` products (:math:`K = C \cdot 3 \cdot 3 = 27`
 # for the convolution, :math:`D = 16` for the linear layer), where the stack sums first
 # and scales after. Each rounding is at most half an
-# :doc:`ulp </generated/normalization/plot_15_norms_16bit>` of its result, and the
+# :doc:`ulp </generated/normalization/plot_16_norms_16bit>` of its result, and the
 # errors of a sum of :math:`K` random-sign terms grow like :math:`\sqrt{K}`, so the
 # difference should be a few :math:`\sqrt{K}` ulps of the output scale: the estimate
 # asserted is :math:`4 \sqrt{K}\, \varepsilon_{32}` relative to :math:`\max |y|`

@@ -431,7 +431,7 @@ assert smallest_head_rms < 0.9  # eps pulls the head with m below eps down
 # each head of ``q`` and ``k`` like Qwen3, before RoPE, with Gemma's RMSNorm: it stores
 # ``w`` (initialized at 0) and multiplies by ``1 + w`` in float32. That is the page's
 # dtype, so the cast changes nothing here (in 16 bits the order of cast and weight
-# matters: :doc:`/generated/normalization/plot_15_norms_16bit`). Its logits are scaled
+# matters: :doc:`/generated/normalization/plot_16_norms_16bit`). Its logits are scaled
 # by ``query_pre_attn_scalar ** -0.5``, not ``1/sqrt(Dh)``; the scalar is 8 here, not
 # ``Dh = 16``, so that the scale shows. The layer is a ``"full_attention"`` one (Gemma 3
 # interleaves them with
@@ -491,7 +491,7 @@ torch.testing.assert_close(out_g, ref_g)
 # reparametrizes the norm: a Gemma weight ``w`` stands for ``1 + w`` in Qwen3's RMSNorm
 # (:doc:`Llama's </generated/transformer/plot_11_llama_decoder_layer>`), and then the
 # two agree bit for bit in float32
-# (:doc:`/generated/normalization/plot_15_norms_16bit`). What goes wrong is reading one
+# (:doc:`/generated/normalization/plot_16_norms_16bit`). What goes wrong is reading one
 # convention's weights with the other's code.
 qwen_w = Qwen3Attention(qwen_cfg, layer_idx=0).to(device).eval()
 qwen_w.load_state_dict(gemma.state_dict(), strict=True)

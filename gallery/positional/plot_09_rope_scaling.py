@@ -326,7 +326,7 @@ for name, kept, moved in (("YaRN", turns >= BETA_FAST, turns <= BETA_SLOW),
 # :math:`s(L) = s`: :math:`L = L_0(2s-1)/s = 1792`. The comparison is relative, at
 # float32's default ``rtol`` (1.3e-6, about 11 eps) with ``atol=0``: the library
 # computes in float32 (a ``pow`` of a few
-# :doc:`ulps </generated/normalization/plot_15_norms_16bit>`, a reciprocal, for YaRN and
+# :doc:`ulps </generated/normalization/plot_16_norms_16bit>`, a reciprocal, for YaRN and
 # Llama 3 a blend of two such values), ours in float64 rounded once. An absolute
 # tolerance would not do: the pairs each rule changes are the slow ones, whose inverse
 # frequencies lie below 1e-3, and float32's default ``atol`` of 1e-5 would accept an
@@ -404,7 +404,7 @@ torch.testing.assert_close(mscale, ref_factor)
 # left-padded in a batch beside a sequence of 3000, at ``s(3000)``. (The cos tables are
 # not compared here: a float32 angle ``p * inv_freq`` at ``p = 3000`` is off by about
 # :math:`10^{-4}` rad whatever the frequencies, the subject of
-# :doc:`RoPE in 16 bits <plot_13_rope_16bit>`.)
+# :doc:`RoPE in 16 bits <plot_16_rope_16bit>`.)
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 rotary = LlamaRotaryEmbedding(CASES["dynamic NTK"][0]).to(device)

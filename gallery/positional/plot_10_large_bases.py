@@ -112,9 +112,9 @@ for base in BASES:
 # The float32 angle at a million
 # ------------------------------
 # Implementations (Llama's in Hugging Face 5.23; 16 bits are hopeless,
-# :doc:`RoPE in 16 bits <plot_13_rope_16bit>`) build the angle table in float32, with
+# :doc:`RoPE in 16 bits <plot_16_rope_16bit>`) build the angle table in float32, with
 # one product: the float32 frequency :math:`\hat\theta_i`, a few
-# :doc:`ulps </generated/normalization/plot_15_norms_16bit>` off, times the cast
+# :doc:`ulps </generated/normalization/plot_16_norms_16bit>` off, times the cast
 # position (exact up to :math:`2^{24}`), rounded by at most half an ulp:
 #
 # .. math::

@@ -249,7 +249,7 @@ torch.testing.assert_close(y_cached, y_gpt2[:, n_past:])
 # underflows to exactly 0, so the future gets weight exactly zero; but a finite constant
 # works only while it lies far below every real logit (and fits the dtype), which fails
 # for logits of magnitude ``1e4`` and, for OpenAI's ``1e10``, in
-# :doc:`float16 </generated/normalization/plot_15_norms_16bit>`.
+# :doc:`float16 </generated/normalization/plot_16_norms_16bit>`.
 with torch.no_grad():
     logits = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(Dh)  # (B, Nh, L, L)
     b = gpt2.bias[:, :, :L, :L]  # (1, 1, L, L)

@@ -16,7 +16,7 @@ keeps RoPE's relative-position property.
 - how 16-bit angles break the relative position property of the logits
 
 **Prerequisites:** :doc:`/generated/positional/plot_04_rope` (RoPE, both layouts),
-:doc:`/generated/normalization/plot_15_norms_16bit` (floating-point formats, rounding).
+:doc:`/generated/normalization/plot_16_norms_16bit` (floating-point formats, rounding).
 """
 
 # %%

@@ -16,7 +16,7 @@ masked row returns (NaN, zeros or a uniform average, depending on who computes i
 - why unscaled ``q @ k.T`` overflows float16, and what bfloat16 pays in precision
 
 **Prerequisites:** :doc:`/generated/transformer/plot_04_causal_attention` (the causal
-mask), :doc:`/generated/normalization/plot_15_norms_16bit` (float16 and bfloat16),
+mask), :doc:`/generated/normalization/plot_16_norms_16bit` (float16 and bfloat16),
 :doc:`/generated/transformer/plot_13_sdpa_backends_flex` (SDPA).
 """
 # %%

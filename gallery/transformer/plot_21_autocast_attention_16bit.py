@@ -13,8 +13,8 @@ alone: which ones, on CPU and CUDA, what exactly it does, and what it means for 
 - what autocast buys against converting the whole block to 16 bits
 
 **Prerequisites:** :doc:`/generated/transformer/plot_05_transformer_block` (the pre-LN
-block), :doc:`/generated/normalization/plot_15_norms_16bit` (float16 and bfloat16),
-:doc:`/generated/transformer/plot_14_softmax_masks_16bit` (softmax in 16 bits).
+block), :doc:`/generated/normalization/plot_16_norms_16bit` (float16 and bfloat16),
+:doc:`/generated/transformer/plot_20_softmax_masks_16bit` (softmax in 16 bits).
 """
 # %%
 # Setup

@@ -16,8 +16,8 @@ computation in the same dtype. This page applies that test to
 - which SDPA backends accept which 16-bit inputs on CUDA
 
 **Prerequisites:** :doc:`/generated/transformer/plot_13_sdpa_backends_flex` (SDPA's
-backends), :doc:`/generated/transformer/plot_14_softmax_masks_16bit` (softmax in 16
-bits), :doc:`/generated/transformer/plot_15_autocast_attention_16bit` (autocast).
+backends), :doc:`/generated/transformer/plot_20_softmax_masks_16bit` (softmax in 16
+bits), :doc:`/generated/transformer/plot_21_autocast_attention_16bit` (autocast).
 """
 
 # %%

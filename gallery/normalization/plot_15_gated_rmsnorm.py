@@ -180,7 +180,7 @@ hf.float()
 # In 16 bits, Hugging Face rounds the normalized ``x`` to the input's dtype before the
 # weight and rounds the gated product again: two roundings. Computing all in float32
 # and rounding once gives other bits in some entries (norms in 16 bits:
-# :doc:`/generated/normalization/plot_15_norms_16bit`).
+# :doc:`/generated/normalization/plot_16_norms_16bit`).
 with torch.no_grad():
     x16, z16 = x.to(torch.bfloat16), z.to(torch.bfloat16)  # (B, L, Dv)
     two = hf.to(torch.bfloat16)(x16, z16)
