@@ -70,10 +70,10 @@ class RMSNorm(nn.Module):
 # %%
 # The idea
 # --------
-# Qwen3-Next's Gated DeltaNet :footcite:p:`Yang2024b` normalizes each head's output
-# :math:`x` (width :math:`D`) and multiplies it by :math:`\mathrm{SiLU}(z)`, where
-# :math:`z` is a second projection of the token; Mamba-2 :footcite:p:`Dao2024` gates
-# first:
+# Qwen3-Next's :doc:`Gated DeltaNet </generated/transformer/plot_18_linear_attention>`
+# :footcite:p:`Yang2024b` normalizes each head's output :math:`x` (width :math:`D`) and
+# multiplies it by :math:`\mathrm{SiLU}(z)`, :math:`z` a second projection of the token;
+# Mamba-2 :footcite:p:`Dao2024` gates first:
 #
 # .. math::
 #

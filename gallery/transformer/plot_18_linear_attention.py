@@ -271,8 +271,8 @@ print("max |chunked - recurrent| by chunk length: "
 # :math:`g = -e^{A}\,\mathrm{softplus}(a + b_{dt})` (:math:`\log A` and
 # :math:`b_{dt}` learned per head: ``A_log``, ``dt_bias``); ``q``, ``k``, ``v`` pass a
 # short causal convolution along the tokens; ``q`` and ``k`` are scaled to unit length;
-# the output passes a gated RMSNorm, RMSNorm times :math:`\mathrm{SiLU}(z)`. Its cache
-# is the state and the convolution's last inputs.
+# output via a :doc:`gated RMSNorm </generated/normalization/plot_15_gated_rmsnorm>`
+# (RMSNorm times :math:`\mathrm{SiLU}(z)`). It caches the state and the conv inputs.
 # The proofs below write it out with Hugging Face's names and prove it equal to
 # ``Qwen3NextGatedDeltaNet``, its cached decoding equal to one full pass.
 
