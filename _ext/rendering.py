@@ -2,14 +2,18 @@
 
 - ``# noqa`` comments are dropped from the code shown (the downloads keep them);
 - every figure links to its 2x file (``image_srcset`` in conf.py), so a click enlarges it;
+- every figure keeps the width at which its smallest text shows at 9 px (from the build's
+  record of its fonts): on a phone a wider figure scrolls sideways, as code does;
 - the thumbnails of the chapters' grids (``minigallery``) get an alt text naming their page;
 - the minigallery's "no backreferences_dir" message, and only it, is dropped;
 - a page's topics (``.. index:: ! RoPE`` in its docstring) lead the search to the page itself.
 """
 
+import json
 import logging
+import math
 import re
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 import internals
 
@@ -35,8 +39,32 @@ def visit_figure(self, node):
     # the <img>'s own src is "<relative dir>/<file>": the 2x file lies in the same folder
     src = re.search(r'src="([^"]*)"', img).group(1)
     href = src.rsplit("/", 1)[0] + "/" + largest
-    self.body[start:] = [f'<a class="book-figure" href="{href}" '
+    width = readable_width(self.builder.srcdir, node["uri"])
+    style = f' style="--book-min-width: {width}px"' if width else ""
+    self.body[start:] = [f'<a class="book-figure" href="{href}"{style} '
                          f'title="Open the figure at full size">{img}</a>']
+
+
+MIN_TEXT_PX = 9  # the smallest text a figure may show (tests/test_browser_figures.py)
+FIGURE = re.compile(r"generated/(\w+)/images/sphx_glr_(\w+)_(\d{3})\.\w+$")
+
+
+def readable_width(srcdir, uri):
+    """The width (CSS px) below which figure ``uri``'s smallest tick label or legend would
+    show under MIN_TEXT_PX: a font of ``pt`` points in a figure ``width_in`` inches wide
+    shows at ``pt / 72 * shown / width_in`` px. None without the build's record."""
+    match = FIGURE.search(uri)
+    if not match:
+        return None
+    record = Path(srcdir) / "generated" / match[1] / f"{match[2]}.figures.json"
+    figures = json.loads(record.read_text()) if record.is_file() else []
+    n = int(match[3]) - 1  # sphx_glr_<page>_001.png is the first figure the page saved
+    if n >= len(figures):
+        return None
+    points = [figures[n][k] for k in ("tick_pt", "legend_pt") if figures[n].get(k)]
+    if not points:
+        return None
+    return math.ceil(MIN_TEXT_PX * 72 * figures[n]["width_in"] / min(points))
 
 
 def depart_figure(self, node):
