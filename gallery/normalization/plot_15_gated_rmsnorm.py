@@ -192,7 +192,7 @@ with torch.no_grad():
 n_diff = int((two != once).sum())
 max_diff = (two.float() - once.float()).abs().max()
 print(f"bfloat16: one rounding differs from Hugging Face's two in {n_diff} of "
-      f"{two.numel()} entries, by at most {max_diff:.1e}")
+      f"{two.numel()} entries,\n  by at most {max_diff:.1e}")
 assert not torch.equal(two, once)
 # two roundings: at most 2 bfloat16 ulps apart, each at most 2**-7 relative
 torch.testing.assert_close(two.float(), once.float(), atol=0, rtol=2**-6)

@@ -222,7 +222,7 @@ for row, p in enumerate(probe):
         paper[row][2 * i + 1] = math.cos(p / 10000 ** (2 * i / D))
 paper = torch.tensor(paper, dtype=torch.float64, device=device)  # (4, D)
 ours = sinusoidal_pe(torch.tensor(probe, device=device), D, dtype=torch.float64)
-torch.testing.assert_close(angles.sin().to(device), ours[3, 0::2])  # the angles measured
+torch.testing.assert_close(angles.sin().to(device), ours[3, 0::2])  # the angles above
 print(f"positions {probe}: max|sinusoidal_pe - paper's formula| = "
       f"{(ours - paper).abs().max():.1e}")
 torch.testing.assert_close(ours, paper)

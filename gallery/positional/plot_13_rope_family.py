@@ -351,7 +351,7 @@ ours = proportional(DHG_T, 300_000.0, P_T, S_T, device)
 rot = ours > 0  # (Dh/2,) the rotating pairs
 err = (ours[rot].float().double() / ref[rot].double() - 1).abs().max().item()
 print(f"proportional: max|ours / HF - 1| on the {int(rot.sum())} rotating pairs = "
-      f"{err:.1e}, zeros equal: {torch.equal(ref == 0, ours == 0)}, "
+      f"{err:.1e},\n  zeros equal: {torch.equal(ref == 0, ours == 0)}, "
       f"factor {ref_factor}")
 torch.testing.assert_close(ours.float(), ref, rtol=F32_RTOL, atol=0)
 assert int((ours > 0).sum()) == 6 and ref_factor == 1.0, "R = floor(0.375 * 32 / 2)"
@@ -516,7 +516,7 @@ R_g = int((prop > 0).sum())
 partial = rope_inv_freq(2 * R_g, base_g, torch.float64)  # (Dr/2,), Dr = 2 R_g
 partial_vs_prop = (prop[R_g - 1] / partial[-1]).item()
 print(f"{R_g} rotating pairs; slowest: partial {partial[-1]:.2e}, proportional "
-      f"{prop[R_g - 1]:.2e} rad/token ({partial_vs_prop:,.0f} times slower)")
+      f"{prop[R_g - 1]:.2e} rad/token\n  ({partial_vs_prop:,.0f} times slower)")
 assert R_g == 64 and len(partial) == R_g and partial_vs_prop > 1000, "the same?"
 # the closed form of the gap: base ** 2(R_g - 1)(1/Dr - 1/Dh), Dr = 2 R_g
 torch.testing.assert_close(partial_vs_prop,

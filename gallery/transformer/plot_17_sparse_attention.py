@@ -370,7 +370,7 @@ init = {name: p.clone() for name, p in hf_indexer.state_dict().items()}
 hf_indexer.load_state_dict(indexer.state_dict(), strict=True)
 moved = [name for name, p in hf_indexer.state_dict().items()
          if not torch.equal(p, init[name])]
-print(f"parameters moved off init: {len(moved)} of {len(init)}: {', '.join(moved)}")
+print(f"parameters moved off init: {len(moved)} of {len(init)}:\n  {', '.join(moved)}")
 assert len(moved) == len(init) == 5
 hf_cos, hf_sin = hf_v32.DeepseekV32RotaryEmbedding(cfg).to(device)(
     x, torch.arange(L, device=device)[None])  # (1, L, Dr)
