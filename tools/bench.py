@@ -19,7 +19,7 @@ machine and its load, so nothing asserts on them.
     --repeat N   median of N runs of every step
     --jobs N     worker processes (the Makefile's JOBS; default: its own choice)
     --slowest N  how many of the slowest pages to list
-    --project N  the book's size to project the clean build to (default 55 pages)
+    --project N  the book's size to project the clean build to (default 64 pages)
 """
 
 import argparse
@@ -123,7 +123,7 @@ def main():
                         help="the page to edit for the one-page rebuild, relative to the repo")
     parser.add_argument("--slowest", type=int, default=8,
                         help="how many of the slowest pages to list")
-    parser.add_argument("--project", type=int, default=55,
+    parser.add_argument("--project", type=int, default=64,
                         help="the number of pages to project the clean build to")
     args = parser.parse_args()
 
