@@ -3,10 +3,9 @@ Linear attention and Gated DeltaNet: attention with a state of constant size
 ============================================================================
 
 Drop the softmax and causal attention becomes a recurrence over one ``(Dk, Dv)`` matrix
-per head: a state that does not grow with the sequence. Gated DeltaNet, the
-linear-attention layer of Qwen3-Next's hybrids, writes into that state with the delta
-rule and forgets through a gate. Written from scratch, recurrent and chunked, equal to
-Hugging Face's ``Qwen3NextGatedDeltaNet``.
+per head, a state that does not grow. Gated DeltaNet (Qwen3-Next's hybrids) writes into
+it with the delta rule and forgets through a gate; here from scratch, recurrent and
+chunked, equal to Hugging Face's ``Qwen3NextGatedDeltaNet``.
 
 **You will learn**
 
@@ -54,30 +53,22 @@ print(f"device: {device}, torch {torch.__version__}, transformers "
 # %%
 # The idea
 # --------
-# Causal attention without the softmax sums :math:`(q_t^\top k_s)\, v_s` over the past,
-# and that sum regroups as one matrix read by the query (the linear attention of
-# :footcite:t:`Katharopoulos2020`): :math:`o_t = S_t^\top q_t` with
-# :math:`S_t = S_{t-1} + k_t v_t^\top`, a ``(Dk, Dv)`` state per head, whatever
-# :math:`t`. Adding alone, it only accumulates; the delta rule
-# :footcite:p:`Schlag2021,Yang2024` first reads what the state returns for :math:`k_t`
-# and writes a fraction :math:`\beta_t` of the correction, and Gated DeltaNet
-# :footcite:p:`Yang2024b` decays the state by :math:`\alpha_t = e^{g_t} \le 1`:
+# Without the softmax, causal attention's sum of :math:`(q_t^\top k_s)\, v_s` regroups
+# as one matrix read by the query (linear attention :footcite:p:`Katharopoulos2020`):
+# :math:`o_t = S_t^\top q_t`, :math:`S_t = S_{t-1} + k_t v_t^\top`, a ``(Dk, Dv)`` state
+# per head. The delta rule :footcite:p:`Schlag2021,Yang2024` instead writes a fraction
+# :math:`\beta_t` of the correction to what the state returns for :math:`k_t`; Gated
+# DeltaNet :footcite:p:`Yang2024b` decays the state by :math:`\alpha_t = e^{g_t} \le 1`:
 #
 # .. math::
 #
 #    S_t = \alpha_t \big(I - \beta_t k_t k_t^\top\big) S_{t-1} + \beta_t k_t v_t^\top,
 #    \qquad o_t = S_t^\top q_t .
 #
-# The papers write the transpose, :math:`S_t = S_{t-1}\,\alpha_t(I - \beta_t k_t
-# k_t^\top) + \beta_t v_t k_t^\top` with :math:`o_t = S_t q_t`; Hugging Face's tensor
-# is ``(Dk, Dv)``, as here. A decoder keeps this state instead of keys and values:
-# Qwen3-Next (``Qwen3NextConfig()``'s defaults are its published config) puts one
-# attention layer after every three DeltaNet layers; only the attention layers' cache
-# grows with the length. In the figure its 36 DeltaNet layers hold
-# :measured:`linear_mib:.0f` MiB per sequence at any length, one layer as much as one
-# attention layer's keys and values of :measured:`tokens_equal:.0f` tokens; at
-# :measured:`L_max:,` tokens the hybrid caches :measured:`ratio_max:.2f` times less than
-# 48 attention layers (the ratio of the layers that grow, less the constant).
+# Qwen3-Next puts one attention layer after every three DeltaNet layers: its 36 DeltaNet
+# layers hold :measured:`linear_mib:.0f` MiB per sequence at any length (one layer, the
+# keys and values of :measured:`tokens_equal:.0f` tokens); at :measured:`L_max:,` tokens
+# it caches :measured:`ratio_max:.2f` times less than 48 attention layers.
 
 # Qwen/Qwen3-Next-80B-A3B-Instruct's config.json on the Hugging Face Hub (fields used).
 QWEN3_NEXT = dict(num_hidden_layers=48, num_key_value_heads=2, head_dim=256,
@@ -110,7 +101,7 @@ hybrid = [sum(cache_numbers(QWEN3_NEXT, n)) * mib for n in lengths]
 all_attention = {**QWEN3_NEXT, "full_attention_interval": 1}  # every layer attention
 all_full = [cache_numbers(all_attention, n)[1] * mib for n in lengths]
 ratio_max = all_full[-1] / hybrid[-1]
-fig, ax = plt.subplots(figsize=(7, 3.3), layout="none")  # fixed margins: faster
+fig, ax = plt.subplots(figsize=(7, 3.1), layout="none")  # fixed margins: faster
 fig.subplots_adjust(left=0.12, right=0.97, bottom=0.15, top=0.84)
 ax.plot(lengths, all_full, "o-", color="C7", ms=3, label="48 attention layers")
 ax.plot(lengths, hybrid, "o-", color="C3", ms=3,
@@ -149,27 +140,20 @@ def linear_attention_recurrent(q, k, v):
 
 
 # %%
-# In float64 the two orders of the same sums agree to rounding (``assert_close``'s
-# float64 tolerances); the state's shape does not depend on ``L``.
 B, Nh, L, Dk, Dv = 2, 3, 10, 6, 5
 q, k = torch.randn(2, B, Nh, L, Dk, device=device, dtype=torch.float64)
 v = torch.randn(B, Nh, L, Dv, device=device, dtype=torch.float64)
 out_rec, state = linear_attention_recurrent(q, k, v)
-print(f"max |recurrent - all at once| = "
+print(f"float64: max |recurrent - all at once| = "
       f"{(out_rec - linear_attention(q, k, v)).abs().max():.1e}; "
       f"state {tuple(state.shape)} after {L} tokens")
 torch.testing.assert_close(out_rec, linear_attention(q, k, v))
-state_3 = linear_attention_recurrent(q[:, :, :3], k[:, :, :3], v[:, :, :3])[1]
-assert state.shape == state_3.shape == (B, Nh, Dk, Dv)  # after 10 tokens and after 3
-torch.testing.assert_close(state, k.mT @ v)  # the state is K^T V, summed over tokens
-torch.testing.assert_close(state_3, k[:, :, :3].mT @ v[:, :, :3])
 
 # %%
 # The gated delta rule
 # --------------------
 # Forget by :math:`\alpha_t`, read what the state returns for :math:`k_t`, write
-# :math:`\beta_t` times the difference from :math:`v_t` (Hugging Face's
-# ``torch_recurrent_gated_delta_rule`` takes the same steps).
+# :math:`\beta_t` times its difference from :math:`v_t`.
 def gated_delta_rule(q, k, v, g, beta, state=None):
     """S_t = exp(g_t) (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T; S_t^T q_t.
 
@@ -190,17 +174,16 @@ def gated_delta_rule(q, k, v, g, beta, state=None):
 
 
 # %%
-# Written once with :math:`\beta = 1` and a unit key, a value comes back exactly; a
-# second write to the same key replaces it, where linear attention returns the sum.
+# :math:`\beta = 1`, a unit key: a second write replaces the value; linear adds both.
 k1 = F.normalize(torch.randn(Dk, dtype=torch.float64), dim=0)  # (Dk,)
 kk = k1.expand(1, 1, 2, Dk)  # the same key twice
 v12 = torch.randn(1, 1, 2, Dv, dtype=torch.float64)  # v1, then v2
 g0, b1 = torch.zeros(1, 1, 2, dtype=torch.float64), torch.ones(1, 1, 2).double()
 read_delta = k1 @ gated_delta_rule(kk, kk, v12, g0, b1)[1][0, 0]  # (Dv,)
 read_linear = k1 @ linear_attention_recurrent(kk, kk, v12)[1][0, 0]
-print(f"k written with v1, then v2; read back: delta rule |read - v2| = "
-      f"{(read_delta - v12[0, 0, 1]).abs().max():.1e},\n  linear attention "
-      f"|read - (v1 + v2)| = {(read_linear - v12[0, 0].sum(0)).abs().max():.1e}")
+gap_v2, gap_sum = read_delta - v12[0, 0, 1], read_linear - v12[0, 0].sum(0)
+print(f"read back: delta rule |read - v2| = {gap_v2.abs().max():.1e}, "
+      f"linear |read - (v1 + v2)| = {gap_sum.abs().max():.1e}")
 torch.testing.assert_close(read_delta, v12[0, 0, 1])
 torch.testing.assert_close(read_linear, v12[0, 0].sum(0))
 assert (read_delta - read_linear).abs().max() > 0.1
@@ -218,8 +201,8 @@ assert (read_delta - read_linear).abs().max() > 0.1
 #    \delta_t + \beta_t \sum_{s<t} \tfrac{\Gamma_t}{\Gamma_s} (k_t^\top k_s)\,
 #    \delta_s = \beta_t \big(v_t - \Gamma_t S_0^\top k_t\big),
 #
-# one unit lower-triangular solve per chunk (the "UT transform" of
-# :footcite:t:`Yang2024`); the outputs and the next state are then matrix products.
+# a triangular solve per chunk (the "UT transform" of :footcite:t:`Yang2024`), then
+# matrix products.
 def gated_delta_rule_chunked(q, k, v, g, beta, Lc, state=None):
     """gated_delta_rule, Lc tokens at a time; the same arguments and results."""
     B, Nh, L, Dk = k.shape
@@ -245,9 +228,12 @@ def gated_delta_rule_chunked(q, k, v, g, beta, Lc, state=None):
 
 
 # %%
+# Proof: chunked equals recurrent for every chunk length; the state's size
+# -------------------------------------------------------------------------
 # Keys of unit length and :math:`\beta \in (0, 1)`, as the layer makes them; chunks of
 # 1, 3 (the last one shorter), 4 and all 10 tokens; in float64 each equals the
-# recurrence to rounding.
+# recurrence to rounding. And linear attention's state is :math:`K^\top V`, of one
+# shape after 3 tokens and after 10.
 kn = F.normalize(k, dim=-1)  # (B, Nh, L, Dk), unit rows
 torch.testing.assert_close(kn.norm(dim=-1), torch.ones_like(k[..., 0]))
 g = -torch.rand(B, Nh, L, device=device, dtype=torch.float64)  # (B, Nh, L), g <= 0
@@ -262,28 +248,26 @@ for Lc in (1, 3, 4, L):
     torch.testing.assert_close(state_c, state_ref)
 print("max |chunked - recurrent| by chunk length: "
       + ", ".join(f"{n} {gap:.0e}" for n, gap in gaps_chunk.items()))
+state_3 = linear_attention_recurrent(q[:, :, :3], k[:, :, :3], v[:, :, :3])[1]
+assert state.shape == state_3.shape == (B, Nh, Dk, Dv)  # after 10 tokens and after 3
+torch.testing.assert_close(state, k.mT @ v)  # the state is K^T V, summed over tokens
+torch.testing.assert_close(state_3, k[:, :, :3].mT @ v[:, :, :3])
 
-# %%
-# The layer
-# ---------
-# Qwen3-Next wraps the rule in a layer: one projection makes ``q``, ``k``, ``v`` and an
-# output gate ``z``, another ``b`` and ``a`` per head, :math:`\beta = \sigma(b)` and
-# :math:`g = -e^{A}\,\mathrm{softplus}(a + b_{dt})` (:math:`\log A` and
-# :math:`b_{dt}` learned per head: ``A_log``, ``dt_bias``); ``q``, ``k``, ``v`` pass a
-# short causal convolution along the tokens; ``q`` and ``k`` are scaled to unit length;
-# output via a :doc:`gated RMSNorm </generated/normalization/plot_15_gated_rmsnorm>`
-# (RMSNorm times :math:`\mathrm{SiLU}(z)`). It caches the state and the conv inputs.
-# The proofs below write it out with Hugging Face's names and prove it equal to
-# ``Qwen3NextGatedDeltaNet``, its cached decoding equal to one full pass.
 
 # %%
 # Proof: equal to ``Qwen3NextGatedDeltaNet``, kernels and layer
 # -------------------------------------------------------------
-# The layer with Hugging Face's names: ``q``, ``k``, ``v`` pass a causal depthwise
-# convolution of ``Kc`` taps and SiLU; ``q``, ``k`` are scaled to unit length (``q``
-# then by :math:`1/\sqrt{D_k}`); ``Nk`` query/key heads serve ``Nv`` value heads,
-# GQA's sharing the other way round. Its cache: the convolution's last ``Kc - 1``
-# inputs and the state.
+# Qwen3-Next wraps the rule in a layer: one projection makes ``q``, ``k``, ``v`` and an
+# output gate ``z``, another ``b`` and ``a`` per head, :math:`\beta = \sigma(b)` and
+# :math:`g = -e^{A}\,\mathrm{softplus}(a + b_{dt})` (:math:`\log A` and
+# :math:`b_{dt}` learned per head: ``A_log``, ``dt_bias``); ``q``, ``k``, ``v`` pass a
+# causal depthwise convolution of ``Kc`` taps and SiLU; ``q``, ``k`` are scaled to unit
+# length (``q`` then by :math:`1/\sqrt{D_k}`); ``Nk`` query/key heads serve ``Nv``
+# value heads, GQA's sharing the other way round; output via a
+# :doc:`gated RMSNorm </generated/normalization/plot_15_gated_rmsnorm>` (RMSNorm times
+# :math:`\mathrm{SiLU}(z)`). Its cache: the convolution's last ``Kc - 1`` inputs and
+# the state. Written with Hugging Face's names, it equals ``Qwen3NextGatedDeltaNet``.
+# (Hugging Face's state is ``(Dk, Dv)``, as here; the papers write its transpose.)
 def l2_normalize(x, eps=1e-6):
     """x / sqrt(sum(x**2) + eps) over the last dim, eps inside (as FLA and HF)."""
     return x * torch.rsqrt(x.pow(2).sum(dim=-1, keepdim=True) + eps)
@@ -547,8 +531,7 @@ torch.testing.assert_close(S_end, g.sum(-1).exp()[..., None, None] * S0)
 # %%
 # Try it: keys not scaled to unit length. What does the delta rule do?
 # --------------------------------------------------------------------
-# The layer normalizes ``k`` before the rule. Run the recurrence over 80 tokens at
-# :math:`\beta = 0.5` with unit keys, and with the same keys 1.9 and 3 times longer.
+# Run the recurrence over 80 tokens at :math:`\beta = 0.5`, keys 1, 1.9 and 3 long.
 
 # %%
 # Along :math:`k_t`, :math:`I - \beta_t k_t k_t^\top` multiplies by
@@ -571,12 +554,6 @@ assert norms[3] > 1e6 * norms[1]  # beta |k|^2 = 4.5: 1 - 4.5 = -3.5 at each ste
 # %%
 # References
 # ----------
-# Linear attention :footcite:p:`Katharopoulos2020`; fast weights and the delta rule
-# :footcite:p:`Schlag2021`; DeltaNet's chunked form :footcite:p:`Yang2024`; Gated
-# DeltaNet :footcite:p:`Yang2024b`; Qwen3-Next :footcite:p:`Qwen2025`. APIs:
-# ``transformers.Qwen3NextConfig``, ``Qwen3NextModel`` and, in
-# ``models/qwen3_next/modeling_qwen3_next.py``, ``Qwen3NextGatedDeltaNet``,
-# ``Qwen3NextRMSNormGated``, ``torch_chunk_gated_delta_rule`` and
-# ``torch_recurrent_gated_delta_rule``; ``transformers.DynamicCache``.
+# Qwen3-Next :footcite:p:`Qwen2025`; APIs: ``transformers.models.qwen3_next``.
 #
 # .. footbibliography::
