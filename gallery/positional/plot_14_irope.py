@@ -2,18 +2,17 @@
 iRoPE: chunked RoPE layers, NoPE layers and attention temperature
 =================================================================
 
-Llama 4 interleaves two kinds of attention layer. Three layers of four rotate queries
-and keys (RoPE) and attend only within their own chunk of tokens; every fourth layer
-has no positional embedding (NoPE), attends to the whole past, and sharpens its queries
-as the position grows. This page writes the three pieces from scratch and proves them
-equal to Hugging Face's ``Llama4TextAttention`` and its masks.
+In Llama 4, three layers of four rotate queries and keys (RoPE) within chunks of
+tokens; every fourth has no positional embedding (NoPE), attends to the whole past and
+sharpens its queries as the position grows. We write the pieces from scratch and prove
+them equal to Hugging Face's ``Llama4TextAttention`` and its masks.
 
 **You will learn**
 
-- which layers of Llama 4 use RoPE, read from the config as Hugging Face builds it
+- which layers of Llama 4 use RoPE, as Hugging Face's config builds it
 - how the chunked causal mask differs from the causal mask and from a sliding window
 - how the query temperature :math:`1 + 0.1 \\ln(1 + \\lfloor (p+1)/8192 \\rfloor)`
-  grows with the position ``p``, and why only NoPE layers get it
+  grows with the position ``p``, in NoPE layers only
 - what SmolLM3's NoPE layers share with Llama 4's, and where they differ
 
 **Prerequisites:** :doc:`/generated/positional/plot_07_nope_causal` (NoPE),
@@ -93,12 +92,11 @@ def rope_complex(x, pos, base=10000.0):
 # The idea
 # --------
 # A RoPE layer meets unseen angles beyond its training length; a
-# :doc:`NoPE layer </generated/positional/plot_07_nope_causal>` has none, and reads
-# order from the causal mask alone. Llama 4's *interleaved* RoPE (iRoPE)
-# :footcite:p:`Meta2025` rotates in layer ``l`` when :math:`(l + 1) \bmod 4 \neq 0`,
-# within chunks of :math:`L_c` tokens (``attention_chunk_size``, 8192); a NoPE layer
-# attends to every earlier token and multiplies the query at position ``p`` by a
-# temperature :math:`\tau(p)` (after Scalable-Softmax :footcite:p:`Nakanishi2025`):
+# :doc:`NoPE layer </generated/positional/plot_07_nope_causal>` has none. Llama 4's
+# *interleaved* RoPE (iRoPE) :footcite:p:`Meta2025` rotates in layer ``l`` when
+# :math:`(l + 1) \bmod 4 \neq 0`, within chunks of :math:`L_c` tokens (8192); a NoPE
+# layer attends to the whole past and multiplies the query at position ``p`` by
+# :math:`\tau(p)` (after Scalable-Softmax :footcite:p:`Nakanishi2025`):
 #
 # .. math::
 #
@@ -156,10 +154,9 @@ print(f"Scout: {sum(flags)} RoPE layers of {len(flags)}; NoPE layers {nope_scout
 assert flags == scout.no_rope_layers and nope_scout == list(range(3, 48, 4))
 
 # %%
-# From scratch: the chunked mask, the temperature, the layer
-# ----------------------------------------------------------
-# The chunked mask is the causal mask cut at every multiple of ``Lc``; the
-# temperature is the equation above, in float32 as Llama 4 computes it.
+# From scratch: chunked mask, temperature, layer
+# -----------------------------------------------
+# The causal mask cut at every multiple of ``Lc``; the temperature, in float32.
 def chunked_mask(L, Lc, device=None):
     """(L, L) bool: query i keeps key j <= i of its own chunk of Lc tokens."""
     i = torch.arange(L, device=device)[:, None]  # (L, 1)
@@ -174,10 +171,9 @@ def attn_temperature(pos, attn_scale=0.1, floor_scale=8192):
 
 
 # %%
-# One layer of either kind, grouped-query attention with Hugging Face's names. A RoPE
-# layer rotates ``q`` and ``k`` on adjacent pairs, divides each head by its root mean
-# square (``Llama4TextL2Norm``, no weight) and attends within its chunk; a NoPE layer
-# scales each query by :math:`\tau(p)` and attends causally.
+# A layer of either kind (grouped-query). RoPE: rotate ``q``, ``k``, divide each head
+# by its root mean square (``Llama4TextL2Norm``), attend within the chunk. NoPE: scale
+# each query by :math:`\tau(p)`, attend causally.
 def rms_unit(x, eps):
     """x (..., Dh) / its root mean square over the last dim; no weight."""
     return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
@@ -197,8 +193,7 @@ class Llama4Attention(nn.Module):
         self.v_proj = nn.Linear(D, Nkv * Dh, bias=False)
         self.o_proj = nn.Linear(Nh * Dh, D, bias=False)
 
-    def forward(self, x):  # x (B, L, D), positions 0 .. L - 1
-        """-> the output (B, L, D) and the attention weights (B, Nh, L, L)."""
+    def forward(self, x):  # x (B, L, D) -> out (B, L, D), weights (B, Nh, L, L)
         B, L, _ = x.shape
         Nh, Nkv, Dh = self.Nh, self.Nkv, self.Dh
         q = self.q_proj(x).view(B, L, Nh, Dh).transpose(1, 2)  # (B, Nh, L, Dh)
@@ -214,8 +209,7 @@ class Llama4Attention(nn.Module):
                 tau = attn_temperature(pos, self.attn_scale, self.floor_scale)  # (L,)
                 q = q * tau[:, None]  # query l scaled by tau(l)
             keep = causal_mask(L, x.device)  # (L, L)
-        k = k.repeat_interleave(Nh // Nkv, dim=1)  # (B, Nh, L, Dh): head h reads h // G
-        v = v.repeat_interleave(Nh // Nkv, dim=1)
+        k, v = (t.repeat_interleave(Nh // Nkv, dim=1) for t in (k, v))  # (B, Nh, L, Dh)
         logits = q @ k.mT / math.sqrt(Dh)  # (B, Nh, L, L)
         weights = logits.masked_fill(~keep, float("-inf")).softmax(dim=-1)
         out = (weights @ v).transpose(1, 2).reshape(B, L, Nh * Dh)  # (B, L, Nh Dh)
@@ -362,9 +356,8 @@ assert cache_share == (36 * 8192 + 12 * 131072) / (48 * 131072)
 # %%
 # Equal to Hugging Face's Llama 4
 # -------------------------------
-# Each of a random model's four attention layers (three chunked RoPE, one NoPE with a
-# temperature; masks and query scales checked in the folds) loads into ours strictly
-# and gives Hugging Face's output and weights.
+# Each attention layer of a random ``Llama4TextModel`` (three RoPE, one NoPE; masks
+# and query scales in the folds) loads into ours and gives its output and weights.
 ours_layers = []
 for layer_idx, (h_in, mask_hf, out_hf, w_hf) in enumerate(records):
     use_rope = cfg.no_rope_layers[layer_idx]
@@ -464,9 +457,7 @@ torch.testing.assert_close(mine_smol, out_smol)
 # %%
 # Try it: is the chunked mask a sliding window of Lc tokens?
 # ----------------------------------------------------------
-# Both keep at most ``Lc`` keys per query. Compare the masks, and how far back three
-# stacked layers of each reach (:doc:`sliding windows
-# </generated/transformer/plot_12_sliding_window_sinks>`).
+# Both keep at most ``Lc`` keys per query. Compare masks, and three layers' reach.
 
 # %%
 # They differ: the window slides, the chunk restarts. The first query of a chunk keeps
