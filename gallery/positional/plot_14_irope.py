@@ -2,17 +2,16 @@
 iRoPE: chunked RoPE layers, NoPE layers and attention temperature
 =================================================================
 
-In Llama 4, three layers of four rotate queries and keys (RoPE) within chunks of
-tokens; every fourth has no positional embedding (NoPE), attends to the whole past and
-sharpens its queries as the position grows. We write the pieces from scratch and prove
-them equal to Hugging Face's ``Llama4TextAttention`` and its masks.
+In Llama 4, three layers of four rotate (RoPE) within chunks of tokens; every fourth
+(NoPE) attends to the whole past, its queries sharpened as the position grows. We write
+both from scratch, equal to Hugging Face's ``Llama4TextAttention`` and its masks.
 
 **You will learn**
 
 - which layers of Llama 4 use RoPE, as Hugging Face's config builds it
 - how the chunked causal mask differs from the causal mask and from a sliding window
-- how the query temperature :math:`1 + 0.1 \\ln(1 + \\lfloor (p+1)/8192 \\rfloor)`
-  grows with the position ``p``, in NoPE layers only
+- how NoPE layers' query temperature :math:`1 + 0.1 \\ln(1 + \\lfloor (p+1)/8192
+  \\rfloor)` grows with ``p``
 - what SmolLM3's NoPE layers share with Llama 4's, and where they differ
 
 **Prerequisites:** :doc:`/generated/positional/plot_07_nope_causal` (NoPE),
@@ -138,8 +137,7 @@ plt.show()
 # %%
 # From scratch: which layers rotate
 # ---------------------------------
-# Hugging Face's ``no_rope_layers`` holds one flag per layer; despite the name, 1
-# means *this layer uses RoPE* (``use_rope = config.no_rope_layers[layer_idx]``).
+# Hugging Face's ``no_rope_layers``: one flag per layer, and 1 means *uses RoPE*.
 def rope_layers(n_layers, interval=4):
     """Flag per layer, as Hugging Face's no_rope_layers: 1 = RoPE, 0 = NoPE."""
     return [int((layer + 1) % interval != 0) for layer in range(n_layers)]
@@ -356,8 +354,7 @@ assert cache_share == (36 * 8192 + 12 * 131072) / (48 * 131072)
 # %%
 # Equal to Hugging Face's Llama 4
 # -------------------------------
-# Each attention layer of a random ``Llama4TextModel`` (three RoPE, one NoPE; masks
-# and query scales in the folds) loads into ours and gives its output and weights.
+# Each attention layer of a random ``Llama4TextModel`` loads into ours, output equal.
 ours_layers = []
 for layer_idx, (h_in, mask_hf, out_hf, w_hf) in enumerate(records):
     use_rope = cfg.no_rope_layers[layer_idx]
@@ -408,10 +405,9 @@ assert norms.max() < math.sqrt(8) and norms.min() > 0.99 * math.sqrt(8)
 # %%
 # SmolLM3: the same flags, plain NoPE layers
 # ------------------------------------------
-# SmolLM3 :footcite:p:`HuggingFace2025` builds ``no_rope_layers`` by the same rule
-# (:measured:`n_rope_smol` RoPE layers of 36), and nothing else: no chunks, no
-# temperature, no qk norm, rotate-half RoPE, and ``use_sliding_window`` windows its
-# *NoPE* layers. Its NoPE layer is ours with the temperature off (proved below).
+# SmolLM3 :footcite:p:`HuggingFace2025` shares the flags (:measured:`n_rope_smol`
+# RoPE layers of 36), not chunks, temperature or qk norm; its optional window goes to
+# its *NoPE* layers. Its NoPE layer is ours with the temperature off (proved below).
 
 # %%
 # Proof: SmolLM3's NoPE layer is ours without the temperature
