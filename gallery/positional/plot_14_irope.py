@@ -343,7 +343,6 @@ for layer_idx, (_, mask_hf, _, _) in enumerate(records):  # the mask of each kin
 SCOUT = dict(num_hidden_layers=48, no_rope_layer_interval=4, attention_chunk_size=8192,
              attn_scale=0.1, floor_scale=8192, use_qk_norm=True, head_dim=128)
 assert {k: getattr(scout, k) for k in SCOUT} == SCOUT
-assert flags == rope_layers(SCOUT["num_hidden_layers"])
 assert scout.layer_types == ["chunked_attention" if f else "full_attention"
                              for f in flags]
 cached = [min(131072, 8192) if f else 131072 for f in flags]  # keys per layer at 128k
