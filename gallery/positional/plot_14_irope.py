@@ -2,18 +2,16 @@
 iRoPE: chunked RoPE layers, NoPE layers and attention temperature
 =================================================================
 
-Llama 4 interleaves two kinds of attention layer. Three layers of four rotate queries
-and keys (RoPE) and attend only within their own chunk of tokens; every fourth layer
-has no positional embedding (NoPE), attends to the whole past, and sharpens its queries
-as the position grows. This page writes the three pieces from scratch and proves them
-equal to Hugging Face's ``Llama4TextAttention`` and its masks.
+In Llama 4, three layers of four rotate (RoPE) within chunks of tokens; every fourth
+(NoPE) attends to the whole past, its queries sharpened as the position grows. We write
+both from scratch, equal to Hugging Face's ``Llama4TextAttention`` and its masks.
 
 **You will learn**
 
-- which layers of Llama 4 use RoPE, read from the config as Hugging Face builds it
+- which layers of Llama 4 use RoPE, as Hugging Face's config builds it
 - how the chunked causal mask differs from the causal mask and from a sliding window
-- how the query temperature :math:`1 + 0.1 \\ln(1 + \\lfloor (p+1)/8192 \\rfloor)`
-  grows with the position ``p``, and why only NoPE layers get it
+- how NoPE layers' query temperature :math:`1 + 0.1 \\ln(1 + \\lfloor (p+1)/8192
+  \\rfloor)` grows with ``p``
 - what SmolLM3's NoPE layers share with Llama 4's, and where they differ
 
 **Prerequisites:** :doc:`/generated/positional/plot_07_nope_causal` (NoPE),
@@ -92,16 +90,12 @@ def rope_complex(x, pos, base=10000.0):
 # %%
 # The idea
 # --------
-# A RoPE layer knows relative positions but, trained on contexts up to some length,
-# meets unseen angles beyond it; a
-# :doc:`NoPE layer </generated/positional/plot_07_nope_causal>` has no angles to go
-# wrong, and reads order from the causal mask alone. Llama 4's
-# *interleaved* RoPE (iRoPE) takes both :footcite:p:`Meta2025`: layer ``l`` rotates
-# when :math:`(l + 1) \bmod 4 \neq 0`, and each kind gets its own mask and scale.
-# A RoPE layer attends only within its chunk of :math:`L_c` tokens (Hugging Face's
-# ``attention_chunk_size``, 8192), a NoPE layer to every earlier token, and it
-# multiplies the query at position ``p`` by a temperature :math:`\tau(p)`, inspired by
-# Scalable-Softmax :footcite:p:`Nakanishi2025`:
+# A RoPE layer meets unseen angles beyond its training length; a
+# :doc:`NoPE layer </generated/positional/plot_07_nope_causal>` has none. Llama 4's
+# *interleaved* RoPE (iRoPE) :footcite:p:`Meta2025` rotates in layer ``l`` when
+# :math:`(l + 1) \bmod 4 \neq 0`, within chunks of :math:`L_c` tokens (8192); a NoPE
+# layer attends to the whole past and multiplies the query at position ``p`` by
+# :math:`\tau(p)` (after Scalable-Softmax :footcite:p:`Nakanishi2025`):
 #
 # .. math::
 #
@@ -110,10 +104,9 @@ def rope_complex(x, pos, base=10000.0):
 #
 #    \tau(p) &= 1 + s \ln\!\Big(1 + \Big\lfloor \frac{p + 1}{F} \Big\rfloor\Big),
 #
-# with :math:`s` = ``attn_scale`` = 0.1 and :math:`F` = ``floor_scale`` = 8192. The
-# temperature is 1 for the first 8191 positions, then climbs a logarithmic staircase:
-# longer contexts spread a softmax over more keys, and a larger :math:`\tau` sharpens
-# it back. The masks at 16 tokens with :math:`L_c = 4`, and :math:`\tau` up to 128k:
+# with :math:`s` = ``attn_scale`` = 0.1, :math:`F` = ``floor_scale`` = 8192: 1 for the
+# first 8191 positions, then a logarithmic staircase that sharpens a softmax spread
+# over more keys. The masks at 16 tokens with :math:`L_c = 4`, and :math:`\tau`:
 Lf, Lcf = 16, 4  # tokens, tokens per chunk
 i_f, j_f = torch.arange(Lf)[:, None], torch.arange(Lf)[None, :]
 causal_f = j_f <= i_f  # (L, L)
@@ -144,41 +137,24 @@ plt.show()
 # %%
 # From scratch: which layers rotate
 # ---------------------------------
-# Hugging Face stores the pattern in ``no_rope_layers``, one flag per layer, and,
-# despite the name, a 1 means *this layer uses RoPE* (``use_rope =
-# config.no_rope_layers[layer_idx]`` in ``Llama4TextAttention``).
+# Hugging Face's ``no_rope_layers``: one flag per layer, and 1 means *uses RoPE*.
 def rope_layers(n_layers, interval=4):
     """Flag per layer, as Hugging Face's no_rope_layers: 1 = RoPE, 0 = NoPE."""
     return [int((layer + 1) % interval != 0) for layer in range(n_layers)]
 
 
 # %%
-# Llama 4 Scout's text model, from ``transformers``' ``Llama4TextConfig`` defaults
-# (its docstring's checkpoint, ``meta-llama/Llama-4-Scout-17B-16E``): our flags are its
-# own, each RoPE layer chunked, each NoPE layer full. A chunked layer caches at most
-# ``Lc`` keys, so at 128k tokens Scout's layers cache
-# :measured:`cache_share:.1%` of the keys that full attention everywhere would.
-SCOUT = dict(num_hidden_layers=48, no_rope_layer_interval=4, attention_chunk_size=8192,
-             attn_scale=0.1, floor_scale=8192, use_qk_norm=True, head_dim=128)
+# Llama 4 Scout's text model (``Llama4TextConfig``'s defaults): our flags are its own.
 scout = Llama4TextConfig()
-assert {k: getattr(scout, k) for k in SCOUT} == SCOUT
-flags = rope_layers(SCOUT["num_hidden_layers"])
+flags = rope_layers(48)
 nope_scout = [layer for layer, f in enumerate(flags) if f == 0]
 print(f"Scout: {sum(flags)} RoPE layers of {len(flags)}; NoPE layers {nope_scout}")
 assert flags == scout.no_rope_layers and nope_scout == list(range(3, 48, 4))
-assert scout.layer_types == ["chunked_attention" if f else "full_attention"
-                             for f in flags]
-cached = [min(131072, 8192) if f else 131072 for f in flags]  # keys per layer at 128k
-cache_share = sum(cached) / (48 * 131072)
-print(f"keys cached at 131072 tokens: {cache_share:.4f} of full attention's")
-assert cache_share == (36 * 8192 + 12 * 131072) / (48 * 131072)
 
 # %%
-# From scratch: the chunked mask, the temperature, the layer
-# ----------------------------------------------------------
-# The chunked mask is the causal mask cut at every multiple of ``Lc``: query ``i``
-# keeps the ``i mod Lc + 1`` keys of its chunk up to itself. The temperature is the
-# equation above, computed in float32 as Llama 4 does.
+# From scratch: chunked mask, temperature, layer
+# -----------------------------------------------
+# The causal mask cut at every multiple of ``Lc``; the temperature, in float32.
 def chunked_mask(L, Lc, device=None):
     """(L, L) bool: query i keeps key j <= i of its own chunk of Lc tokens."""
     i = torch.arange(L, device=device)[:, None]  # (L, 1)
@@ -193,12 +169,9 @@ def attn_temperature(pos, attn_scale=0.1, floor_scale=8192):
 
 
 # %%
-# One attention layer of either kind: grouped-query attention with Hugging Face's
-# four projection names. A RoPE layer rotates ``q`` and ``k`` on adjacent pairs, then
-# divides each head of each by its root mean square, without a weight (Hugging Face's
-# ``Llama4TextL2Norm``: the result's norm is :math:`\sqrt{D_h}`, not 1), and attends
-# within its chunk. A NoPE layer skips both, scales each query by :math:`\tau(p)` and
-# attends causally.
+# A layer of either kind (grouped-query). RoPE: rotate ``q``, ``k``, divide each head
+# by its root mean square (``Llama4TextL2Norm``), attend within the chunk. NoPE: scale
+# each query by :math:`\tau(p)`, attend causally.
 def rms_unit(x, eps):
     """x (..., Dh) / its root mean square over the last dim; no weight."""
     return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
@@ -218,8 +191,7 @@ class Llama4Attention(nn.Module):
         self.v_proj = nn.Linear(D, Nkv * Dh, bias=False)
         self.o_proj = nn.Linear(Nh * Dh, D, bias=False)
 
-    def forward(self, x):  # x (B, L, D), positions 0 .. L - 1
-        """-> the output (B, L, D) and the attention weights (B, Nh, L, L)."""
+    def forward(self, x):  # x (B, L, D) -> out (B, L, D), weights (B, Nh, L, L)
         B, L, _ = x.shape
         Nh, Nkv, Dh = self.Nh, self.Nkv, self.Dh
         q = self.q_proj(x).view(B, L, Nh, Dh).transpose(1, 2)  # (B, Nh, L, Dh)
@@ -235,8 +207,7 @@ class Llama4Attention(nn.Module):
                 tau = attn_temperature(pos, self.attn_scale, self.floor_scale)  # (L,)
                 q = q * tau[:, None]  # query l scaled by tau(l)
             keep = causal_mask(L, x.device)  # (L, L)
-        k = k.repeat_interleave(Nh // Nkv, dim=1)  # (B, Nh, L, Dh): head h reads h // G
-        v = v.repeat_interleave(Nh // Nkv, dim=1)
+        k, v = (t.repeat_interleave(Nh // Nkv, dim=1) for t in (k, v))  # (B, Nh, L, Dh)
         logits = q @ k.mT / math.sqrt(Dh)  # (B, Nh, L, L)
         weights = logits.masked_fill(~keep, float("-inf")).softmax(dim=-1)
         out = (weights @ v).transpose(1, 2).reshape(B, L, Nh * Dh)  # (B, L, Nh Dh)
@@ -365,23 +336,24 @@ for layer_idx, (_, mask_hf, _, _) in enumerate(records):  # the mask of each kin
     assert torch.equal(mask_hf[0, 0] == 0, keep)
 
 # %%
+# Scout's config is ``transformers``' ``Llama4TextConfig`` defaults (its docstring's
+# checkpoint, ``meta-llama/Llama-4-Scout-17B-16E``): each RoPE layer chunked, each NoPE
+# layer full. A chunked layer caches at most ``Lc`` keys, so at 128k tokens Scout's
+# layers cache :measured:`cache_share:.1%` of the keys full attention would.
+SCOUT = dict(num_hidden_layers=48, no_rope_layer_interval=4, attention_chunk_size=8192,
+             attn_scale=0.1, floor_scale=8192, use_qk_norm=True, head_dim=128)
+assert {k: getattr(scout, k) for k in SCOUT} == SCOUT
+assert scout.layer_types == ["chunked_attention" if f else "full_attention"
+                             for f in flags]
+cached = [min(131072, 8192) if f else 131072 for f in flags]  # keys per layer at 128k
+cache_share = sum(cached) / (48 * 131072)
+print(f"keys cached at 131072 tokens: {cache_share:.4f} of full attention's")
+assert cache_share == (36 * 8192 + 12 * 131072) / (48 * 131072)
+
+# %%
 # Equal to Hugging Face's Llama 4
 # -------------------------------
-# Our temperature is the scale ``Llama4TextAttention`` gives its queries (at Scout's
-# constants: 1 up to position 8190, then 1.0693 and 1.2197), our masks are those
-# ``Llama4TextModel`` builds, and each of a random model's four attention layers
-# (folded above) loads into ours strictly and gives its output and weights.
-tau = attn_temperature(torch.tensor([8190, 8191, 65535], device=device))  # (3,)
-for p, t in zip((8190, 8191, 65535), tau.tolist()):
-    print(f"p = {p:5d}: tau = {t:.4f}, Llama4TextAttention's scale "
-          f"{hf_scale[p].min():.4f} to {hf_scale[p].max():.4f}")
-    torch.testing.assert_close(hf_scale[p], torch.full_like(hf_scale[p], t))
-tau_8190, tau_8191, tau_65535 = tau.tolist()
-assert tau_8190 == 1.0 and round(tau_8191, 4) == 1.0693
-assert round(tau_65535, 4) == 1.2197
-assert abs(tau_65535 - (1 + 0.1 * math.log(9))) < 1e-6  # 1 + s ln 9: float32's eps
-torch.testing.assert_close(marks_f.to(device), tau[1:])  # the figure's two marks
-
+# Each attention layer of a random ``Llama4TextModel`` loads into ours, output equal.
 ours_layers = []
 for layer_idx, (h_in, mask_hf, out_hf, w_hf) in enumerate(records):
     use_rope = cfg.no_rope_layers[layer_idx]
@@ -397,8 +369,22 @@ for layer_idx, (h_in, mask_hf, out_hf, w_hf) in enumerate(records):
     torch.testing.assert_close(w, w_hf)
 
 # %%
-# Proof: the qk norm is an RMS norm, and commutes with RoPE
-# ---------------------------------------------------------
+# Proof: tau's steps; the qk norm is an RMS norm, and commutes with RoPE
+# ----------------------------------------------------------------------
+# Our temperature is the scale ``Llama4TextAttention`` gives its queries: at Scout's
+# constants 1 up to position 8190, then 1.0693 and 1.2197, the figure's two marks.
+tau = attn_temperature(torch.tensor([8190, 8191, 65535], device=device))  # (3,)
+for p, t in zip((8190, 8191, 65535), tau.tolist()):
+    print(f"p = {p:5d}: tau = {t:.4f}, Llama4TextAttention's scale "
+          f"{hf_scale[p].min():.4f} to {hf_scale[p].max():.4f}")
+    torch.testing.assert_close(hf_scale[p], torch.full_like(hf_scale[p], t))
+tau_8190, tau_8191, tau_65535 = tau.tolist()
+assert tau_8190 == 1.0 and round(tau_8191, 4) == 1.0693
+assert round(tau_65535, 4) == 1.2197
+assert abs(tau_65535 - (1 + 0.1 * math.log(9))) < 1e-6  # 1 + s ln 9: float32's eps
+torch.testing.assert_close(marks_f.to(device), tau[1:])  # the figure's two marks
+
+# %%
 # After ``rms_unit`` every head of ``q`` has norm :math:`\sqrt{D_h}` (the mean square
 # is 1, less the eps), not 1: "L2 norm" names the norm it divides by, not its result.
 # A rotation keeps each pair's length, hence the mean square: normalising before or
@@ -418,13 +404,9 @@ assert norms.max() < math.sqrt(8) and norms.min() > 0.99 * math.sqrt(8)
 # %%
 # SmolLM3: the same flags, plain NoPE layers
 # ------------------------------------------
-# SmolLM3 :footcite:p:`HuggingFace2025` shares Llama 4's layout: ``SmolLM3Config``
-# builds ``no_rope_layers`` with the same rule (1 = RoPE, every fourth layer NoPE,
-# :measured:`n_rope_smol` RoPE layers of its 36), and its attention reads the flag
-# the same way. It shares nothing else: no chunks, no temperature, no qk norm, RoPE on
-# rotate-half pairs; and with ``use_sliding_window`` its *NoPE* layers get the window,
-# where Llama 4 puts its local mask on the RoPE layers. A NoPE layer of SmolLM3 is ours
-# with the temperature off (both proved in the fold below).
+# SmolLM3 :footcite:p:`HuggingFace2025` shares the flags (:measured:`n_rope_smol`
+# RoPE layers of 36), not chunks, temperature or qk norm; its optional window goes to
+# its *NoPE* layers. Its NoPE layer is ours with the temperature off (proved below).
 
 # %%
 # Proof: SmolLM3's NoPE layer is ours without the temperature
@@ -470,10 +452,7 @@ torch.testing.assert_close(mine_smol, out_smol)
 # %%
 # Try it: is the chunked mask a sliding window of Lc tokens?
 # ----------------------------------------------------------
-# Both keep at most ``Lc`` keys per query. Compare the two masks, and the tokens three
-# stacked layers of each can reach (the
-# :doc:`sliding-window page </generated/transformer/plot_12_sliding_window_sinks>`
-# proves that two windowed layers reach ``2 (W - 1)`` tokens back).
+# Both keep at most ``Lc`` keys per query. Compare masks, and three layers' reach.
 
 # %%
 # They differ: the window slides, the chunk restarts. The first query of a chunk keeps
@@ -505,8 +484,7 @@ assert int((reach_w.sum(-1) - 1).max()) == 3 * (Lc_try - 1)
 # %%
 # Try it: turn the temperature off. Which queries change?
 # -------------------------------------------------------
-# Run the random model's NoPE layer (layer 3) with ``temperature=False`` and compare it
-# with Hugging Face's output, query by query.
+# Run the random model's NoPE layer 3 with ``temperature=False``, query by query.
 
 # %%
 # The first three queries agree (:math:`\tau = 1` while ``p + 1 < floor_scale``, 4
@@ -545,8 +523,7 @@ else:
 # References
 # ----------
 # Llama 4 :footcite:p:`Meta2025`; NoPE :footcite:p:`Kazemnejad2023`; Scalable-Softmax
-# :footcite:p:`Nakanishi2025`; windowed RoPE beside global NoPE layers
-# :footcite:p:`Yang2025b`; SmolLM3 :footcite:p:`HuggingFace2025`; RoPE
-# :footcite:p:`Su2021`.
+# :footcite:p:`Nakanishi2025`; windowed RoPE beside global NoPE :footcite:p:`Yang2025b`;
+# SmolLM3 :footcite:p:`HuggingFace2025`; RoPE :footcite:p:`Su2021`.
 #
 # .. footbibliography::
