@@ -338,8 +338,8 @@ if device == "cuda":  # the kernel, eager (a compiled one would compile first)
     torch.testing.assert_close(gathered, flexed)
 
 # %%
-# Proof: equal to Hugging Face's ``DeepseekV32Indexer``
-# -----------------------------------------------------
+# Proof: equal to Hugging Face's ``DeepseekV32Indexer`` and ``DeepseekV32Attention``
+# ----------------------------------------------------------------------------------
 # ``DeepseekV32Indexer`` from a tiny random config of the same sizes loads our
 # indexer's weights with ``strict=True``, so every parameter of it moves off its
 # initial value. Hugging Face returns only the selected indices; a
@@ -412,11 +412,9 @@ print(f"smallest gap between consecutive top scores: {gaps.min():.2e}")
 assert gaps.min() > 100 * max(err, 1e-7)
 
 # %%
-# Proof: the whole ``DeepseekV32Attention`` layer
-# -----------------------------------------------
-# Hugging Face's layer runs DeepSeek-V3's multi-head latent attention (MLA), asks the
-# indexer
-# for the top-``K`` keys and, in its eager path, folds them into the additive mask.
+# The whole ``DeepseekV32Attention`` layer runs DeepSeek-V3's multi-head latent
+# attention (MLA), asks the indexer for the top-``K`` keys and, in its eager path,
+# folds them into the additive mask.
 # Under an attention function of its own name it passes the indices instead; we
 # register ``sparse_attention`` there, so that Hugging Face's projections feed *our*
 # gather form. The two layer outputs must agree, and the indices it passes must be
