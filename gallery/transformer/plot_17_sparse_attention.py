@@ -3,10 +3,9 @@ Sparse attention from an indexer: each query reads its top-k keys
 =================================================================
 
 DeepSeek-V3.2's sparse attention :footcite:p:`DeepSeekAI2025` lets a small, cheap
-*lightning indexer* score every earlier key for each query, keeps the ``K`` best, and
-runs the model's attention over those ``K`` keys only. This page writes the indexer and
-the sparse attention from scratch and proves them equal to Hugging Face's
-``DeepseekV32Indexer`` and ``DeepseekV32Attention``.
+*lightning indexer* score every earlier key for each query, keeps the ``K`` best and
+runs attention over those only. This page writes both from scratch and proves them
+equal to Hugging Face's ``DeepseekV32Indexer`` and ``DeepseekV32Attention``.
 
 **You will learn**
 
@@ -15,10 +14,10 @@ the sparse attention from scratch and proves them equal to Hugging Face's
 - that sparse attention is dense causal attention when ``K >= L``
 - how the same selection runs as a gather, as a boolean mask and as a FlexAttention mask
 
-**Prerequisites:** :doc:`/generated/transformer/plot_04_causal_attention` (the causal
-mask), :doc:`/generated/positional/plot_04_rope` (rotate-half RoPE),
+**Prerequisites:** :doc:`/generated/transformer/plot_04_causal_attention`,
+:doc:`/generated/positional/plot_04_rope`,
 :doc:`/generated/normalization/plot_04_layernorm`,
-:doc:`/generated/transformer/plot_13_sdpa_backends_flex` (masks, FlexAttention).
+:doc:`/generated/transformer/plot_13_sdpa_backends_flex`.
 
 .. index:: ! sparse attention
 .. index:: ! DeepSeek Sparse Attention
@@ -108,10 +107,9 @@ def layer_norm(x, weight, bias, eps=1e-5):
 # %%
 # The idea
 # --------
-# Causal attention reads all ``l + 1`` earlier keys for query ``l``: its cost grows with
-# ``L`` per query, :math:`L^2` per sequence. DeepSeek Sparse Attention splits the work.
-# A *lightning indexer* with ``Ni`` small heads of width ``Di`` scores query ``t``
-# against every earlier token ``s``,
+# Causal attention reads all ``l + 1`` earlier keys for query ``l``, :math:`L^2` per
+# sequence. A *lightning indexer* with ``Ni`` small heads of width ``Di`` scores query
+# ``t`` against every earlier token ``s``,
 #
 # .. math::
 #
@@ -119,13 +117,11 @@ def layer_norm(x, weight, bias, eps=1e-5):
 #    \mathrm{ReLU}\Big(\frac{q_{t,j} \cdot k_s}{\sqrt{D_i}}\Big),
 #    \qquad S_t = \operatorname{top-}K_{\,s \le t}\; I_{t,s},
 #
-# where the weights :math:`w_{t,j}` and the queries :math:`q_{t,j}` come from token
-# :math:`t` and one key :math:`k_s`, shared by all indexer heads, from token :math:`s`.
-# Then the model's attention runs over the selected keys :math:`s \in S_t` only. The
-# indexer still scores all :math:`L^2` pairs, but in a few cheap heads (FP8 in
-# DeepSeek's kernel); the expensive attention reads ``K`` keys per query. Below, the
-# selection of ``K =`` :measured:`K_fig` keys for each of ``L =`` :measured:`L_fig`
-# queries from random scores: a query with fewer than ``K`` earlier keys keeps them all.
+# with weights :math:`w_{t,j}` and queries :math:`q_{t,j}` from token :math:`t` and one
+# key :math:`k_s`, shared by all heads, from token :math:`s`. The model's attention then
+# reads only the keys :math:`s \in S_t`: the indexer still scores all :math:`L^2` pairs,
+# in a few cheap heads (FP8 in DeepSeek's kernel). Below, ``K =`` :measured:`K_fig` of
+# ``L =`` :measured:`L_fig` keys from random scores; a query with fewer keeps them all.
 L_fig, K_fig = 16, 4
 gen = torch.Generator().manual_seed(3)
 scores_fig = torch.randn(L_fig, L_fig, generator=gen)  # (L, L) stand-in index scores
@@ -133,7 +129,7 @@ visible_fig = causal_mask(L_fig)  # (L, L): key s <= query t
 picks_fig = scores_fig.masked_fill(~visible_fig, -math.inf).topk(K_fig).indices
 selected_fig = torch.zeros(L_fig, L_fig, dtype=torch.bool).scatter(1, picks_fig, True)
 selected_fig &= visible_fig  # picks of -inf (queries with fewer than K keys) dropped
-fig, axes = plt.subplots(1, 2, figsize=(8, 4.1), layout="constrained")
+fig, axes = plt.subplots(1, 2, figsize=(8, 3.7), layout="constrained")
 for ax, shown, name in [(axes[0], visible_fig, "causal"),
                         (axes[1], selected_fig, f"indexer, top-{K_fig}")]:
     ax.imshow(shown, cmap="Blues", vmin=-0.3, vmax=1.2)
@@ -150,14 +146,12 @@ assert pairs_causal == L_fig * (L_fig + 1) // 2
 assert pairs_sparse == K_fig * (K_fig + 1) // 2 + (L_fig - K_fig) * K_fig
 
 # %%
-# From scratch: the indexer
-# -------------------------
-# The indexer's query reads the attention's query latent ``q_lat`` (width ``Dq``, the
-# output of MLA's ``q_a_layernorm``); its single key head reads the token ``x`` through
-# a LayerNorm. RoPE turns the first ``Dr`` channels of both, in the rotate-half layout
-# (MLA's own RoPE pairs adjacent channels). The per-head weights ``w`` are a linear map
-# of ``x`` scaled by :math:`1/\sqrt{N_i}`. Module names as Hugging Face's, so its state
-# dict loads as it is.
+# From scratch: the indexer and attention over its keys
+# -----------------------------------------------------
+# Queries read MLA's query latent ``q_lat`` (width ``Dq``), the one key head reads the
+# token ``x`` through a LayerNorm; rotate-half RoPE turns the first ``Dr`` channels of
+# both. The head weights ``w`` are a linear map of ``x`` over :math:`\sqrt{N_i}`.
+# Module names as Hugging Face's, so its state dict loads as it is.
 class Indexer(nn.Module):
     """DeepSeek-V3.2's lightning indexer: index scores of every (query, key) pair."""
 
@@ -194,25 +188,19 @@ def index_scores(q, k, w):
 
 
 def select_keys(scores, K):
-    """scores (B, L, L) -> the K best visible keys of each query, best first: (B, L, K).
-
-    A query l with fewer than K visible keys gets them all, then future keys (score
-    -inf) to fill its K; those are dropped by the causal mask downstream."""
+    """scores (B, L, L) -> each query's K best visible keys, best first: (B, L, K);
+    a query with fewer is padded with future keys (score -inf)."""
     L = scores.shape[-1]
     hidden = ~causal_mask(L, scores.device)  # (L, L): the future
     return scores.masked_fill(hidden, -math.inf).topk(min(K, L), dim=-1).indices
 
 
 # %%
-# From scratch: attention over the selected keys
-# ----------------------------------------------
-# A sparse kernel *gathers* the ``K`` selected keys and values of each query and runs
-# softmax attention over them: ``K`` keys read per query, not ``l + 1``. The same
-# selection written as a boolean ``(L, L)`` mask gives a dense kernel the same answer.
+# A sparse kernel *gathers* each query's ``K`` selected keys and values and runs softmax
+# over them; the same selection as a boolean ``(L, L)`` mask serves a dense kernel.
 def sparse_attention(q, k, v, idx, scale):
-    """Each query attends to its keys idx (B, L, K) that are not in its future.
-
-    q (B, Nh, L, Dh), k and v (B, Nh, L, Dh) -> (B, Nh, L, Dh)."""
+    """Each query attends to its keys idx (B, L, K) that are not in its future:
+    q, k and v (B, Nh, L, Dh) -> (B, Nh, L, Dh)."""
     B, Nh, L, _ = q.shape
     b = torch.arange(B, device=q.device).view(B, 1, 1, 1)
     h = torch.arange(Nh, device=q.device).view(1, Nh, 1, 1)
@@ -230,13 +218,12 @@ def selection_mask(idx, L):
     return picked.scatter(-1, idx, True) & causal_mask(L, idx.device)
 
 
-
 # %%
-# The selection, from the indexer
-# -------------------------------
+# Proof: the inputs, where every term counts
+# ------------------------------------------
 # A seeded random indexer, every parameter moved off its initial value (its key
-# projection small, so that the LayerNorm's ``eps`` counts), scores ``L`` queries; each
-# must keep exactly ``min(K, l + 1)`` keys, all of them visible.
+# projection small, so that the LayerNorm's ``eps`` counts), random ``x`` and ``q_lat``,
+# and random queries, keys and values for the attention.
 B, L, K = 2, 12, 5
 D, Dq, Ni, Di, Dr = 32, 24, 8, 16, 8
 indexer = Indexer(D, Dq, Ni, Di, Dr).to(device)
@@ -247,6 +234,15 @@ with torch.no_grad():
 x = torch.randn(B, L, D, device=device)  # (B, L, D)
 q_lat = torch.randn(B, L, Dq, device=device)  # (B, L, Dq)
 cos, sin = rope_cos_sin(torch.arange(L, device=device), Dr, 10000.0)  # (L, Dr)
+Nh, Dh = 4, 16
+q, k, v = (torch.randn(B, Nh, L, Dh, device=device) for _ in range(3))
+scale = Dh**-0.5
+
+# %%
+# The selection, and attention over it
+# ------------------------------------
+# Each query keeps ``min(K, l + 1)`` keys, all visible. With ``K = L`` sparse attention
+# is causal SDPA; with ``K < L`` the gather equals SDPA with the boolean mask ``keep``.
 with torch.no_grad():
     ours = indexer(x, q_lat, cos, sin)  # (B, L, L)
 idx = select_keys(ours, K)  # (B, L, K)
@@ -256,16 +252,6 @@ expected = (torch.arange(L, device=device) + 1).clamp(max=K).expand(B, L)
 print(f"keys kept per query (K = {K}): {counts[0].tolist()}")
 assert torch.equal(counts, expected)
 assert not (keep & ~causal_mask(L, device)).any()
-
-# %%
-# Sparse attention: dense when ``K >= L``, a gather or a mask when ``K < L``
-# ---------------------------------------------------------------------------
-# With ``K = L`` every query keeps all its visible keys and sparse attention must be
-# causal attention, here PyTorch's ``scaled_dot_product_attention(is_causal=True)``.
-# With ``K < L`` the gather form must equal SDPA with the boolean mask ``keep``.
-Nh, Dh = 4, 16
-q, k, v = (torch.randn(B, Nh, L, Dh, device=device) for _ in range(3))
-scale = Dh**-0.5
 dense = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # its own 1/sqrt(Dh)
 full = sparse_attention(q, k, v, select_keys(ours, L), scale)  # K = L
 err_full = (full - dense).abs().max().item()
@@ -274,12 +260,27 @@ torch.testing.assert_close(full, dense)
 
 gathered = sparse_attention(q, k, v, idx, scale)  # K < L
 masked = F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None])
-gap_dense = (gathered - dense).abs().max().item()
-print(f"K = {K}: max |gather - boolean mask| = {(gathered - masked).abs().max():.1e}, "
-      f"|gather - dense| = {gap_dense:.2f}")
+print(f"K = {K}: max |gather - boolean mask| = {(gathered - masked).abs().max():.1e}")
 torch.testing.assert_close(gathered, masked)
+
+# %%
+# Proof: with ``K < L``, dense for the first ``K`` queries; a future pick weighs zero
+# -------------------------------------------------------------------------------------
+# Queries ``l < K`` keep all their keys; later ones skip some, so their output moves.
+gap_dense = (gathered - dense).abs().max().item()
+print(f"K = {K}: max |gather - dense| = {gap_dense:.2f}")
 torch.testing.assert_close(gathered[:, :, :K], dense[:, :, :K])  # l < K: all keys
 assert gap_dense > 0.1  # later queries skip keys: another output
+
+# %%
+# A query ``l < K`` is handed ``K - l - 1`` future keys by ``topk`` (their scores are
+# ``-inf``). With the queries a hundred times larger, a visible key's logit can fall
+# below -100, so a finite fill in place of ``-inf`` would let the future in.
+sharp = sparse_attention(100 * q, k, v, idx, scale)
+sharp_ref = F.scaled_dot_product_attention(100 * q, k, v, attn_mask=keep[:, None])
+err_sharp = (sharp - sharp_ref).abs().max().item()
+print(f"queries x 100: max |gather - boolean mask| = {err_sharp:.1e}")
+torch.testing.assert_close(sharp, sharp_ref)
 
 # %%
 # Proof: what it saves at DeepSeek-V3.2's size
@@ -337,8 +338,8 @@ if device == "cuda":  # the kernel, eager (a compiled one would compile first)
     torch.testing.assert_close(gathered, flexed)
 
 # %%
-# Proof: equal to Hugging Face's ``DeepseekV32Indexer``
-# -----------------------------------------------------
+# Proof: equal to Hugging Face's ``DeepseekV32Indexer`` and ``DeepseekV32Attention``
+# ----------------------------------------------------------------------------------
 # ``DeepseekV32Indexer`` from a tiny random config of the same sizes loads our
 # indexer's weights with ``strict=True``, so every parameter of it moves off its
 # initial value. Hugging Face returns only the selected indices; a
@@ -411,23 +412,9 @@ print(f"smallest gap between consecutive top scores: {gaps.min():.2e}")
 assert gaps.min() > 100 * max(err, 1e-7)
 
 # %%
-# Proof: a future pick gets weight zero, whatever the logits
-# ----------------------------------------------------------
-# A query ``l < K`` is handed ``K - l - 1`` future keys by ``topk`` (their scores are
-# ``-inf``). With the queries a hundred times larger, a visible key's logit can fall
-# below -100, so a finite fill in place of ``-inf`` would let the future in.
-sharp = sparse_attention(100 * q, k, v, idx, scale)
-sharp_ref = F.scaled_dot_product_attention(100 * q, k, v, attn_mask=keep[:, None])
-err_sharp = (sharp - sharp_ref).abs().max().item()
-print(f"queries x 100: max |gather - boolean mask| = {err_sharp:.1e}")
-torch.testing.assert_close(sharp, sharp_ref)
-
-# %%
-# Proof: the whole ``DeepseekV32Attention`` layer
-# -----------------------------------------------
-# Hugging Face's layer runs DeepSeek-V3's multi-head latent attention (MLA), asks the
-# indexer
-# for the top-``K`` keys and, in its eager path, folds them into the additive mask.
+# The whole ``DeepseekV32Attention`` layer runs DeepSeek-V3's multi-head latent
+# attention (MLA), asks the indexer for the top-``K`` keys and, in its eager path,
+# folds them into the additive mask.
 # Under an attention function of its own name it passes the indices instead; we
 # register ``sparse_attention`` there, so that Hugging Face's projections feed *our*
 # gather form. The two layer outputs must agree, and the indices it passes must be
@@ -499,8 +486,7 @@ assert gap_v3 > 0.01
 # %%
 # Try it: drop the ReLU. Does the indexer select the same keys?
 # -------------------------------------------------------------
-# DeepSeek chose ReLU for throughput. Without it, a head's negative logit lowers a
-# key's score instead of counting zero: same weights, same inputs, other scores.
+# DeepSeek chose ReLU for throughput. Without it, a negative logit lowers a score.
 indexer.load_state_dict(hf_indexer.state_dict())
 with torch.no_grad():
     q_i, k_i, w_i = indexer.project(x, q_lat, cos, sin)
@@ -514,9 +500,7 @@ assert not changed[:, :K].any()  # the first K queries keep all their keys eithe
 # %%
 # Try it: rotate the indexer's channels in MLA's interleaved layout
 # -----------------------------------------------------------------
-# MLA's own RoPE turns adjacent pairs ``(2i, 2i + 1)``; the indexer's, in Hugging
-# Face's code, turns ``i`` with ``i + Dr/2``. Port the indexer with MLA's layout: are
-# the selections the same?
+# MLA's RoPE turns pairs ``(2i, 2i + 1)``, the indexer's ``(i, i + Dr/2)``. Same keys?
 
 # Same weights, same positions, other pairs of channels: other scores, other keys.
 with torch.no_grad():
@@ -536,10 +520,9 @@ assert moved_adj > 0.01 and changed_adj.any()
 assert not changed_adj[:, :K].any()  # the first K queries keep all their keys
 
 # %%
-# Try it: rotate q and k by a Hadamard matrix first. Does the selection change?
-# ------------------------------------------------------------------------------
-# DeepSeek's own code multiplies the indexer's queries and key by a Hadamard matrix
-# before rounding them to FP8; Hugging Face's code skips it.
+# Try it: rotate q and k by a Hadamard matrix. Other keys?
+# --------------------------------------------------------
+# DeepSeek's code rotates them before rounding to FP8; Hugging Face's skips it.
 
 # An orthogonal map keeps every dot product, so the scores, and the selection, stay.
 hadamard = torch.ones(1, 1, device=device)
