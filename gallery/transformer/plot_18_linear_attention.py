@@ -273,18 +273,33 @@ def l2_normalize(x, eps=1e-6):
     return x * torch.rsqrt(x.pow(2).sum(dim=-1, keepdim=True) + eps)
 
 
-class NormGated(nn.Module):
-    """RMSNorm over the last dim, then times SiLU(z) (Qwen3NextRMSNormGated's order)."""
+# Copied from normalization/plot_05_groupnorm_rmsnorm.py: RMSNorm
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x**2) + eps) * weight over the last dim, in float32 (as Llama)."""
 
-    def __init__(self, Dv, eps=1e-6):
+    def __init__(self, D, eps=1e-6):
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(Dv))  # (Dv,)
+        self.weight = nn.Parameter(torch.ones(D))  # (D,)
         self.eps = eps
 
-    def forward(self, x, z):  # x, z (..., Dv) -> (..., Dv), in x's dtype
+    def forward(self, x):  # (..., D) -> (..., D), in x's dtype
         x32 = x.float()
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)
-        return (self.weight * x32.to(x.dtype) * F.silu(z.float())).to(x.dtype)
+        return self.weight * x32.to(x.dtype)
+
+
+# Copied from normalization/plot_15_gated_rmsnorm.py: RMSNormGated
+class RMSNormGated(nn.Module):
+    """RMSNorm(x) * SiLU(gate), the gate in float32; x, gate (..., D) -> x's dtype."""
+
+    def __init__(self, D, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(D))  # (D,) as RMSNorm's
+        self.eps = eps
+
+    def forward(self, x, gate):
+        normed = RMSNorm.forward(self, x)  # the book's RMSNorm, this weight and eps
+        return (normed * F.silu(gate.float())).to(x.dtype)
 
 
 class GatedDeltaNet(nn.Module):
@@ -299,7 +314,7 @@ class GatedDeltaNet(nn.Module):
         self.in_proj_ba = nn.Linear(D, 2 * Nv, bias=False)
         self.dt_bias = nn.Parameter(torch.ones(Nv))  # (Nv,)
         self.A_log = nn.Parameter(torch.zeros(Nv))  # (Nv,)
-        self.norm = NormGated(Dv, eps)
+        self.norm = RMSNormGated(Dv, eps)
         self.out_proj = nn.Linear(Nv * Dv, D, bias=False)
 
     def project(self, x):
@@ -397,7 +412,7 @@ z = torch.randn_like(tiny)
 hf_norm = Qwen3NextRMSNormGated(Dv).to(device)
 with torch.no_grad():
     hf_norm.weight.add_(0.1 * torch.randn_like(hf_norm.weight))
-    norm = NormGated(Dv).to(device)
+    norm = RMSNormGated(Dv).to(device)
     norm.load_state_dict(hf_norm.state_dict(), strict=True)
     assert list(norm.state_dict()) == list(hf_norm.state_dict()) == ["weight"]
     gap_normalize = (l2_normalize(tiny) - F.normalize(tiny, dim=-1)).abs().max().item()
